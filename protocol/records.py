@@ -1,0 +1,325 @@
+"""The records inside a v2 record batch: decoding and building whole batches.
+
+Off the hot path (the broker stores and serves batches without opening them): this is for tools,
+tests, compaction, ListOffsets by timestamp and the like. The batch header is described in
+protocol.record_batch. After it, `recordsCount` records follow, compressed together as one blob
+when the codec is not NONE. Each record:
+
+    length          varint   bytes in the record after this field
+    attributes      int8     unused, 0
+    timestampDelta  varlong  timestamp - batch baseTimestamp
+    offsetDelta     varint   offset - batch baseOffset
+    keyLength       varint   -1 for a null key
+    key             bytes
+    valueLength     varint   -1 for a null value
+    value           bytes
+    headerCount     varint
+    headers, each:
+      keyLength     varint
+      key           bytes    UTF-8, never null
+      valueLength   varint   -1 for a null value
+      value         bytes
+
+In a LOG_APPEND_TIME batch the record timestamps are not read: every record takes the batch
+maxTimestamp. Control batches (transaction markers) hold one record whose key is
+[int16 version 0][int16 type] and whose value is [int16 version 0][int32 coordinator epoch].
+"""
+
+import enum
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from protocol.compression import Compression, compress, decompress
+from protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    ProtocolError,
+    UnsupportedMessageFormatError,
+)
+from protocol.primitives import encode_varint, read_varint
+from protocol.record_batch import (
+    BATCH_HEADER_SIZE,
+    BATCH_HEADER_STRUCT,
+    CONTROL_FLAG,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_TYPE_FLAG,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+    TimestampType,
+    write_crc,
+)
+
+__all__ = [
+    "Header",
+    "Record",
+    "iter_records",
+    "build_batch",
+    "ControlRecordType",
+    "control_record",
+    "control_record_type",
+]
+
+_INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_NULL_LENGTH = encode_varint(-1)
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record, with its absolute offset and timestamp (not the deltas stored on the wire)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
+    """Decode the records of `batch`, one whole v2 batch starting at its baseOffset.
+
+    The header is checked and the records section decompressed at once; records are then decoded
+    as they are consumed. Anything malformed raises CorruptRecordError. The CRC is not checked
+    (see record_batch.crc_is_valid).
+    """
+    header = BatchHeader.from_buffer(batch)
+    if header.magic != MAGIC_V2:
+        raise UnsupportedMessageFormatError(f"batch has magic {header.magic}, not {MAGIC_V2}")
+    if not BATCH_HEADER_SIZE <= header.size <= len(batch):
+        raise CorruptRecordError(
+            f"batch size {header.size} does not fit a {len(batch)}-byte buffer"
+        )
+    if header.record_count < 0:
+        raise CorruptRecordError(f"negative record count {header.record_count}")
+    section = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
+    if header.compression != Compression.NONE:
+        section = memoryview(decompress(header.compression, section))
+    return _decode_records(section, header)
+
+
+def _decode_records(data: memoryview, header: BatchHeader) -> Iterator[Record]:
+    fixed_timestamp = None
+    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+        fixed_timestamp = header.max_timestamp
+    pos = 0
+    for index in range(header.record_count):
+        if pos >= len(data):
+            raise CorruptRecordError(
+                f"batch declares {header.record_count} records but holds only {index}"
+            )
+        try:
+            record, pos = _decode_record(data, pos, header, fixed_timestamp)
+        except ProtocolError as exc:  # from the varint readers
+            raise CorruptRecordError(f"record {index}: {exc}") from None
+        yield record
+    if pos != len(data):
+        raise CorruptRecordError(
+            f"{len(data) - pos} bytes left after the {header.record_count} records declared"
+        )
+
+
+def _decode_record(
+    data: memoryview, pos: int, header: BatchHeader, fixed_timestamp: int | None
+) -> tuple[Record, int]:
+    length, pos = read_varint(data, pos)
+    if length < 0 or length > len(data) - pos:
+        raise CorruptRecordError(f"record of {length} bytes at byte {pos} runs past the batch")
+    end = pos + length
+    pos += 1  # attributes: no bit of them is used yet
+    timestamp_delta, pos = read_varint(data, pos)
+    offset_delta, pos = read_varint(data, pos)
+    key, pos = _decode_nullable_bytes(data, pos, end)
+    value, pos = _decode_nullable_bytes(data, pos, end)
+    headers, pos = _decode_headers(data, pos, end)
+    if pos != end:
+        raise CorruptRecordError(f"record fields end at byte {pos}, its length says {end}")
+    timestamp = header.base_timestamp + timestamp_delta
+    if fixed_timestamp is not None:
+        timestamp = fixed_timestamp
+    return Record(header.base_offset + offset_delta, timestamp, key, value, headers), pos
+
+
+def _decode_nullable_bytes(data: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+    length, pos = read_varint(data, pos)
+    if length < 0:
+        return None, pos
+    if length > end - pos:
+        raise CorruptRecordError(f"field of {length} bytes at byte {pos} runs past its record")
+    return bytes(data[pos : pos + length]), pos + length
+
+
+def _decode_headers(data: memoryview, pos: int, end: int) -> tuple[tuple[Header, ...], int]:
+    count, pos = read_varint(data, pos)
+    # Each header takes at least two bytes; a larger count cannot be honest.
+    if count < 0 or 2 * count > end - pos:
+        raise CorruptRecordError(f"header count {count} at byte {pos} is impossible")
+    headers = []
+    for _ in range(count):
+        raw_key, pos = _decode_nullable_bytes(data, pos, end)
+        if raw_key is None:
+            raise CorruptRecordError(f"null header key at byte {pos}")
+        try:
+            key = raw_key.decode()
+        except UnicodeDecodeError:
+            raise CorruptRecordError(f"header key at byte {pos} is not UTF-8") from None
+        value, pos = _decode_nullable_bytes(data, pos, end)
+        headers.append(Header(key, value))
+    return tuple(headers), pos
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    compression: Compression = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """Build one v2 batch holding `records`, CRC included.
+
+    baseOffset and baseTimestamp are those of the first record; offsets must increase (gaps are
+    allowed, as compaction leaves them). Raises ValueError for an empty sequence, offsets out of
+    order, or values that do not fit their fields.
+    """
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    base_offset = records[0].offset
+    base_timestamp = records[0].timestamp
+    _check_offsets(records)
+    max_timestamp = _check_timestamps(records)
+    body = bytearray()
+    for record in records:
+        _encode_record(body, record, record.offset - base_offset, record.timestamp - base_timestamp)
+    records_section = body if compression == Compression.NONE else compress(compression, body)
+    attributes = int(compression)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_FLAG
+    if is_transactional:
+        attributes |= TRANSACTIONAL_FLAG
+    if is_control:
+        attributes |= CONTROL_FLAG
+    batch = bytearray(BATCH_HEADER_SIZE)
+    batch += records_section
+    try:
+        BATCH_HEADER_STRUCT.pack_into(
+            batch,
+            0,
+            base_offset,
+            len(batch) - LOG_OVERHEAD,
+            partition_leader_epoch,
+            MAGIC_V2,
+            0,  # the CRC, written last as it covers the rest of the header
+            attributes,
+            records[-1].offset - base_offset,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    except struct.error as exc:
+        raise ValueError(f"batch header field out of range: {exc}") from None
+    write_crc(batch)
+    return bytes(batch)
+
+
+def _check_offsets(records: Sequence[Record]) -> None:
+    base_offset = previous_offset = records[0].offset
+    for record in records[1:]:
+        if record.offset <= previous_offset:
+            raise ValueError(f"offset {record.offset} follows {previous_offset}: not increasing")
+        previous_offset = record.offset
+    if previous_offset - base_offset > _INT32_MAX:
+        raise ValueError(f"offsets {base_offset}..{previous_offset} span more than an int32")
+
+
+def _check_timestamps(records: Sequence[Record]) -> int:
+    """Check every timestamp delta fits a varlong; return the batch maxTimestamp."""
+    base_timestamp = records[0].timestamp
+    timestamps = [record.timestamp for record in records]
+    max_timestamp = max(timestamps)
+    for delta in (min(timestamps) - base_timestamp, max_timestamp - base_timestamp):
+        if not _INT64_MIN <= delta <= _INT64_MAX:
+            raise ValueError(f"timestamp delta {delta} does not fit a varlong")
+    return max_timestamp
+
+
+def _encode_record(out: bytearray, record: Record, offset_delta: int, timestamp_delta: int) -> None:
+    body = bytearray(b"\x00")  # attributes
+    body += encode_varint(timestamp_delta)
+    body += encode_varint(offset_delta)
+    _encode_nullable_bytes(body, record.key)
+    _encode_nullable_bytes(body, record.value)
+    body += encode_varint(len(record.headers))
+    for header in record.headers:
+        _encode_nullable_bytes(body, header.key.encode())
+        _encode_nullable_bytes(body, header.value)
+    out += encode_varint(len(body))
+    out += body
+
+
+def _encode_nullable_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out += _NULL_LENGTH
+    else:
+        out += encode_varint(len(data))
+        out += data
+
+
+class ControlRecordType(enum.IntEnum):
+    """The type in a control record's key."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+_CONTROL_RECORD_VERSION = 0
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+
+def control_record(
+    record_type: ControlRecordType, coordinator_epoch: int, offset: int, timestamp: int
+) -> Record:
+    """A transaction marker, to go alone into a batch built with is_control=True."""
+    return Record(
+        offset=offset,
+        timestamp=timestamp,
+        key=_CONTROL_KEY.pack(_CONTROL_RECORD_VERSION, record_type),
+        value=_CONTROL_VALUE.pack(_CONTROL_RECORD_VERSION, coordinator_epoch),
+    )
+
+
+def control_record_type(record: Record) -> ControlRecordType:
+    """The type of a control record, from its key.
+
+    Raises CorruptRecordError for a key too short or with a negative version, and
+    InvalidRecordError for a type this broker does not know.
+    """
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        raise CorruptRecordError(f"control record key {record.key!r} is too short")
+    version, type_code = _CONTROL_KEY.unpack_from(record.key)
+    if version < 0:
+        raise CorruptRecordError(f"control record key has negative version {version}")
+    try:
+        return ControlRecordType(type_code)
+    except ValueError:
+        raise InvalidRecordError(f"unknown control record type {type_code}") from None
