@@ -1,0 +1,836 @@
+"""Broker configuration: a Java .properties file with Kafka's key names, types and defaults.
+
+    cfg = BrokerConfig.load("config/server.properties", ["log.retention.hours=1"])
+    cfg.listeners, cfg.advertised_listeners, cfg.log_dirs, cfg.log_config()
+
+Every key logway knows is typed and checked when the config is built; a bad value stops startup
+with a ConfigError naming the key and the value. Keys logway does not know are logged once and
+otherwise ignored, as Kafka does. Topic-level defaults come from the broker keys that stand for
+them (`log.retention.hours` for `retention.ms`, ...), resolved by `storage.log_config`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import re
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from protocol.config_types import ConfigEntry, ConfigSource, ConfigSynonym, ConfigType
+from storage.log_config import (
+    INT_MAX,
+    LONG_MAX,
+    TOPIC_CONFIGS,
+    InvalidConfigError,
+    LogConfig,
+    check_value,
+    format_value,
+    parse_value,
+)
+
+__all__ = [
+    "parse_properties",
+    "ConfigError",
+    "Listener",
+    "SECURITY_PROTOCOLS",
+    "parse_security_protocol_map",
+    "parse_listeners",
+    "BrokerConfigDef",
+    "BROKER_CONFIGS",
+    "BrokerConfig",
+]
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(Exception):
+    """The broker configuration is invalid; the broker must not start."""
+
+
+# --------------------------------------------------------------------------------------------
+# Java .properties
+# --------------------------------------------------------------------------------------------
+
+_PROPS_WS = " \t\f"
+_NEWLINE_RE = re.compile(r"\r\n|\r|\n")
+_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse the text of a Java .properties file into {key: value}; later keys win.
+
+    Lines whose first non-blank character is '#' or '!' are comments. A line ending in an odd
+    number of backslashes continues on the next one, whose leading blanks are dropped. The key
+    ends at the first unescaped '=', ':' or blank; blanks around the separator are skipped and
+    the value runs to the end of the line, trailing unescaped blanks trimmed. Escapes: \\t \\n
+    \\r \\f \\uXXXX, and a backslash before any other character stands for that character.
+    A malformed \\uXXXX is a ConfigError.
+    """
+    result: dict[str, str] = {}
+    lines = _NEWLINE_RE.split(text)
+    index = 0
+    while index < len(lines):
+        line = lines[index].lstrip(_PROPS_WS)
+        index += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line):
+            line = line[:-1]
+            if index >= len(lines):
+                break
+            line += lines[index].lstrip(_PROPS_WS)
+            index += 1
+        key, value = _split_entry(line)
+        result[key] = value
+    return result
+
+
+def _continues(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    """Split one logical line into (key, value), unescaping both."""
+    length = len(line)
+    pos = 0
+    escaped = False
+    value_start = length
+    has_separator = False
+    while pos < length:
+        char = line[pos]
+        if not escaped and char in "=:":
+            value_start = pos + 1
+            has_separator = True
+            break
+        if not escaped and char in _PROPS_WS:
+            value_start = pos + 1
+            break
+        escaped = (char == "\\") and not escaped
+        pos += 1
+    key_end = pos
+    while value_start < length:
+        char = line[value_start]
+        if char not in _PROPS_WS:
+            if not has_separator and char in "=:":
+                has_separator = True
+            else:
+                break
+        value_start += 1
+    key, _ = _unescape(line[:key_end])
+    value, protected = _unescape(line[value_start:])
+    value = value[:protected] + value[protected:].rstrip(_PROPS_WS)
+    return key, value
+
+
+def _unescape(text: str) -> tuple[str, int]:
+    """Resolve escapes; also return the length of the prefix that ends at the last escape."""
+    if "\\" not in text:
+        return text, 0
+    out: list[str] = []
+    protected = 0
+    pos = 0
+    length = len(text)
+    while pos < length:
+        char = text[pos]
+        pos += 1
+        if char != "\\":
+            out.append(char)
+            continue
+        if pos >= length:  # a lone trailing backslash stands for nothing
+            break
+        char = text[pos]
+        pos += 1
+        if char == "u":
+            digits = text[pos : pos + 4]
+            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                raise ConfigError(f"Malformed \\uxxxx encoding in properties: {text!r}")
+            out.append(chr(int(digits, 16)))
+            pos += 4
+        else:
+            out.append(_SIMPLE_ESCAPES.get(char, char))
+        protected = len(out)
+    return "".join(out), protected
+
+
+def _read_text(path: str | os.PathLike[str]) -> str:
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as exc:
+        raise ConfigError(f"Cannot read broker config file {os.fspath(path)}: {exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")  # what java.util.Properties reads from a byte stream
+
+
+# --------------------------------------------------------------------------------------------
+# Listeners
+# --------------------------------------------------------------------------------------------
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+_LISTENER_RE = re.compile(
+    r"(?P<name>[^:/]*)://(?:\[(?P<v6>[0-9A-Za-z%._:-]*)\]|(?P<host>[0-9A-Za-z%._:-]*))"
+    r":(?P<port>-?[0-9]+)",
+    re.ASCII,
+)
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One endpoint: a listener name (upper case), a host ("" = all interfaces) and a port."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def parse_security_protocol_map(text: str) -> dict[str, str]:
+    """Parse "NAME:PROTOCOL,..." into {NAME: PROTOCOL}, both upper-cased and checked."""
+    result: dict[str, str] = {}
+    for item in _split_csv(text):
+        name, sep, protocol = item.rpartition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or not protocol:
+            raise ConfigError(
+                f"Invalid value {text} for configuration listener.security.protocol.map: "
+                f"'{item}' is not of the form LISTENER_NAME:SECURITY_PROTOCOL"
+            )
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"Invalid value {text} for configuration listener.security.protocol.map: "
+                f"unknown security protocol {protocol} (known: {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in result:
+            raise ConfigError(
+                f"Invalid value {text} for configuration listener.security.protocol.map: "
+                f"listener {name} appears more than once"
+            )
+        result[name] = protocol
+    return result
+
+
+def parse_listeners(
+    text: str,
+    protocol_map: Mapping[str, str],
+    *,
+    config_name: str = "listeners",
+    require_distinct_ports: bool = True,
+) -> list[Listener]:
+    """Parse "NAME://host:port,..." (host may be empty; IPv6 in brackets).
+
+    Listener names are case-insensitive (kept upper case) and must be distinct and present in
+    `protocol_map`; a protocol other than PLAINTEXT is refused, logway has no TLS or SASL.
+    """
+    listeners: list[Listener] = []
+    for item in _split_csv(text):
+        match = _LISTENER_RE.fullmatch(item)
+        if match is None or not match["name"]:
+            raise ConfigError(
+                f"Invalid value {text} for configuration {config_name}: cannot parse '{item}' "
+                "as LISTENER_NAME://host:port"
+            )
+        name = match["name"].upper()
+        host = match["v6"] if match["v6"] is not None else match["host"]
+        port = int(match["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError(
+                f"Invalid value {text} for configuration {config_name}: port {port} of "
+                f"listener {name} is out of range 0..65535"
+            )
+        protocol = protocol_map.get(name)
+        if protocol is None:
+            raise ConfigError(
+                f"Invalid value {text} for configuration {config_name}: no security protocol "
+                f"defined for listener {name} in listener.security.protocol.map"
+            )
+        if protocol not in _SUPPORTED_PROTOCOLS:
+            raise ConfigError(
+                f"Invalid value {text} for configuration {config_name}: listener {name} uses "
+                f"security protocol {protocol}, which logway does not support "
+                "(only PLAINTEXT is supported)"
+            )
+        if any(other.name == name for other in listeners):
+            raise ConfigError(
+                f"Invalid value {text} for configuration {config_name}: each listener must "
+                f"have a different name, {name} appears more than once"
+            )
+        listeners.append(Listener(name, host, port))
+    if require_distinct_ports:
+        _check_distinct_ports(text, config_name, listeners)
+    return listeners
+
+
+def _check_distinct_ports(text: str, config_name: str, listeners: list[Listener]) -> None:
+    """Ports must differ, except 0 (any free port) and one IPv4 + one IPv6 literal sharing one."""
+    by_port: dict[int, list[Listener]] = {}
+    for listener in listeners:
+        if listener.port != 0:
+            by_port.setdefault(listener.port, []).append(listener)
+    for port, group in by_port.items():
+        if len(group) == 1:
+            continue
+        versions = sorted(_ip_version(listener.host) for listener in group)
+        if versions != [4, 6]:
+            raise ConfigError(
+                f"Invalid value {text} for configuration {config_name}: each listener must "
+                f"have a different port, {port} is used by "
+                + ", ".join(listener.name for listener in group)
+            )
+
+
+def _ip_version(host: str) -> int:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).version
+    except ValueError:
+        return 0
+
+
+def _split_csv(text: str) -> list[str]:
+    return [item for item in (part.strip() for part in text.split(",")) if item]
+
+
+# --------------------------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerConfigDef:
+    """One broker key: Kafka's name, type and default (typed; None = no default), checks, docs.
+
+    `dynamic` marks keys Kafka lets AlterConfigs change at runtime; the others are reported
+    read-only.
+    """
+
+    name: str
+    type: ConfigType
+    default: Any
+    documentation: str
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    allowed: tuple[str, ...] | None = None
+    dynamic: bool = False
+
+    def parse(self, raw: Any) -> Any:
+        """Type and check a raw value; ConfigError naming the key and value otherwise."""
+        try:
+            value = parse_value(self.type, str(raw))
+            check_value(value, minimum=self.minimum, maximum=self.maximum, allowed=self.allowed)
+        except ValueError as exc:
+            raise ConfigError(
+                f"Invalid value {raw} for configuration {self.name}: {exc}"
+            ) from None
+        return value
+
+    def format(self, value: Any) -> str | None:
+        return format_value(self.type, value)
+
+
+_B, _S, _I, _SH, _L, _D, _LIST = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.SHORT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_DEFAULT_PROTOCOL_MAP = (
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+)
+
+
+def _c(name: str, ctype: ConfigType, default: Any, doc: str, **kw: Any) -> BrokerConfigDef:
+    return BrokerConfigDef(name, ctype, default, doc, **kw)
+
+
+_DEFS: tuple[BrokerConfigDef, ...] = (
+    # --- identity and cluster
+    _c("broker.id", _I, -1,
+       "Id of this broker, unique in the cluster. -1 means none was configured.", minimum=-1),
+    _c("broker.rack", _S, None,
+       "Rack or availability zone of this broker; replicas are spread across racks."),
+    _c("zookeeper.connect", _S, None,
+       "ZooKeeper hosts as host:port[,host:port...][/chroot]. When absent, logway runs as a "
+       "standalone broker."),
+    _c("zookeeper.session.timeout.ms", _I, 18000, "ZooKeeper session timeout."),
+    _c("zookeeper.connection.timeout.ms", _I, None,
+       "Longest wait for the ZooKeeper connection; zookeeper.session.timeout.ms when unset."),
+    # --- network
+    _c("listeners", _S, "PLAINTEXT://:9092",
+       "Comma separated NAME://host:port endpoints the broker listens on. An empty host binds "
+       "every interface; IPv6 hosts go in brackets.", dynamic=True),
+    _c("advertised.listeners", _S, None,
+       "Endpoints given to clients in metadata, when they differ from listeners. Unset means "
+       "listeners; an empty or wildcard host is replaced by this machine's hostname.",
+       dynamic=True),
+    _c("listener.security.protocol.map", _S, _DEFAULT_PROTOCOL_MAP,
+       "NAME:PROTOCOL pairs giving the security protocol of each listener name. logway only "
+       "serves PLAINTEXT.", dynamic=True),
+    _c("inter.broker.listener.name", _S, None,
+       "Listener that brokers use to talk to each other; must be an advertised listener."),
+    _c("num.network.threads", _I, 3,
+       "Threads that read requests from and write responses to the network.",
+       minimum=1, dynamic=True),
+    _c("num.io.threads", _I, 8,
+       "Threads that process requests, disk I/O included.", minimum=1, dynamic=True),
+    _c("socket.send.buffer.bytes", _I, 102400,
+       "SO_SNDBUF of the server sockets; -1 keeps the OS default."),
+    _c("socket.receive.buffer.bytes", _I, 102400,
+       "SO_RCVBUF of the server sockets; -1 keeps the OS default."),
+    _c("socket.request.max.bytes", _I, 104857600,
+       "Largest request the broker reads; bigger ones close the connection.", minimum=1),
+    _c("queued.max.requests", _I, 500,
+       "Requests that may wait for an I/O thread before the network threads stop reading.",
+       minimum=1),
+    _c("connections.max.idle.ms", _L, 600000,
+       "Idle connections are closed after this long."),
+    # --- log basics
+    _c("log.dir", _S, "/tmp/kafka-logs",
+       "Directory holding the log data; used when log.dirs is not set."),
+    _c("log.dirs", _S, None,
+       "Comma separated directories holding the log data; takes precedence over log.dir."),
+    _c("num.partitions", _I, 1,
+       "Partitions of a topic created without a partition count.", minimum=1),
+    _c("default.replication.factor", _I, 1,
+       "Replication factor of a topic created without one."),
+    _c("auto.create.topics.enable", _B, True,
+       "Create a topic on first use (metadata request or produce) when it does not exist."),
+    _c("delete.topic.enable", _B, True,
+       "Allow DeleteTopics; when false, topic deletion is refused."),
+    _c("num.recovery.threads.per.data.dir", _I, 1,
+       "Threads per data directory that recover logs at startup and flush them at shutdown.",
+       minimum=1, dynamic=True),
+    _c("message.max.bytes", _I, 1048588,
+       "Largest record batch, after compression, the broker accepts; default of the topic's "
+       "max.message.bytes.", minimum=0, dynamic=True),
+    _c("log.segment.bytes", _I, 1073741824,
+       "Size at which a segment is rolled; default of the topic's segment.bytes.",
+       minimum=14, dynamic=True),
+    _c("log.roll.ms", _L, None,
+       "Time after which a segment is rolled even if not full; log.roll.hours when unset. "
+       "Default of the topic's segment.ms.", dynamic=True),
+    _c("log.roll.hours", _I, 168,
+       "Like log.roll.ms, in hours; used when log.roll.ms is not set.", minimum=1, dynamic=True),
+    _c("log.roll.jitter.ms", _L, None,
+       "Largest random amount taken off the roll time; log.roll.jitter.hours when unset. "
+       "Default of the topic's segment.jitter.ms.", dynamic=True),
+    _c("log.roll.jitter.hours", _I, 0,
+       "Like log.roll.jitter.ms, in hours; used when log.roll.jitter.ms is not set.",
+       minimum=0, dynamic=True),
+    _c("log.index.interval.bytes", _I, 4096,
+       "Bytes of records between two offset index entries; default of index.interval.bytes.",
+       minimum=0, dynamic=True),
+    _c("log.index.size.max.bytes", _I, 10485760,
+       "Size of each segment's index files; default of the topic's segment.index.bytes.",
+       minimum=4, dynamic=True),
+    _c("log.retention.ms", _L, None,
+       "How long a segment is kept before deletion; -1 (or any negative) keeps it forever. "
+       "Takes precedence over log.retention.minutes and log.retention.hours. Default of the "
+       "topic's retention.ms.", dynamic=True),
+    _c("log.retention.minutes", _I, None,
+       "Like log.retention.ms, in minutes; used when log.retention.ms is not set.",
+       dynamic=True),
+    _c("log.retention.hours", _I, 168,
+       "Like log.retention.ms, in hours; used when neither log.retention.ms nor "
+       "log.retention.minutes is set.", dynamic=True),
+    _c("log.retention.bytes", _L, -1,
+       "Size a partition may reach before old segments are deleted; -1 for no limit. Default "
+       "of the topic's retention.bytes.", dynamic=True),
+    _c("log.retention.check.interval.ms", _L, 300000,
+       "How often the broker looks for segments to delete under the retention rules.",
+       minimum=1),
+    _c("log.segment.delete.delay.ms", _L, 60000,
+       "Wait before a deleted segment's files are removed; default of file.delete.delay.ms.",
+       minimum=0, dynamic=True),
+    _c("log.cleanup.policy", _LIST, ["delete"],
+       "Default cleanup policy of topics: delete, compact or both.",
+       allowed=("compact", "delete"), dynamic=True),
+    _c("log.flush.interval.messages", _L, LONG_MAX,
+       "Records appended to a partition before it is fsynced; default of flush.messages.",
+       minimum=1, dynamic=True),
+    _c("log.flush.interval.ms", _L, None,
+       "Longest time a record waits in memory before an fsync; log.flush.scheduler.interval.ms "
+       "when unset. Default of the topic's flush.ms.", dynamic=True),
+    _c("log.flush.scheduler.interval.ms", _L, LONG_MAX,
+       "How often the flusher checks whether a log is due for an fsync.", dynamic=True),
+    _c("log.flush.offset.checkpoint.interval.ms", _I, 60000,
+       "How often the recovery point of each log is written to disk.", minimum=0),
+    _c("log.flush.start.offset.checkpoint.interval.ms", _I, 60000,
+       "How often the log start offset of each log is written to disk.", minimum=0),
+    _c("log.message.timestamp.type", _S, "CreateTime",
+       "CreateTime or LogAppendTime; default of the topic's message.timestamp.type.",
+       allowed=("CreateTime", "LogAppendTime"), dynamic=True),
+    _c("log.message.timestamp.difference.max.ms", _L, LONG_MAX,
+       "Deprecated: largest gap, either way, between a CreateTime timestamp and the broker's "
+       "clock; default of message.timestamp.difference.max.ms.", minimum=0, dynamic=True),
+    _c("log.message.timestamp.before.max.ms", _L, LONG_MAX,
+       "How far in the past a CreateTime timestamp may be; default of "
+       "message.timestamp.before.max.ms.", minimum=0, dynamic=True),
+    _c("log.message.timestamp.after.max.ms", _L, LONG_MAX,
+       "How far in the future a CreateTime timestamp may be; default of "
+       "message.timestamp.after.max.ms.", minimum=0, dynamic=True),
+    _c("log.message.downconversion.enable", _B, True,
+       "Whether fetches from old consumers may get batches converted to an old format; default "
+       "of message.downconversion.enable.", dynamic=True),
+    _c("log.preallocate", _B, False,
+       "Reserve a new segment's full size on disk; default of the topic's preallocate.",
+       dynamic=True),
+    _c("compression.type", _S, "producer",
+       "Codec for stored batches (uncompressed, zstd, lz4, snappy, gzip), or producer to keep "
+       "the producer's; default of the topic's compression.type.",
+       allowed=_COMPRESSION, dynamic=True),
+    _c("min.insync.replicas", _I, 1,
+       "In-sync replicas needed for an acks=all write to succeed; default of the topic's "
+       "min.insync.replicas.", minimum=1, dynamic=True),
+    _c("unclean.leader.election.enable", _B, False,
+       "Let an out-of-sync replica become leader when no in-sync one is left, losing data.",
+       dynamic=True),
+    # --- log cleaner
+    _c("log.cleaner.enable", _B, True,
+       "Run the log cleaner, which compacts topics with the compact policy."),
+    _c("log.cleaner.threads", _I, 1,
+       "Threads compacting logs.", minimum=0, dynamic=True),
+    _c("log.cleaner.dedupe.buffer.size", _L, 134217728,
+       "Memory, over all cleaner threads, for the key map used to deduplicate.", dynamic=True),
+    _c("log.cleaner.io.buffer.size", _I, 524288,
+       "Memory, over all cleaner threads, for read and write buffers.", minimum=0, dynamic=True),
+    _c("log.cleaner.backoff.ms", _L, 15000,
+       "Pause of a cleaner thread that found nothing to clean.", minimum=0, dynamic=True),
+    _c("log.cleaner.min.cleanable.ratio", _D, 0.5,
+       "Dirty share of a log above which it is compacted; default of "
+       "min.cleanable.dirty.ratio.", minimum=0, maximum=1, dynamic=True),
+    _c("log.cleaner.min.compaction.lag.ms", _L, 0,
+       "Shortest time a record stays uncompacted; default of min.compaction.lag.ms.",
+       minimum=0, dynamic=True),
+    _c("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX,
+       "Longest time a record may stay uncompacted; default of max.compaction.lag.ms.",
+       minimum=1, dynamic=True),
+    _c("log.cleaner.delete.retention.ms", _L, 86400000,
+       "How long tombstones survive compaction; default of delete.retention.ms.",
+       minimum=0, dynamic=True),
+    # --- consumer groups and offsets
+    _c("offsets.topic.num.partitions", _I, 50,
+       "Partitions of __consumer_offsets (fixed once the topic exists).", minimum=1),
+    _c("offsets.topic.replication.factor", _SH, 3,
+       "Replication factor of __consumer_offsets; creating it fails until that many brokers "
+       "are up.", minimum=1),
+    _c("offsets.topic.segment.bytes", _I, 104857600,
+       "Segment size of __consumer_offsets, kept small for fast compaction and loading.",
+       minimum=1),
+    _c("offsets.retention.minutes", _I, 10080,
+       "How long committed offsets of an empty group are kept.", minimum=1),
+    _c("offsets.retention.check.interval.ms", _L, 600000,
+       "How often expired offsets are looked for.", minimum=1),
+    _c("offsets.commit.timeout.ms", _I, 5000,
+       "Longest wait for an offset commit to be replicated before it fails.", minimum=1),
+    _c("offsets.load.buffer.size", _I, 5242880,
+       "Batch size for reading __consumer_offsets when a broker becomes coordinator.",
+       minimum=1),
+    _c("group.initial.rebalance.delay.ms", _I, 3000,
+       "Wait for more members before the first rebalance of an empty group."),
+    _c("group.min.session.timeout.ms", _I, 6000,
+       "Smallest session timeout a group member may ask for."),
+    _c("group.max.session.timeout.ms", _I, 1800000,
+       "Largest session timeout a group member may ask for."),
+    _c("group.max.size", _I, INT_MAX,
+       "Most members a consumer group may have.", minimum=1),
+    # --- transactions and producer ids
+    _c("transaction.state.log.num.partitions", _I, 50,
+       "Partitions of __transaction_state (fixed once the topic exists).", minimum=1),
+    _c("transaction.state.log.replication.factor", _SH, 3,
+       "Replication factor of __transaction_state.", minimum=1),
+    _c("transaction.state.log.min.isr", _I, 2,
+       "min.insync.replicas of __transaction_state.", minimum=1),
+    _c("transaction.max.timeout.ms", _I, 900000,
+       "Largest transaction timeout a producer may ask for.", minimum=1),
+    _c("transactional.id.expiration.ms", _I, 604800000,
+       "A transactional id with no activity for this long is forgotten.", minimum=1),
+    _c("producer.id.expiration.ms", _I, 86400000,
+       "Idempotence state of a producer id unused for this long is dropped.",
+       minimum=1, dynamic=True),
+    # --- replication
+    _c("replica.lag.time.max.ms", _L, 30000,
+       "A follower that has not caught up within this time is removed from the ISR."),
+    _c("replica.fetch.wait.max.ms", _I, 500,
+       "Longest wait of a follower's fetch; at most replica.lag.time.max.ms."),
+    _c("replica.fetch.min.bytes", _I, 1,
+       "Bytes a follower's fetch waits for before it is answered."),
+    _c("replica.fetch.max.bytes", _I, 1048576,
+       "Bytes a follower asks for per partition (a larger first batch is still returned).",
+       minimum=0),
+    _c("replica.socket.timeout.ms", _I, 30000,
+       "Socket timeout of follower fetches; at least replica.fetch.wait.max.ms."),
+    _c("num.replica.fetchers", _I, 1,
+       "Fetcher threads per source broker on a follower.", dynamic=True),
+    _c("controlled.shutdown.enable", _B, True,
+       "Move leadership away from this broker before it shuts down."),
+    _c("auto.leader.rebalance.enable", _B, True,
+       "Periodically move leadership back to the preferred replicas."),
+    _c("leader.imbalance.check.interval.seconds", _L, 300,
+       "How often leadership balance is checked.", minimum=1),
+)
+
+BROKER_CONFIGS: Mapping[str, BrokerConfigDef] = MappingProxyType({d.name: d for d in _DEFS})
+
+
+def _synonym_groups() -> dict[str, tuple[str, ...]]:
+    """Broker keys that are one setting in several units (log.retention.ms/minutes/hours...)."""
+    groups: dict[str, tuple[str, ...]] = {}
+    for topic_def in TOPIC_CONFIGS.values():
+        names = tuple(s.name for s in topic_def.synonyms)
+        if len(names) > 1:
+            for name in names:
+                groups[name] = names
+    return groups
+
+
+_SYNONYM_GROUPS = _synonym_groups()
+
+
+# --------------------------------------------------------------------------------------------
+# BrokerConfig
+# --------------------------------------------------------------------------------------------
+
+
+class BrokerConfig:
+    """The broker's typed, validated configuration. Immutable; `with_overrides` makes copies.
+
+    `BrokerConfig()` is the all-default config.
+    """
+
+    __slots__ = ("_settings", "_values", "_listeners", "_advertised", "_log_config")
+
+    def __init__(self, props: Mapping[str, Any] | None = None) -> None:
+        settings = {str(k): str(v) for k, v in (props or {}).items()}
+        _warn_unknown(settings)
+        self._build(settings)
+
+    # --- construction
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Type and check every known key; log each unknown key once and ignore it."""
+        return cls(props)
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str] | None, overrides: Sequence[str] = ()
+    ) -> BrokerConfig:
+        """Read a .properties file (when `path` is given), then apply "key=value" overrides."""
+        props = parse_properties(_read_text(path)) if path is not None else {}
+        for override in overrides:
+            key, sep, value = override.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"Invalid override {override!r}: expected key=value")
+            props[key.strip()] = value.strip()
+        return cls(props)
+
+    def with_overrides(self, settings: Mapping[str, Any]) -> BrokerConfig:
+        """A copy with more explicit settings (later ones win)."""
+        extra = {str(k): str(v) for k, v in settings.items()}
+        _warn_unknown({k: v for k, v in extra.items() if k not in self._settings})
+        copy = BrokerConfig.__new__(BrokerConfig)
+        copy._build({**self._settings, **extra})
+        return copy
+
+    def _build(self, settings: dict[str, str]) -> None:
+        self._settings = MappingProxyType(settings)
+        self._values = {
+            name: (definition.parse(settings[name]) if name in settings else definition.default)
+            for name, definition in BROKER_CONFIGS.items()
+        }
+        protocol_map = parse_security_protocol_map(self._values["listener.security.protocol.map"])
+        self._listeners = tuple(parse_listeners(self._values["listeners"], protocol_map))
+        advertised_text = self._values["advertised.listeners"]
+        if advertised_text is None:
+            self._advertised = self._listeners
+        else:
+            self._advertised = tuple(
+                parse_listeners(
+                    advertised_text,
+                    protocol_map,
+                    config_name="advertised.listeners",
+                    require_distinct_ports=False,
+                )
+            )
+        self._check_listener_names()
+        if not self.log_dirs:
+            raise ConfigError("At least one log directory must be defined via log.dirs or log.dir")
+        self._check_replica_timeouts()
+        try:
+            self._log_config = LogConfig.resolve({}, settings)
+        except InvalidConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _check_listener_names(self) -> None:
+        names = [listener.name for listener in self._listeners]
+        for listener in self._advertised:
+            if listener.name not in names:
+                raise ConfigError(
+                    f"advertised.listeners listener {listener.name} is not defined in listeners "
+                    f"({', '.join(names)}); advertised listener names must be a subset of them"
+                )
+        inter_broker = self._values["inter.broker.listener.name"]
+        if inter_broker is not None:
+            advertised_names = [listener.name for listener in self._advertised]
+            if inter_broker.upper() not in advertised_names:
+                raise ConfigError(
+                    f"inter.broker.listener.name must be a listener name defined in "
+                    f"advertised.listeners; {inter_broker} is not one of "
+                    f"{', '.join(advertised_names)}"
+                )
+
+    def _check_replica_timeouts(self) -> None:
+        wait = self._values["replica.fetch.wait.max.ms"]
+        if wait > self._values["replica.socket.timeout.ms"]:
+            raise ConfigError(
+                "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
+                f"({wait}) to prevent unnecessary socket timeouts"
+            )
+        if wait > self._values["replica.lag.time.max.ms"]:
+            raise ConfigError(
+                "replica.fetch.wait.max.ms should always be at most replica.lag.time.max.ms "
+                "to prevent frequent changes in ISR"
+            )
+
+    # --- generic access
+
+    def get(self, name: str) -> Any:
+        """The typed value of a known key (its default when unset); KeyError for others."""
+        try:
+            value = self._values[name]
+        except KeyError:
+            raise KeyError(f"Unknown broker config: {name}") from None
+        return list(value) if isinstance(value, list) else value
+
+    def is_set(self, name: str) -> bool:
+        """Whether the operator set this key explicitly."""
+        return name in self._settings
+
+    @property
+    def explicit_settings(self) -> Mapping[str, str]:
+        """Raw strings of everything the operator set (unknown keys included)."""
+        return self._settings
+
+    # --- typed conveniences
+
+    @property
+    def broker_id(self) -> int:
+        return self._values["broker.id"]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        """Where the broker binds, as configured (host "" = all interfaces)."""
+        return list(self._listeners)
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        """What clients are told: advertised.listeners, else listeners; a wildcard host ("",
+        0.0.0.0 or ::) is replaced by this machine's hostname."""
+        hostname: str | None = None
+        result = []
+        for listener in self._advertised:
+            if listener.host in _WILDCARD_HOSTS:
+                if hostname is None:
+                    hostname = socket.gethostname()
+                listener = Listener(listener.name, hostname, listener.port)
+            result.append(listener)
+        return result
+
+    @property
+    def log_dirs(self) -> list[str]:
+        """log.dirs split on commas when set, else log.dir."""
+        text = self._values["log.dirs"]
+        if text is None:
+            text = self._values["log.dir"]
+        return _split_csv(text)
+
+    def log_config(self) -> LogConfig:
+        """The topic-level defaults this broker gives topics without overrides."""
+        return self._log_config
+
+    # --- DescribeConfigs
+
+    def describe(self, include_synonyms: bool = True) -> list[ConfigEntry]:
+        """Entries for every known key: source STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG.
+
+        Synonyms follow Kafka: for a key that is one of several units of a setting (e.g.
+        log.retention.hours), the set keys of that setting from this one down, then the ones
+        that have a default.
+        """
+        entries = []
+        for name, definition in BROKER_CONFIGS.items():
+            synonyms = tuple(self._broker_synonyms(name))
+            entries.append(
+                ConfigEntry(
+                    name=name,
+                    value=definition.format(self._values[name]),
+                    source=(
+                        ConfigSource.STATIC_BROKER_CONFIG
+                        if name in self._settings
+                        else ConfigSource.DEFAULT_CONFIG
+                    ),
+                    type=definition.type,
+                    documentation=definition.documentation,
+                    read_only=not definition.dynamic,
+                    is_sensitive=definition.type is ConfigType.PASSWORD,
+                    synonyms=synonyms if include_synonyms else (),
+                )
+            )
+        return entries
+
+    def _broker_synonyms(self, name: str) -> Iterable[ConfigSynonym]:
+        group = _SYNONYM_GROUPS.get(name, (name,))
+        found: list[ConfigSynonym] = []
+        for member in group:
+            if member in self._settings:
+                raw = self._settings[member]
+                found.append(ConfigSynonym(member, raw, ConfigSource.STATIC_BROKER_CONFIG))
+        for member in group:
+            definition = BROKER_CONFIGS[member]
+            if definition.default is not None:
+                found.append(
+                    ConfigSynonym(
+                        member,
+                        definition.format(definition.default),
+                        ConfigSource.DEFAULT_CONFIG,
+                    )
+                )
+        for position, synonym in enumerate(found):
+            if synonym.name == name:
+                return found[position:]
+        return []
+
+    # --- misc
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BrokerConfig):
+            return NotImplemented
+        return dict(self._settings) == dict(other._settings)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._settings.items()))
+
+    def __repr__(self) -> str:
+        return f"BrokerConfig({dict(self._settings)!r})"
+
+
+def _warn_unknown(settings: Mapping[str, str]) -> None:
+    for name in settings:
+        if name not in BROKER_CONFIGS:
+            log.warning("Unknown broker config %r is ignored", name)

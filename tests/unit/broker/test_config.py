@@ -1,0 +1,552 @@
+"""Broker configuration: .properties parsing, typing and checks, listeners, describe."""
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from broker.config import (
+    BROKER_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    Listener,
+    parse_listeners,
+    parse_properties,
+    parse_security_protocol_map,
+)
+from protocol.config_types import ConfigSource, ConfigSynonym, ConfigType
+from storage.log_config import LONG_MAX, TOPIC_CONFIGS, LogConfig
+
+REPO = Path(__file__).resolve().parents[3]
+SERVER_PROPERTIES = REPO / "config" / "server.properties"
+PLAIN_MAP = {"PLAINTEXT": "PLAINTEXT", "OTHER": "PLAINTEXT", "SSL": "SSL"}
+
+
+# --------------------------------------------------------------------------------------------
+# parse_properties
+# --------------------------------------------------------------------------------------------
+
+
+def test_properties_comments_and_blank_lines():
+    text = "# a comment\n   ! another one\n\n \t \na=1\n#b=2\n  c=3\n"
+    assert parse_properties(text) == {"a": "1", "c": "3"}
+
+
+def test_properties_comment_only_at_line_start():
+    assert parse_properties("a=1 # not a comment\n") == {"a": "1 # not a comment"}
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "value"),
+    [
+        ("key=value", "key", "value"),
+        ("key:value", "key", "value"),
+        ("key value", "key", "value"),
+        ("key = value", "key", "value"),
+        ("key\t:\tvalue", "key", "value"),
+        ("key    value with spaces  ", "key", "value with spaces"),
+        ("key = = v", "key", "= v"),
+        ("key=a=b:c", "key", "a=b:c"),
+        ("a:b=c", "a", "b=c"),
+        ("key", "key", ""),
+        ("key=", "key", ""),
+        ("key   ", "key", ""),
+        ("listeners=PLAINTEXT://:9092", "listeners", "PLAINTEXT://:9092"),
+    ],
+)
+def test_properties_separators(line, key, value):
+    assert parse_properties(line) == {key: value}
+
+
+def test_properties_continuation():
+    text = "a=one, \\\n     two, \\\n\tthree\nb=x\n"
+    assert parse_properties(text) == {"a": "one, two, three", "b": "x"}
+
+
+def test_properties_continuation_in_key_and_edge_cases():
+    assert parse_properties("ke\\\n  y=v") == {"key": "v"}
+    # an even number of backslashes is an escaped backslash, not a continuation
+    assert parse_properties("a=x\\\\\nb=y") == {"a": "x\\", "b": "y"}
+    # three: an escaped backslash, then a continuation
+    assert parse_properties("a=x\\\\\\\n  y") == {"a": "x\\y"}
+    # a continuation at the end of the text just ends the value
+    assert parse_properties("a=x\\") == {"a": "x"}
+    # an empty continued line ends the entry
+    assert parse_properties("a=x\\\n\nb=y") == {"a": "x", "b": "y"}
+    # a continued line is never a comment
+    assert parse_properties("a=x\\\n  #y") == {"a": "x#y"}
+    # a comment line does not continue
+    assert parse_properties("# c \\\na=1") == {"a": "1"}
+
+
+def test_properties_escapes():
+    text = r"t=a\tb" "\n" r"n=a\nb" "\n" r"r=\r" "\n" r"f=\f" "\n" r"bs=a\\b" "\n" r"u=\u0041\u00e9"
+    assert parse_properties(text) == {
+        "t": "a\tb",
+        "n": "a\nb",
+        "r": "\r",
+        "f": "\f",
+        "bs": "a\\b",
+        "u": "A\u00e9",
+    }
+
+
+def test_properties_escaped_separators_and_spaces():
+    assert parse_properties(r"a\=b\:c=d\=e") == {"a=b:c": "d=e"}
+    assert parse_properties(r"my\ key = v") == {"my key": "v"}
+    assert parse_properties("k=v\\ \\ ") == {"k": "v  "}  # escaped trailing blanks stay
+    assert parse_properties(r"k=\q\#") == {"k": "q#"}  # other escapes stand for the character
+
+
+def test_properties_line_endings_and_last_wins():
+    assert parse_properties("a=1\r\nb=2\rc=3\na=4") == {"a": "4", "b": "2", "c": "3"}
+    assert parse_properties("") == {}
+
+
+def test_properties_malformed_unicode_escape():
+    with pytest.raises(ConfigError, match="uxxxx"):
+        parse_properties(r"a=\u00zz")
+    with pytest.raises(ConfigError):
+        parse_properties("a=\\u12")
+
+
+# --------------------------------------------------------------------------------------------
+# Typing, validation, unknown keys
+# --------------------------------------------------------------------------------------------
+
+
+def test_defaults():
+    c = BrokerConfig()
+    assert c.get("broker.id") == -1 == c.broker_id
+    assert c.get("num.partitions") == 1
+    assert c.get("default.replication.factor") == 1
+    assert c.get("log.cleanup.policy") == ["delete"]
+    assert c.get("log.retention.ms") is None
+    assert c.get("log.retention.hours") == 168
+    assert c.get("log.cleaner.min.cleanable.ratio") == 0.5
+    assert c.get("auto.create.topics.enable") is True
+    assert c.get("log.flush.interval.messages") == LONG_MAX
+    assert c.get("group.max.size") == 2**31 - 1
+    assert c.get("offsets.topic.replication.factor") == 3
+    assert c.get("zookeeper.connect") is None
+    assert c.get("listeners") == "PLAINTEXT://:9092"
+    assert not c.is_set("num.partitions")
+    assert c.explicit_settings == {}
+    assert c.log_config() == LogConfig()
+
+
+def test_from_properties_types_values():
+    c = BrokerConfig.from_properties(
+        {
+            "num.partitions": " 3 ",
+            "auto.create.topics.enable": "FALSE",
+            "log.cleanup.policy": "compact , delete",
+            "log.cleaner.min.cleanable.ratio": "0.1",
+            "log.retention.bytes": "9223372036854775807",
+            "broker.rack": "  r1 ",
+        }
+    )
+    assert c.get("num.partitions") == 3
+    assert c.get("auto.create.topics.enable") is False
+    assert c.get("log.cleanup.policy") == ["compact", "delete"]
+    assert c.get("log.cleaner.min.cleanable.ratio") == 0.1
+    assert c.get("log.retention.bytes") == LONG_MAX
+    assert c.get("broker.rack") == "r1"
+    assert c.is_set("num.partitions")
+    assert c.explicit_settings["num.partitions"] == " 3 "  # raw, as the operator wrote it
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("num.partitions", "abc", "Not a number of type INT"),
+        ("num.partitions", "0", "Value must be at least 1"),
+        ("num.partitions", "2147483648", "Not a number of type INT"),
+        ("broker.id", "-2", "Value must be at least -1"),
+        ("auto.create.topics.enable", "yes", "Expected value to be either true or false"),
+        ("offsets.topic.replication.factor", "40000", "Not a number of type SHORT"),
+        ("log.retention.ms", "1.5", "Not a number of type LONG"),
+        ("log.cleaner.min.cleanable.ratio", "1.5", "Value must be no more than 1"),
+        ("compression.type", "brotli", "String must be one of"),
+        ("log.cleanup.policy", "compact,forever", "String must be one of: compact, delete"),
+        ("log.message.timestamp.type", "Now", "String must be one of"),
+        ("log.segment.bytes", "10", "Value must be at least 14"),
+        ("log.roll.hours", "0", "Value must be at least 1"),
+    ],
+)
+def test_invalid_values(name, value, reason):
+    with pytest.raises(ConfigError) as info:
+        BrokerConfig.from_properties({name: value})
+    message = str(info.value)
+    assert message.startswith(f"Invalid value {value} for configuration {name}: ")
+    assert reason in message
+
+
+def test_derived_topic_defaults_are_checked():
+    # log.roll.ms has no broker-side rule, but segment.ms must be at least 1
+    with pytest.raises(ConfigError, match="log.roll.ms"):
+        BrokerConfig.from_properties({"log.roll.ms": "0"})
+
+
+def test_replica_timeouts_are_checked():
+    with pytest.raises(ConfigError, match="replica.socket.timeout.ms"):
+        BrokerConfig.from_properties({"replica.fetch.wait.max.ms": "40000"})
+    with pytest.raises(ConfigError, match="replica.lag.time.max.ms"):
+        BrokerConfig.from_properties({"replica.lag.time.max.ms": "100"})
+
+
+def test_get_unknown_key():
+    with pytest.raises(KeyError):
+        BrokerConfig().get("no.such.key")
+
+
+def test_unknown_keys_warn_once_each(caplog):
+    caplog.set_level(logging.WARNING, logger="broker.config")
+    c = BrokerConfig.from_properties(
+        {"foo.bar": "1", "ssl.keystore.location": "/x", "num.partitions": "2"}
+    )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert any("foo.bar" in w for w in warnings)
+    assert any("ssl.keystore.location" in w for w in warnings)
+    assert c.get("num.partitions") == 2
+    assert c.is_set("foo.bar") and c.explicit_settings["foo.bar"] == "1"
+    caplog.clear()
+    c2 = c.with_overrides({"num.partitions": "4", "baz": "1"})  # foo.bar is not warned again
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "baz" in warnings[0]
+    assert c2.get("num.partitions") == 4
+
+
+def test_with_overrides_is_a_copy():
+    base = BrokerConfig.from_properties({"num.partitions": "2"})
+    more = base.with_overrides({"num.partitions": "5", "log.retention.hours": "1"})
+    assert base.get("num.partitions") == 2 and not base.is_set("log.retention.hours")
+    assert more.get("num.partitions") == 5
+    assert more.log_config().retention_ms == 3_600_000
+    assert more == BrokerConfig.from_properties({"num.partitions": "5", "log.retention.hours": "1"})
+    with pytest.raises(ConfigError):
+        base.with_overrides({"num.partitions": "none"})
+
+
+# --------------------------------------------------------------------------------------------
+# load
+# --------------------------------------------------------------------------------------------
+
+
+def test_load_file_and_overrides(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=3\nnum.partitions = 4\nlog.dirs=/d1,/d2\n", encoding="utf-8")
+    c = BrokerConfig.load(path, ["num.partitions=6", "log.retention.minutes=10", "broker.rack=a=b"])
+    assert c.broker_id == 3
+    assert c.get("num.partitions") == 6
+    assert c.get("broker.rack") == "a=b"
+    assert c.log_dirs == ["/d1", "/d2"]
+    assert c.log_config().retention_ms == 600_000
+    assert BrokerConfig.load(str(path)).get("num.partitions") == 4
+
+
+def test_load_without_file():
+    c = BrokerConfig.load(None, ["broker.id=7"])
+    assert c.broker_id == 7
+    assert BrokerConfig.load(None) == BrokerConfig()
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(ConfigError, match="key=value"):
+        BrokerConfig.load(None, ["broker.id"])
+    with pytest.raises(ConfigError, match="key=value"):
+        BrokerConfig.load(None, ["=1"])
+    with pytest.raises(ConfigError, match="missing.properties"):
+        BrokerConfig.load(tmp_path / "missing.properties")
+    bad = tmp_path / "bad.properties"
+    bad.write_text("num.partitions=many\n")
+    with pytest.raises(ConfigError, match="num.partitions"):
+        BrokerConfig.load(bad)
+
+
+def test_load_latin1_file(tmp_path):
+    path = tmp_path / "latin1.properties"
+    path.write_bytes("broker.rack=z\xf6ne\n".encode("latin-1"))
+    assert BrokerConfig.load(path).get("broker.rack") == "z\xf6ne"
+
+
+# --------------------------------------------------------------------------------------------
+# Listeners
+# --------------------------------------------------------------------------------------------
+
+
+def test_parse_listeners():
+    assert parse_listeners("PLAINTEXT://127.0.0.1:9092,OTHER://:9093", PLAIN_MAP) == [
+        Listener("PLAINTEXT", "127.0.0.1", 9092),
+        Listener("OTHER", "", 9093),
+    ]
+    assert parse_listeners(" plaintext://host.example:1 ", PLAIN_MAP) == [
+        Listener("PLAINTEXT", "host.example", 1)
+    ]
+
+
+def test_parse_ipv6_listeners():
+    listeners = parse_listeners("PLAINTEXT://[::1]:9092,OTHER://[fe80::1%eth0]:9093", PLAIN_MAP)
+    assert listeners == [
+        Listener("PLAINTEXT", "::1", 9092),
+        Listener("OTHER", "fe80::1%eth0", 9093),
+    ]
+    assert str(listeners[0]) == "PLAINTEXT://[::1]:9092"
+    assert str(Listener("OTHER", "", 9093)) == "OTHER://:9093"
+
+
+def test_ipv4_and_ipv6_may_share_a_port():
+    listeners = parse_listeners("PLAINTEXT://127.0.0.1:9092,OTHER://[::1]:9092", PLAIN_MAP)
+    assert [listener.port for listener in listeners] == [9092, 9092]
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("localhost:9092", "cannot parse"),
+        ("PLAINTEXT://host", "cannot parse"),
+        ("PLAINTEXT://host:port", "cannot parse"),
+        ("://host:1", "cannot parse"),
+        ("PLAINTEXT://host:70000", "out of range"),
+        ("PLAINTEXT://:-1", "out of range"),
+        ("UNKNOWN://:9092", "no security protocol defined for listener UNKNOWN"),
+        ("PLAINTEXT://:9092,plaintext://:9093", "different name"),
+        ("PLAINTEXT://:9092,OTHER://:9092", "different port"),
+    ],
+)
+def test_bad_listeners(text, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_listeners(text, PLAIN_MAP)
+
+
+def test_unsupported_security_protocol():
+    with pytest.raises(ConfigError, match="SSL.*not support.*PLAINTEXT"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,SSL://:9093"})
+    with pytest.raises(ConfigError, match="SASL_SSL"):
+        BrokerConfig.from_properties(
+            {
+                "listeners": "CLIENT://:9092",
+                "listener.security.protocol.map": "CLIENT:SASL_SSL",
+            }
+        )
+
+
+def test_security_protocol_map():
+    assert parse_security_protocol_map("client:plaintext, INTERNAL : PLAINTEXT") == {
+        "CLIENT": "PLAINTEXT",
+        "INTERNAL": "PLAINTEXT",
+    }
+    with pytest.raises(ConfigError, match="unknown security protocol"):
+        parse_security_protocol_map("A:TLS")
+    with pytest.raises(ConfigError, match="LISTENER_NAME:SECURITY_PROTOCOL"):
+        parse_security_protocol_map("A")
+    with pytest.raises(ConfigError, match="more than once"):
+        parse_security_protocol_map("A:PLAINTEXT,a:PLAINTEXT")
+
+
+def test_custom_listener_names():
+    c = BrokerConfig.from_properties(
+        {
+            "listeners": "CLIENT://127.0.0.1:9092,REPLICATION://127.0.0.1:9093",
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+            "inter.broker.listener.name": "REPLICATION",
+        }
+    )
+    assert [listener.name for listener in c.listeners] == ["CLIENT", "REPLICATION"]
+
+
+def test_advertised_defaults_to_listeners_with_hostname(monkeypatch):
+    monkeypatch.setattr("socket.gethostname", lambda: "broker-host")
+    c = BrokerConfig.from_properties(
+        {
+            "listeners": "PLAINTEXT://:9092,OTHER://0.0.0.0:9093,THIRD://10.0.0.1:9094",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT,THIRD:PLAINTEXT",
+        }
+    )
+    assert c.listeners[0] == Listener("PLAINTEXT", "", 9092)  # binding is unchanged
+    assert c.advertised_listeners == [
+        Listener("PLAINTEXT", "broker-host", 9092),
+        Listener("OTHER", "broker-host", 9093),
+        Listener("THIRD", "10.0.0.1", 9094),
+    ]
+
+
+def test_default_listener_is_advertised_with_hostname(monkeypatch):
+    monkeypatch.setattr("socket.gethostname", lambda: "h1")
+    assert BrokerConfig().advertised_listeners == [Listener("PLAINTEXT", "h1", 9092)]
+    assert BrokerConfig().listeners == [Listener("PLAINTEXT", "", 9092)]
+
+
+def test_explicit_advertised_listeners():
+    c = BrokerConfig.from_properties(
+        {
+            "listeners": "PLAINTEXT://0.0.0.0:9092",
+            "advertised.listeners": "PLAINTEXT://kafka.example.com:19092",
+        }
+    )
+    assert c.advertised_listeners == [Listener("PLAINTEXT", "kafka.example.com", 19092)]
+    assert c.listeners == [Listener("PLAINTEXT", "0.0.0.0", 9092)]
+
+
+def test_advertised_listener_must_be_a_listener():
+    with pytest.raises(ConfigError, match="advertised.listeners"):
+        BrokerConfig.from_properties({"advertised.listeners": "SSL://h:9093"})
+    with pytest.raises(ConfigError, match="subset"):
+        BrokerConfig.from_properties(
+            {
+                "listeners": "PLAINTEXT://:9092",
+                "advertised.listeners": "OTHER://h:9093",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+            }
+        )
+
+
+def test_inter_broker_listener_must_be_advertised():
+    with pytest.raises(ConfigError, match="inter.broker.listener.name"):
+        BrokerConfig.from_properties({"inter.broker.listener.name": "REPLICATION"})
+
+
+# --------------------------------------------------------------------------------------------
+# Log dirs and log config
+# --------------------------------------------------------------------------------------------
+
+
+def test_log_dirs():
+    assert BrokerConfig().log_dirs == ["/tmp/kafka-logs"]
+    assert BrokerConfig.from_properties({"log.dir": "/a"}).log_dirs == ["/a"]
+    c = BrokerConfig.from_properties({"log.dir": "/a", "log.dirs": " /b , /c,"})
+    assert c.log_dirs == ["/b", "/c"]
+    with pytest.raises(ConfigError, match="log directory"):
+        BrokerConfig.from_properties({"log.dirs": " , "})
+
+
+def test_log_config_from_broker_settings():
+    c = BrokerConfig.from_properties(
+        {
+            "log.retention.hours": "1",
+            "log.segment.bytes": "1048576",
+            "log.cleanup.policy": "compact",
+            "message.max.bytes": "500",
+        }
+    )
+    log_config = c.log_config()
+    assert log_config.retention_ms == 3_600_000
+    assert log_config.segment_bytes == 1_048_576
+    assert log_config.cleanup_policy == {"compact"}
+    assert log_config.max_message_bytes == 500
+    assert log_config == LogConfig.resolve({}, c.explicit_settings)
+
+
+def test_topic_synonyms_are_broker_keys_with_matching_defaults():
+    for topic in TOPIC_CONFIGS.values():
+        for synonym in topic.synonyms:
+            assert synonym.name in BROKER_CONFIGS, synonym.name
+        if topic.synonyms:
+            default = topic.default_synonym()
+            broker_def = BROKER_CONFIGS[default.name]
+            assert broker_def.format(broker_def.default) == default.value, topic.name
+            for synonym in topic.synonyms[:-1]:
+                assert BROKER_CONFIGS[synonym.name].default is None, synonym.name
+
+
+def test_broker_defaults_give_kafkas_topic_defaults():
+    settings = {
+        name: d.format(d.default) for name, d in BROKER_CONFIGS.items() if d.default is not None
+    }
+    assert BrokerConfig.from_properties(settings).log_config() == LogConfig()
+
+
+# --------------------------------------------------------------------------------------------
+# describe
+# --------------------------------------------------------------------------------------------
+
+
+def test_describe_sources_and_values():
+    c = BrokerConfig.from_properties(
+        {"num.partitions": "3", "log.cleanup.policy": " delete , compact ", "foo": "x"}
+    )
+    entries = c.describe()
+    assert [e.name for e in entries] == list(BROKER_CONFIGS)
+    by = {e.name: e for e in entries}
+    assert by["num.partitions"].source is ConfigSource.STATIC_BROKER_CONFIG
+    assert by["num.partitions"].value == "3"
+    assert by["num.partitions"].type is ConfigType.INT
+    assert by["num.partitions"].documentation
+    assert by["log.cleanup.policy"].value == "delete,compact"
+    assert by["log.cleanup.policy"].type is ConfigType.LIST
+    assert by["default.replication.factor"].source is ConfigSource.DEFAULT_CONFIG
+    assert by["default.replication.factor"].value == "1"
+    assert by["auto.create.topics.enable"].value == "true"
+    assert by["log.cleaner.min.cleanable.ratio"].value == "0.5"
+    assert by["log.retention.ms"].value is None
+    assert by["log.retention.ms"].source is ConfigSource.DEFAULT_CONFIG
+    assert "foo" not in by
+    for e in entries:
+        expected = (
+            ConfigSource.STATIC_BROKER_CONFIG if c.is_set(e.name) else ConfigSource.DEFAULT_CONFIG
+        )
+        assert e.source is expected
+        assert not e.is_sensitive
+        if e.synonyms:
+            assert e.synonyms[0].name == e.name and e.synonyms[0].source is e.source
+
+
+def test_describe_read_only_follows_kafkas_dynamic_keys():
+    by = {e.name: e for e in BrokerConfig().describe()}
+    assert by["broker.id"].read_only
+    assert by["log.dirs"].read_only
+    assert by["zookeeper.connect"].read_only
+    assert not by["log.retention.hours"].read_only
+    assert not by["num.io.threads"].read_only
+    assert not by["compression.type"].read_only
+
+
+def test_describe_synonyms():
+    c = BrokerConfig.from_properties({"log.retention.minutes": "30", "num.partitions": "2"})
+    by = {e.name: e for e in c.describe()}
+    assert by["num.partitions"].synonyms == (
+        ConfigSynonym("num.partitions", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ConfigSynonym("num.partitions", "1", ConfigSource.DEFAULT_CONFIG),
+    )
+    assert by["log.retention.minutes"].synonyms == (
+        ConfigSynonym("log.retention.minutes", "30", ConfigSource.STATIC_BROKER_CONFIG),
+        ConfigSynonym("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
+    assert by["log.retention.hours"].synonyms == (
+        ConfigSynonym("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    )
+    assert by["log.retention.ms"].synonyms == ()  # unset with no default
+    assert all(e.synonyms == () for e in c.describe(include_synonyms=False))
+
+
+# --------------------------------------------------------------------------------------------
+# config/server.properties
+# --------------------------------------------------------------------------------------------
+
+
+def test_server_properties_loads_without_warnings(caplog):
+    caplog.set_level(logging.WARNING)
+    c = BrokerConfig.load(SERVER_PROPERTIES)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert c.broker_id == 0
+    assert c.listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+    assert c.advertised_listeners == [Listener("PLAINTEXT", "127.0.0.1", 9092)]
+    assert c.log_dirs == ["./data"]
+    assert c.get("num.partitions") == 1
+    assert c.get("zookeeper.connect") is None
+    assert c.log_config() == LogConfig()
+
+
+def test_server_properties_commented_keys_are_known_with_their_defaults():
+    """Commented-out `#key=value` lines name real keys, at their defaults unless said otherwise."""
+    examples = {"log.flush.interval.messages", "log.flush.interval.ms", "broker.rack"}
+    for line in SERVER_PROPERTIES.read_text().splitlines():
+        if line.startswith("#") and "=" in line and " " not in line.split("=", 1)[0]:
+            key, value = line[1:].split("=", 1)
+            assert key in BROKER_CONFIGS, key
+            if key not in examples:
+                definition = BROKER_CONFIGS[key]
+                assert definition.format(definition.parse(value)) == definition.format(
+                    definition.default
+                ), key
