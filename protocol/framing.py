@@ -1,0 +1,113 @@
+"""Kafka framing: every request and response is an INT32 size followed by that many bytes."""
+
+from protocol.errors import ProtocolError
+from protocol.primitives import INT32
+
+FRAME_PREFIX = 4
+_MIN_READ = 64 * 1024
+
+
+class FrameTooLargeError(ProtocolError):
+    """A size prefix beyond socket.request.max.bytes: the stream cannot be trusted any more."""
+
+
+class FrameReader:
+    """Splits a byte stream into frames, receiving straight into its own buffer.
+
+    Use: `recv_into(reader.writable())`, then `reader.received(n)` returns the frames completed by
+    those bytes as memoryviews into the buffer (size prefix stripped), so nothing is copied
+    between the socket and the request parser.
+
+    Invariant: bytes of a frame that was handed out are never overwritten until `release()`
+    declares every frame handed out so far finished with. Until then new bytes only go after
+    them, into a new buffer once the current one is full. That keeps a frame valid while the
+    requests before it are still being served (pipelining), and lets the produce path patch a
+    batch in place.
+
+    A size prefix above `max_frame_bytes` or below zero raises as soon as its four bytes are in,
+    before any of the body is read.
+
+    Not thread-safe: one reader per connection, used from the event loop.
+    """
+
+    def __init__(
+        self,
+        max_frame_bytes: int,
+        buffer_bytes: int = 256 * 1024,
+        max_retained_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
+        self._max_frame_bytes = max_frame_bytes
+        self._buffer_bytes = buffer_bytes
+        self._max_retained_bytes = max_retained_bytes
+        self._buf = bytearray(buffer_bytes)
+        self._view = memoryview(self._buf)
+        self._start = 0  # first byte not yet part of a handed-out frame
+        self._end = 0  # end of received bytes
+        self._frames_alive = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received that do not yet form a whole frame."""
+        return self._end - self._start
+
+    def writable(self) -> memoryview:
+        """Free space to receive into: room for the frame in progress, or at least a large read."""
+        if not self._frames_alive and self._start:
+            self._compact()
+        wanted = max(self._frame_in_progress_size(), self.buffered + _MIN_READ)
+        if self._start + wanted > len(self._buf):
+            self._move_to_new_buffer(wanted)
+        return self._view[self._end :]
+
+    def received(self, nbytes: int) -> list[memoryview]:
+        self._end += nbytes
+        frames = []
+        while self._end - self._start >= FRAME_PREFIX:
+            size = self._checked_size(self._start)
+            frame_end = self._start + FRAME_PREFIX + size
+            if frame_end > self._end:
+                break
+            frames.append(self._view[self._start + FRAME_PREFIX : frame_end])
+            self._start = frame_end
+        if frames:
+            self._frames_alive = True
+        return frames
+
+    def release(self) -> None:
+        """Every frame handed out so far is finished with: its bytes may be reused."""
+        self._frames_alive = False
+        if self._start == self._end:
+            self._start = self._end = 0
+            if len(self._buf) > self._max_retained_bytes:
+                # A one-off huge request should not pin its buffer for the connection's life;
+                # buffers up to the retained size are kept, so steady large produces reuse one.
+                self._buf = bytearray(self._buffer_bytes)
+                self._view = memoryview(self._buf)
+
+    def _checked_size(self, pos: int) -> int:
+        (size,) = INT32.unpack_from(self._buf, pos)
+        if size < 0:
+            raise ProtocolError(f"negative frame size {size}")
+        if size > self._max_frame_bytes:
+            raise FrameTooLargeError(
+                f"frame of {size} bytes is larger than socket.request.max.bytes "
+                f"({self._max_frame_bytes})"
+            )
+        return size
+
+    def _frame_in_progress_size(self) -> int:
+        if self.buffered < FRAME_PREFIX:
+            return FRAME_PREFIX
+        return FRAME_PREFIX + self._checked_size(self._start)
+
+    def _compact(self) -> None:
+        pending = self.buffered
+        self._buf[:pending] = self._buf[self._start : self._end]
+        self._start, self._end = 0, pending
+
+    def _move_to_new_buffer(self, wanted: int) -> None:
+        pending = self.buffered
+        buf = bytearray(max(self._buffer_bytes, wanted))
+        buf[:pending] = self._buf[self._start : self._end]
+        self._buf, self._view = buf, memoryview(buf)
+        self._start, self._end = 0, pending

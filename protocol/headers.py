@@ -1,0 +1,55 @@
+"""Request and response headers.
+
+Request header v1: api_key INT16, api_version INT16, correlation_id INT32, client_id
+NULLABLE_STRING. v2 (used by flexible versions) adds tagged fields; client_id stays a plain
+NULLABLE_STRING even there. Which version a request uses follows from its API's flexible
+versions, so the fixed first eight bytes are read before anything else (`peek_request`).
+
+Response header v0: correlation_id INT32. v1 (flexible versions) adds tagged fields, except that
+ApiVersions responses always use v0 so that a client can read the answer to a version it guessed.
+"""
+
+import struct
+from dataclasses import dataclass
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ProtocolError
+from protocol.primitives import EMPTY_TAGGED_FIELDS, INT32, Reader
+
+_FIXED_PART = struct.Struct(">hhi")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_request(frame: memoryview) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id): the part of the header every version shares."""
+    try:
+        return _FIXED_PART.unpack_from(frame, 0)
+    except struct.error:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a header") from None
+
+
+def parse_request_header(frame: memoryview, flexible: bool) -> tuple[RequestHeader, int]:
+    """The header and the position where the request body starts."""
+    api_key, api_version, correlation_id = peek_request(frame)
+    reader = Reader(frame, _FIXED_PART.size)
+    client_id = reader.nullable_string(flexible=False)
+    if flexible:
+        reader.skip_tagged_fields()
+    return RequestHeader(api_key, api_version, correlation_id, client_id), reader.pos
+
+
+def response_header_is_flexible(api_key: int, flexible_body: bool) -> bool:
+    return flexible_body and api_key != ApiKey.API_VERSIONS
+
+
+def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
+    if flexible:
+        return INT32.pack(correlation_id) + EMPTY_TAGGED_FIELDS
+    return INT32.pack(correlation_id)

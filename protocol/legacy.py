@@ -1,0 +1,216 @@
+"""Schemas of the message versions kio does not ship (Kafka 4 removed them), in kio's style.
+
+Older clients (and kafka-python's version probing) still send these. The layouts are those of
+Kafka's protocol guide; each is the next version up minus the fields that version added.
+`MESSAGES` maps (api key, version) to (request class, response class).
+"""
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v1.header import RequestHeader
+from kio.schema.response_header.v0.header import ResponseHeader
+from kio.static.constants import EntityType
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+
+from protocol.api_keys import ApiKey
+
+_INT8 = {"kafka_type": "int8"}
+_INT16 = {"kafka_type": "int16"}
+_INT32 = {"kafka_type": "int32"}
+_INT64 = {"kafka_type": "int64"}
+_STRING = {"kafka_type": "string"}
+_BOOL = {"kafka_type": "bool"}
+_ERROR = {"kafka_type": "error_code"}
+_MILLIS = {"kafka_type": "timedelta_i32"}
+
+
+def _entity(api_key: ApiKey, version: int, kind: EntityType):
+    """Make a class a kio entity of a non-flexible message version."""
+    header = RequestHeader if kind is not EntityType.response else ResponseHeader
+
+    def declare(cls: type) -> type:
+        cls.__type__ = kind
+        cls.__version__ = i16(version)
+        cls.__flexible__ = False
+        cls.__api_key__ = i16(api_key)
+        cls.__header_schema__ = header
+        cls.__annotations__.update(
+            __type__=ClassVar,
+            __version__=ClassVar[i16],
+            __flexible__=ClassVar[bool],
+            __api_key__=ClassVar[i16],
+            __header_schema__=ClassVar[type],
+        )
+        return dataclass(frozen=True, slots=True, kw_only=True)(cls)
+
+    return declare
+
+
+_request = EntityType.request
+_response = EntityType.response
+_nested = EntityType.nested
+
+# ListOffsets v0: a list of offsets per partition instead of one offset and timestamp.
+
+
+@_entity(ApiKey.LIST_OFFSETS, 0, _nested)
+class ListOffsetsPartitionV0:
+    partition_index: i32 = field(metadata=_INT32)
+    timestamp: i64 = field(metadata=_INT64)
+    max_num_offsets: i32 = field(metadata=_INT32, default=i32(1))
+
+
+@_entity(ApiKey.LIST_OFFSETS, 0, _nested)
+class ListOffsetsTopicV0:
+    name: str = field(metadata=_STRING)
+    partitions: tuple[ListOffsetsPartitionV0, ...]
+
+
+@_entity(ApiKey.LIST_OFFSETS, 0, _request)
+class ListOffsetsRequestV0:
+    replica_id: i32 = field(metadata=_INT32)
+    topics: tuple[ListOffsetsTopicV0, ...]
+
+
+@_entity(ApiKey.LIST_OFFSETS, 0, _nested)
+class ListOffsetsPartitionResponseV0:
+    partition_index: i32 = field(metadata=_INT32)
+    error_code: ErrorCode = field(metadata=_ERROR)
+    old_style_offsets: tuple[i64, ...] = field(metadata=_INT64, default=())
+
+
+@_entity(ApiKey.LIST_OFFSETS, 0, _nested)
+class ListOffsetsTopicResponseV0:
+    name: str = field(metadata=_STRING)
+    partitions: tuple[ListOffsetsPartitionResponseV0, ...]
+
+
+@_entity(ApiKey.LIST_OFFSETS, 0, _response)
+class ListOffsetsResponseV0:
+    topics: tuple[ListOffsetsTopicResponseV0, ...]
+
+
+# CreateTopics v0 and v1: no throttle time; v0 has no validate_only and no error messages.
+
+
+def _create_topics(version: int) -> tuple[type, type]:
+    @_entity(ApiKey.CREATE_TOPICS, version, _nested)
+    class CreatableReplicaAssignment:
+        partition_index: i32 = field(metadata=_INT32)
+        broker_ids: tuple[i32, ...] = field(metadata=_INT32, default=())
+
+    @_entity(ApiKey.CREATE_TOPICS, version, _nested)
+    class CreatableTopicConfig:
+        name: str = field(metadata=_STRING)
+        value: str | None = field(metadata=_STRING)
+
+    @_entity(ApiKey.CREATE_TOPICS, version, _nested)
+    class CreatableTopic:
+        name: str = field(metadata=_STRING)
+        num_partitions: i32 = field(metadata=_INT32)
+        replication_factor: i16 = field(metadata=_INT16)
+        assignments: tuple[CreatableReplicaAssignment, ...]
+        configs: tuple[CreatableTopicConfig, ...]
+
+    if version == 0:
+
+        @_entity(ApiKey.CREATE_TOPICS, 0, _request)
+        class CreateTopicsRequest:
+            topics: tuple[CreatableTopic, ...]
+            timeout: i32Timedelta = field(metadata=_MILLIS)
+
+        @_entity(ApiKey.CREATE_TOPICS, 0, _nested)
+        class CreatableTopicResult:
+            name: str = field(metadata=_STRING)
+            error_code: ErrorCode = field(metadata=_ERROR)
+
+    else:
+
+        @_entity(ApiKey.CREATE_TOPICS, 1, _request)
+        class CreateTopicsRequest:
+            topics: tuple[CreatableTopic, ...]
+            timeout: i32Timedelta = field(metadata=_MILLIS)
+            validate_only: bool = field(metadata=_BOOL, default=False)
+
+        @_entity(ApiKey.CREATE_TOPICS, 1, _nested)
+        class CreatableTopicResult:
+            name: str = field(metadata=_STRING)
+            error_code: ErrorCode = field(metadata=_ERROR)
+            error_message: str | None = field(metadata=_STRING, default=None)
+
+    @_entity(ApiKey.CREATE_TOPICS, version, _response)
+    class CreateTopicsResponse:
+        topics: tuple[CreatableTopicResult, ...]
+
+    return CreateTopicsRequest, CreateTopicsResponse
+
+
+# DeleteTopics v0: as v1 without the throttle time.
+
+
+@_entity(ApiKey.DELETE_TOPICS, 0, _request)
+class DeleteTopicsRequestV0:
+    topic_names: tuple[str, ...] = field(metadata=_STRING, default=())
+    timeout: i32Timedelta = field(metadata=_MILLIS)
+
+
+@_entity(ApiKey.DELETE_TOPICS, 0, _nested)
+class DeletableTopicResultV0:
+    name: str = field(metadata=_STRING)
+    error_code: ErrorCode = field(metadata=_ERROR)
+
+
+@_entity(ApiKey.DELETE_TOPICS, 0, _response)
+class DeleteTopicsResponseV0:
+    responses: tuple[DeletableTopicResultV0, ...]
+
+
+# DescribeConfigs v0: an is_default flag where later versions give the config source, and no
+# synonyms.
+
+
+@_entity(ApiKey.DESCRIBE_CONFIGS, 0, _nested)
+class DescribeConfigsResourceV0:
+    resource_type: i8 = field(metadata=_INT8)
+    resource_name: str = field(metadata=_STRING)
+    configuration_keys: tuple[str, ...] | None = field(metadata=_STRING)
+
+
+@_entity(ApiKey.DESCRIBE_CONFIGS, 0, _request)
+class DescribeConfigsRequestV0:
+    resources: tuple[DescribeConfigsResourceV0, ...]
+
+
+@_entity(ApiKey.DESCRIBE_CONFIGS, 0, _nested)
+class DescribeConfigsResourceResultV0:
+    name: str = field(metadata=_STRING)
+    value: str | None = field(metadata=_STRING)
+    read_only: bool = field(metadata=_BOOL)
+    is_default: bool = field(metadata=_BOOL)
+    is_sensitive: bool = field(metadata=_BOOL)
+
+
+@_entity(ApiKey.DESCRIBE_CONFIGS, 0, _nested)
+class DescribeConfigsResultV0:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    error_message: str | None = field(metadata=_STRING)
+    resource_type: i8 = field(metadata=_INT8)
+    resource_name: str = field(metadata=_STRING)
+    configs: tuple[DescribeConfigsResourceResultV0, ...]
+
+
+@_entity(ApiKey.DESCRIBE_CONFIGS, 0, _response)
+class DescribeConfigsResponseV0:
+    throttle_time: i32Timedelta = field(metadata=_MILLIS)
+    results: tuple[DescribeConfigsResultV0, ...]
+
+
+MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
+    (ApiKey.LIST_OFFSETS, 0): (ListOffsetsRequestV0, ListOffsetsResponseV0),
+    (ApiKey.CREATE_TOPICS, 0): _create_topics(0),
+    (ApiKey.CREATE_TOPICS, 1): _create_topics(1),
+    (ApiKey.DELETE_TOPICS, 0): (DeleteTopicsRequestV0, DeleteTopicsResponseV0),
+    (ApiKey.DESCRIBE_CONFIGS, 0): (DescribeConfigsRequestV0, DescribeConfigsResponseV0),
+}
