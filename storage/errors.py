@@ -1,0 +1,31 @@
+"""Refusals raised by the storage layer, each carrying the Kafka error code clients receive."""
+
+from protocol.errors import ErrorCode, KafkaError
+
+
+class OffsetOutOfRangeError(KafkaError):
+    error_code = ErrorCode.offset_out_of_range
+
+
+class MessageTooLargeError(KafkaError):
+    """A batch larger than max.message.bytes."""
+
+    error_code = ErrorCode.message_too_large
+
+
+class RecordListTooLargeError(KafkaError):
+    """A batch that would not fit in an empty segment (segment.bytes)."""
+
+    error_code = ErrorCode.record_list_too_large
+
+
+class InvalidTimestampError(KafkaError):
+    """A CreateTime timestamp outside message.timestamp.before/after.max.ms."""
+
+    error_code = ErrorCode.invalid_timestamp
+
+
+class KafkaStorageError(KafkaError):
+    """The partition's log directory failed (disk full, I/O error): the partition is offline."""
+
+    error_code = ErrorCode.kafka_storage_error

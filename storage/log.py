@@ -1,0 +1,430 @@
+"""A partition's log: a directory of segments (Kafka's UnifiedLog and LocalLog).
+
+Directory: <log dir>/<topic>-<partition>/ holding the segments (storage.segment), the newest of
+which, the active segment, takes appends.
+
+Offsets:
+- log start offset: the first offset clients may read; retention and DeleteRecords raise it,
+  and whole segments below it are deleted.
+- log end offset (LEO): the offset the next appended record gets.
+- high watermark (HW): records below it are committed and visible to consumers. On a single
+  broker the caller moves it to the LEO after each append; replication moves it as followers
+  catch up.
+- recovery point: everything below it has been fsynced. After an unclean shutdown, loading
+  re-validates the segments from the one holding the recovery point onwards.
+
+Thread-safety: the event loop owns a Log. Blocking work is requested from a `LogScheduler`
+(fsync, deleting files), which runs it elsewhere and reports back on the loop; `Log.load` runs in
+a worker thread before the log is shared.
+"""
+
+import logging
+import os
+import random
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Protocol
+
+from protocol.record_batch import (
+    NO_TIMESTAMP,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from storage.errors import OffsetOutOfRangeError
+from storage.log_config import LogConfig
+from storage.records_file import FileRegion
+from storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    AppendedBatch,
+    LogSegment,
+    segment_path,
+)
+from storage.topic_partition import TopicPartition
+from storage.validation import validate_produced_records
+
+log = logging.getLogger(__name__)
+
+_base_offset = attrgetter("base_offset")
+_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+
+
+class LogScheduler(Protocol):
+    """Where a log sends the work it must not do on the event loop."""
+
+    def flush(self, log: "Log", up_to_offset: int) -> None:
+        """fsync the segments below `up_to_offset`, then call `log.mark_flushed(up_to_offset)`."""
+
+    def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
+        """Delete segments already removed from the log, after file.delete.delay.ms."""
+
+
+class InlineScheduler:
+    """Does the work at once, on the caller's thread: for tests and offline tools."""
+
+    def flush(self, log: "Log", up_to_offset: int) -> None:
+        for segment in log.segments_to_flush(up_to_offset):
+            segment.flush()
+        log.mark_flushed(up_to_offset)
+
+    def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
+        for segment in segments:
+            segment.delete()
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        recovery_point: int,
+        scheduler: LogScheduler,
+    ) -> None:
+        self.directory = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.segments = segments
+        self.scheduler = scheduler
+        self.log_end_offset = segments[-1].read_next_offset()
+        self.log_start_offset = log_start_offset
+        self.high_watermark = self.log_end_offset
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self._unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        self._roll_jitter_ms = self._pick_roll_jitter()
+
+    # ----------------------------------------------------------------------------- loading
+
+    @classmethod
+    def load(
+        cls,
+        directory: str,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        had_clean_shutdown: bool = True,
+        scheduler: LogScheduler,
+    ) -> "Log":
+        """Open a partition directory (creating it if missing) and recover it if needed.
+
+        Blocking: call from a worker thread. Leftovers of interrupted deletions are removed;
+        after an unclean shutdown the segments from the recovery point on are re-validated and
+        a torn or corrupt tail is cut, along with every segment after it.
+        """
+        os.makedirs(directory, exist_ok=True)
+        _remove_leftovers(directory)
+        bases = _segment_base_offsets(directory)
+        if bases:
+            segments = [cls._open_segment(directory, base, config) for base in bases]
+            if not had_clean_shutdown:
+                segments = cls._recover(topic_partition, segments, recovery_point, config)
+            segments[-1].make_active(config)
+        else:
+            segments = [LogSegment.open(directory, log_start_offset, config, active=True)]
+        log_start_offset = max(log_start_offset, segments[0].base_offset)
+        return cls(
+            directory,
+            topic_partition,
+            config,
+            segments,
+            log_start_offset,
+            recovery_point,
+            scheduler,
+        )
+
+    @staticmethod
+    def _open_segment(directory: str, base_offset: int, config: LogConfig) -> LogSegment:
+        indexes_present = all(
+            os.path.exists(segment_path(directory, base_offset, suffix))
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        )
+        segment = LogSegment.open(directory, base_offset, config, active=False)
+        if not indexes_present or not segment.sanity_check_indexes():
+            log.warning("rebuilding the indexes of %s", segment.records.path)
+            _recover_segment(segment, config)
+        return segment
+
+    @staticmethod
+    def _recover(
+        topic_partition: TopicPartition,
+        segments: list[LogSegment],
+        recovery_point: int,
+        config: LogConfig,
+    ) -> list[LogSegment]:
+        first_unflushed = max(bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
+        for position in range(first_unflushed, len(segments)):
+            segment = segments[position]
+            truncated = _recover_segment(segment, config)
+            if truncated:
+                log.warning(
+                    "%s: cut %d invalid bytes at the end of %s",
+                    topic_partition,
+                    truncated,
+                    segment.records.path,
+                )
+                for later in segments[position + 1 :]:
+                    log.warning("%s: deleting %s, which follows the cut", topic_partition, later.records.path)
+                    later.delete()
+                return segments[: position + 1]
+        return segments
+
+    # ---------------------------------------------------------------------------- appending
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def append_as_leader(self, records: memoryview, leader_epoch: int) -> AppendResult:
+        """Validate one produced batch, give it offsets and append it.
+
+        `records` must be writable: baseOffset, partitionLeaderEpoch and (for LogAppendTime
+        topics) the timestamp are set in place before the bytes go to the file.
+        """
+        now = _now_ms()
+        header = validate_produced_records(records, self.config, now)
+        first_offset = self.log_end_offset
+        last_offset = first_offset + header.last_offset_delta
+        set_base_offset(records, 0, first_offset)
+        set_partition_leader_epoch(records, 0, leader_epoch)
+        max_timestamp, log_append_time = header.max_timestamp, -1
+        if self.config.message_timestamp_type == "LogAppendTime":
+            set_log_append_time(records, 0, now)
+            max_timestamp = log_append_time = now
+        batch = AppendedBatch(last_offset, max_timestamp, header.size)
+        self._append(records, [batch], header.record_count, now)
+        return AppendResult(first_offset, last_offset, log_append_time, self.log_start_offset)
+
+    def _append(
+        self, data: memoryview, batches: Sequence[AppendedBatch], record_count: int, now_ms: int
+    ) -> None:
+        self._maybe_roll(len(data), batches[0].max_timestamp, batches[-1].last_offset, now_ms)
+        self.active_segment.append(data, batches)
+        self.log_end_offset = batches[-1].last_offset + 1
+        self._unflushed_messages += record_count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> None:
+        segment = self.active_segment
+        if segment.size == 0:
+            return
+        if (
+            segment.size + size > self.config.segment_bytes
+            or segment.time_waited_for_roll(now_ms, max_timestamp)
+            > self.config.segment_ms - self._roll_jitter_ms
+            or segment.is_full()
+            or not segment.can_hold_offset(last_offset)
+        ):
+            self.roll()
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end offset, and flush the one it replaces."""
+        old = self.active_segment
+        if old.size == 0:
+            return
+        old.on_become_inactive()
+        new_base = self.log_end_offset
+        self.segments.append(LogSegment.open(self.directory, new_base, self.config, active=True))
+        self._roll_jitter_ms = self._pick_roll_jitter()
+        self.scheduler.flush(self, new_base)
+
+    def _pick_roll_jitter(self) -> int:
+        jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        return random.randrange(jitter) if jitter > 0 else 0
+
+    # ------------------------------------------------------------------------------ reading
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self.segments, offset, key=_base_offset) - 1, 0)
+
+    def check_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic_partition}"
+            )
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool
+    ) -> FileRegion | None:
+        """Record bytes from the batch holding `offset`, none at or beyond `max_offset`.
+
+        `max_offset` is the high watermark for consumers and the log end offset for followers.
+        None when there is nothing to read yet.
+        """
+        self.check_offset(offset)
+        if offset >= max_offset:
+            return None
+        for position in range(self._segment_index(offset), len(self.segments)):
+            segment = self.segments[position]
+            max_position = self._max_position(position, max_offset)
+            region = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if region is not None:
+                return region
+        return None
+
+    def _max_position(self, segment_position: int, max_offset: int) -> int:
+        """Where in a segment the bytes at or beyond `max_offset` begin."""
+        segment = self.segments[segment_position]
+        is_last = segment_position == len(self.segments) - 1
+        next_base = None if is_last else self.segments[segment_position + 1].base_offset
+        if max_offset >= self.log_end_offset or (next_base is not None and max_offset >= next_base):
+            return segment.size
+        location = segment.translate_offset(max_offset)
+        return segment.size if location is None else location.position
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record stamped at or after `timestamp`."""
+        for segment in self.segments:
+            if segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the record with the largest timestamp (ListOffsets -3)."""
+        newest = max(self.segments, key=attrgetter("max_timestamp"))
+        if newest.max_timestamp == NO_TIMESTAMP:
+            return None
+        return newest.find_max_timestamp()
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    # ---------------------------------------------------------------- log start and retention
+
+    def delete_records_before(self, offset: int) -> int:
+        """Raise the log start offset to `offset` (DeleteRecords); return the new start."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records of {self.topic_partition} up to {offset}: "
+                f"beyond the high watermark {self.high_watermark}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments_below_log_start()
+        return self.log_start_offset
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete the oldest segments breaching the log start offset, retention.ms or
+        retention.bytes; return how many went."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        deleted = self._delete_segments_below_log_start()
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_oldest(
+                lambda segment, _upper, _freed: now_ms - segment.largest_timestamp > retention_ms
+            )
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_in_bytes - retention_bytes
+            deleted += self._delete_oldest(
+                lambda segment, _upper, freed: excess - freed >= segment.size
+            )
+        return deleted
+
+    def _delete_segments_below_log_start(self) -> int:
+        return self._delete_oldest(
+            lambda segment, upper_offset, _freed: segment is not self.active_segment
+            and upper_offset <= self.log_start_offset
+        )
+
+    def _delete_oldest(self, breached: Callable[[LogSegment, int, int], bool]) -> int:
+        """Delete segments from the oldest on while `breached(segment, its upper offset, bytes
+        freed so far)` holds. Only data below the high watermark goes, and the log keeps an
+        active segment: deleting every segment rolls a new empty one first."""
+        doomed: list[LogSegment] = []
+        freed = 0
+        for position, segment in enumerate(self.segments):
+            is_active = position == len(self.segments) - 1
+            upper_offset = (
+                self.log_end_offset if is_active else self.segments[position + 1].base_offset
+            )
+            if upper_offset > self.high_watermark or (is_active and segment.size == 0):
+                break
+            if not breached(segment, upper_offset, freed):
+                break
+            doomed.append(segment)
+            freed += segment.size
+        if not doomed:
+            return 0
+        if len(doomed) == len(self.segments):
+            self.roll()
+        self.segments = self.segments[len(doomed) :]
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        for segment in doomed:
+            segment.rename_to_deleted()
+        self.scheduler.delete_segments(self, doomed)
+        return len(doomed)
+
+    # ------------------------------------------------------------------------------ flushing
+
+    def flush(self) -> None:
+        """Ask for everything appended so far to be fsynced."""
+        self._unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        if self.log_end_offset > self.recovery_point:
+            self.scheduler.flush(self, self.log_end_offset)
+
+    def segments_to_flush(self, up_to_offset: int) -> list[LogSegment]:
+        """Segments holding offsets in [recovery point, up_to_offset)."""
+        first = self._segment_index(self.recovery_point)
+        return [s for s in self.segments[first:] if s.base_offset < up_to_offset]
+
+    def mark_flushed(self, offset: int) -> None:
+        self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+
+def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
+    """Rebuild a segment's indexes from its .log (writable while doing so); bytes cut."""
+    segment.make_active(config)
+    truncated = segment.recover()
+    segment.on_become_inactive()
+    return truncated
+
+
+def _segment_base_offsets(directory: str) -> list[int]:
+    return sorted(
+        int(name[: -len(LOG_SUFFIX)])
+        for name in os.listdir(directory)
+        if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit()
+    )
+
+
+def _remove_leftovers(directory: str) -> None:
+    """Files of deletions or rewrites a crash interrupted."""
+    for name in os.listdir(directory):
+        if name.endswith(_TEMP_SUFFIXES):
+            os.unlink(os.path.join(directory, name))

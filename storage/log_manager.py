@@ -1,0 +1,382 @@
+"""Every partition log of this broker, spread over the log.dirs (JBOD) (Kafka's LogManager).
+
+Per log dir:
+- <topic>-<partition>/                 one directory per partition (storage.log)
+- <topic>-<partition>.<id>-delete/      a deleted partition, removed in the background
+- recovery-point-offset-checkpoint, log-start-offset-checkpoint   (storage.checkpoint)
+- .kafka_cleanshutdown                 present only while the broker is cleanly stopped
+
+A new partition goes to the online dir holding the fewest partitions. When a dir fails (disk
+full, I/O error) it goes offline: its partitions stop serving with KAFKA_STORAGE_ERROR while the
+other dirs carry on, and it is skipped by checkpoints and the clean-shutdown marker, so the next
+start recovers it.
+
+Thread-safety: the event loop owns the manager and its logs. fsync, loading, and file deletion
+run on a thread pool and come back with call_soon_threadsafe (via asyncio futures).
+"""
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+)
+from storage.errors import KafkaStorageError
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.segment import LogSegment
+from storage.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+_NEVER_MS = 2**31
+
+
+@dataclass
+class LogDir:
+    path: str
+    online: bool = True
+    had_clean_shutdown: bool = False
+    logs: set[TopicPartition] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class LogManagerSettings:
+    """The broker settings the manager acts on (all in milliseconds)."""
+
+    retention_check_interval_ms: int = 300_000
+    flush_check_interval_ms: int = 2**63 - 1
+    checkpoint_interval_ms: int = 60_000
+    recovery_threads_per_dir: int = 1
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: Iterable[str],
+        config_for_topic: Callable[[str], LogConfig],
+        settings: LogManagerSettings = LogManagerSettings(),
+    ) -> None:
+        self.dirs = {path: LogDir(os.path.abspath(path)) for path in log_dirs}
+        self.logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, LogDir] = {}
+        self._config_for_topic = config_for_topic
+        self._settings = settings
+        workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
+        self._executor = concurrent.futures.ThreadPoolExecutor(workers, "logway-storage")
+        self._pending: set[asyncio.Future] = set()
+        self._periodic: list[asyncio.Task] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ----------------------------------------------------------------------------- startup
+
+    async def startup(self) -> None:
+        """Open every log dir and load its partitions; then start the periodic tasks."""
+        self._loop = asyncio.get_running_loop()
+        for log_dir in self.dirs.values():
+            try:
+                await self._run_blocking(_prepare_dir, log_dir)
+            except OSError as exc:
+                self._take_offline(log_dir, exc)
+        loads = [self._load_dir(d) for d in self.dirs.values() if d.online]
+        await asyncio.gather(*loads)
+        if not any(d.online for d in self.dirs.values()):
+            raise KafkaStorageError("no log directory is usable")
+        schedule = [
+            (self._settings.retention_check_interval_ms, self.apply_retention),
+            (self._settings.flush_check_interval_ms, self._flush_by_time),
+            (self._settings.checkpoint_interval_ms, self.checkpoint),
+        ]
+        # Kafka's "never" for these intervals is Long.MAX_VALUE; asyncio cannot sleep that long.
+        self._periodic = [
+            asyncio.ensure_future(self._every(interval, fn))
+            for interval, fn in schedule
+            if interval < _NEVER_MS
+        ]
+
+    async def _load_dir(self, log_dir: LogDir) -> None:
+        try:
+            recovery_points, start_offsets = await self._run_blocking(_read_checkpoints, log_dir)
+            partition_dirs = await self._run_blocking(_partition_dirs, log_dir)
+        except (OSError, CorruptCheckpointError) as exc:
+            self._take_offline(log_dir, exc)
+            return
+        logs = await asyncio.gather(
+            *(
+                self._run_blocking(
+                    Log.load,
+                    os.path.join(log_dir.path, tp.dir_name),
+                    tp,
+                    self._config_for_topic(tp.topic),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    recovery_point=recovery_points.get(tp, 0),
+                    had_clean_shutdown=log_dir.had_clean_shutdown,
+                    scheduler=self,
+                )
+                for tp in partition_dirs
+            ),
+            return_exceptions=True,
+        )
+        for tp, loaded in zip(partition_dirs, logs):
+            if isinstance(loaded, OSError):
+                self._take_offline(log_dir, loaded)
+                return
+            if isinstance(loaded, BaseException):
+                raise loaded
+            self._register(tp, loaded, log_dir)
+        await self._run_blocking(_remove_clean_shutdown_marker, log_dir)
+
+    def _register(self, tp: TopicPartition, loaded: Log, log_dir: LogDir) -> None:
+        self.logs[tp] = loaded
+        self._log_dir_of[tp] = log_dir
+        log_dir.logs.add(tp)
+
+    # ------------------------------------------------------------------- partitions come and go
+
+    def get(self, tp: TopicPartition) -> Log | None:
+        return self.logs.get(tp)
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        """Whether the partition's log lived in a directory that has failed."""
+        log_dir = self._log_dir_of.get(tp)
+        return log_dir is not None and not log_dir.online
+
+    def create(self, tp: TopicPartition, config: LogConfig) -> Log:
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        online = [d for d in self.dirs.values() if d.online]
+        if not online:
+            raise KafkaStorageError("no online log directory to create a partition in")
+        log_dir = min(online, key=lambda d: len(d.logs))
+        directory = os.path.join(log_dir.path, tp.dir_name)
+        try:
+            created = Log.load(directory, tp, config, scheduler=self)
+        except OSError as exc:
+            self._take_offline(log_dir, exc)
+            raise KafkaStorageError(f"cannot create {tp} in {log_dir.path}: {exc}") from exc
+        self._register(tp, created, log_dir)
+        return created
+
+    def delete(self, tp: TopicPartition) -> None:
+        """Remove a partition: its directory is renamed at once and removed in the background."""
+        removed = self.logs.pop(tp, None)
+        log_dir = self._log_dir_of.pop(tp, None)
+        if removed is None or log_dir is None:
+            return
+        log_dir.logs.discard(tp)
+        if not log_dir.online:
+            return
+        doomed = f"{removed.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.rename(removed.directory, doomed)
+        except OSError as exc:
+            self._take_offline(log_dir, exc)
+            return
+        delay = removed.config.file_delete_delay_ms / 1000
+        self._later(delay, self._run_blocking, _delete_log_files, removed, doomed)
+
+    def handle_io_error(self, tp: TopicPartition, exc: OSError) -> KafkaStorageError:
+        """A write to the partition's log failed: take its whole directory offline."""
+        log_dir = self._log_dir_of.get(tp)
+        if log_dir is not None:
+            self._take_offline(log_dir, exc)
+        return KafkaStorageError(f"log directory of {tp} failed: {exc}")
+
+    def _take_offline(self, log_dir: LogDir, exc: BaseException) -> None:
+        if not log_dir.online:
+            return
+        log.error("log directory %s is offline: %s", log_dir.path, exc)
+        log_dir.online = False
+        for tp in list(log_dir.logs):
+            self.logs.pop(tp, None)
+
+    # ------------------------------------------------------------ LogScheduler, for the logs
+
+    def flush(self, flushed_log: Log, up_to_offset: int) -> None:
+        segments = flushed_log.segments_to_flush(up_to_offset)
+        future = self._run_blocking(_flush_segments, segments)
+
+        def done(f: asyncio.Future) -> None:
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if isinstance(exc, OSError):
+                self.handle_io_error(flushed_log.topic_partition, exc)
+            elif exc is None:
+                flushed_log.mark_flushed(up_to_offset)
+
+        future.add_done_callback(done)
+
+    def delete_segments(self, owner: Log, segments: list[LogSegment]) -> None:
+        delay = owner.config.file_delete_delay_ms / 1000
+        self._later(delay, self._run_blocking, _delete_segment_files, segments)
+
+    # ----------------------------------------------------------------------- periodic work
+
+    def apply_retention(self) -> None:
+        for tp, partition_log in list(self.logs.items()):
+            try:
+                deleted = partition_log.apply_retention()
+            except OSError as exc:
+                self.handle_io_error(tp, exc)
+                continue
+            if deleted:
+                log.info("%s: retention deleted %d segment(s)", tp, deleted)
+
+    def _flush_by_time(self) -> None:
+        now = time.time() * 1000
+        for partition_log in self.logs.values():
+            if now - partition_log.last_flush_ms >= partition_log.config.flush_ms:
+                partition_log.flush()
+
+    def checkpoint(self) -> None:
+        """Write the recovery points and log start offsets of every online dir."""
+        for log_dir in self.dirs.values():
+            if log_dir.online:
+                snapshot = self._checkpoint_snapshot(log_dir)
+                future = self._run_blocking(_write_checkpoints, log_dir, *snapshot)
+                future.add_done_callback(lambda f, d=log_dir: self._check_write(f, d))
+
+    def _checkpoint_snapshot(self, log_dir: LogDir) -> tuple[dict, dict]:
+        logs = {tp: self.logs[tp] for tp in log_dir.logs if tp in self.logs}
+        return (
+            {tp: partition_log.recovery_point for tp, partition_log in logs.items()},
+            {tp: partition_log.log_start_offset for tp, partition_log in logs.items()},
+        )
+
+    def _check_write(self, future: asyncio.Future, log_dir: LogDir) -> None:
+        if not future.cancelled() and isinstance(future.exception(), OSError):
+            self._take_offline(log_dir, future.exception())
+
+    # ---------------------------------------------------------------------------- shutdown
+
+    async def shutdown(self) -> None:
+        """Flush everything, checkpoint, close, and mark each online dir cleanly shut down."""
+        for task in self._periodic:
+            task.cancel()
+        await asyncio.gather(*self._periodic, return_exceptions=True)
+        await asyncio.gather(*list(self._pending), return_exceptions=True)
+        for log_dir in self.dirs.values():
+            if not log_dir.online:
+                continue
+            logs = [self.logs[tp] for tp in log_dir.logs if tp in self.logs]
+            try:
+                await self._run_blocking(_flush_logs_fully, logs)
+                for partition_log in logs:
+                    partition_log.mark_flushed(partition_log.log_end_offset)
+                await self._run_blocking(_write_checkpoints, log_dir, *self._checkpoint_snapshot(log_dir))
+                for partition_log in logs:
+                    partition_log.close()
+                await self._run_blocking(_write_clean_shutdown_marker, log_dir)
+            except OSError as exc:
+                self._take_offline(log_dir, exc)
+        self._executor.shutdown(wait=True)
+
+    # ----------------------------------------------------------------------------- helpers
+
+    def _run_blocking(self, fn: Callable, *args, **kwargs) -> asyncio.Future:
+        loop = self._loop or asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+        return future
+
+    def _later(self, delay_s: float, fn: Callable[..., Awaitable], *args) -> None:
+        loop = self._loop or asyncio.get_running_loop()
+        loop.call_later(delay_s, lambda: fn(*args))
+
+    @staticmethod
+    async def _every(interval_ms: int, fn: Callable[[], None]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            fn()
+
+
+# ------------------------------------------------------------ blocking work, on the thread pool
+
+
+def _prepare_dir(log_dir: LogDir) -> None:
+    os.makedirs(log_dir.path, exist_ok=True)
+    probe = os.path.join(log_dir.path, ".logway-write-probe")
+    with open(probe, "w") as f:
+        f.write("ok")
+    os.unlink(probe)
+    log_dir.had_clean_shutdown = os.path.exists(os.path.join(log_dir.path, CLEAN_SHUTDOWN_FILE))
+
+
+def _read_checkpoints(log_dir: LogDir) -> tuple[dict, dict]:
+    return (
+        OffsetCheckpointFile(os.path.join(log_dir.path, RECOVERY_POINT_CHECKPOINT)).read(),
+        OffsetCheckpointFile(os.path.join(log_dir.path, LOG_START_OFFSET_CHECKPOINT)).read(),
+    )
+
+
+def _write_checkpoints(log_dir: LogDir, recovery_points: dict, start_offsets: dict) -> None:
+    OffsetCheckpointFile(os.path.join(log_dir.path, RECOVERY_POINT_CHECKPOINT)).write(recovery_points)
+    OffsetCheckpointFile(os.path.join(log_dir.path, LOG_START_OFFSET_CHECKPOINT)).write(start_offsets)
+
+
+def _partition_dirs(log_dir: LogDir) -> list[TopicPartition]:
+    """Partition directories to load; leftovers of deletions are removed on the way."""
+    found = []
+    for name in sorted(os.listdir(log_dir.path)):
+        path = os.path.join(log_dir.path, name)
+        if not os.path.isdir(path):
+            continue
+        if name.endswith(DELETE_DIR_SUFFIX):
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        tp = TopicPartition.from_dir_name(name)
+        if tp is not None:
+            found.append(tp)
+    return found
+
+
+def _remove_clean_shutdown_marker(log_dir: LogDir) -> None:
+    """From now on a crash must be noticed by the next start."""
+    try:
+        os.unlink(os.path.join(log_dir.path, CLEAN_SHUTDOWN_FILE))
+    except FileNotFoundError:
+        pass
+
+
+def _write_clean_shutdown_marker(log_dir: LogDir) -> None:
+    with open(os.path.join(log_dir.path, CLEAN_SHUTDOWN_FILE), "w"):
+        pass
+
+
+def _flush_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.flush()
+
+
+def _flush_logs_fully(logs: list[Log]) -> None:
+    for partition_log in logs:
+        for segment in partition_log.segments:
+            segment.flush()
+
+
+def _delete_segment_files(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.delete()
+
+
+def _delete_log_files(removed: Log, directory: str) -> None:
+    """Remove a deleted partition's renamed directory. As with segments, .log descriptors stay
+    open while queued fetches hold regions of them."""
+    for segment in removed.segments:
+        segment.close_indexes()
+    shutil.rmtree(directory, ignore_errors=True)

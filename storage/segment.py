@@ -1,0 +1,283 @@
+"""One segment of a partition log (Kafka's LogSegment).
+
+Files, in the partition directory, named by the segment's base offset as 20 digits:
+- <base>.log        record batches back to back (storage.records_file)
+- <base>.index      sparse offset index: (last offset of a batch, position of that batch)
+- <base>.timeindex  sparse time index: (largest timestamp so far, last offset of its batch)
+
+An index entry is added before a batch once more than index.interval.bytes were appended since
+the last entry, so a lookup lands at most about that many bytes before its target and the
+remaining distance is covered by reading batch headers.
+
+Invariants: batches have increasing offsets, all at or above the base offset and below the
+next segment's base; every offset index entry points at the start of a batch holding that
+offset; the largest timestamp in the segment is the time index's last entry once the segment
+is closed or rolled.
+
+Thread-safety: owned by the event loop; `flush` may run in a worker thread.
+"""
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.errors import CorruptRecordError
+from protocol.record_batch import MAGIC_V2, NO_TIMESTAMP, crc_is_valid
+from protocol.records import iter_records
+from storage.index import CorruptIndexError, IndexFullError, OffsetIndex, TimeIndex
+from storage.log_config import LogConfig
+from storage.records_file import BatchLocation, FileRegion, RecordsFile
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+_INT32_MAX = 2**31 - 1
+
+
+def segment_path(directory: str, base_offset: int, suffix: str) -> str:
+    return os.path.join(directory, f"{base_offset:020d}{suffix}")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedBatch:
+    """What a segment needs to know of each batch appended to it."""
+
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        records: RecordsFile,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.records = records
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self._index_interval_bytes = config.index_interval_bytes
+        self._bytes_since_last_index_entry = 0
+        self.max_timestamp, self._offset_of_max_timestamp = time_index.last_entry
+        self._first_batch_timestamp: int | None = None
+        self.created_ms = int(time.time() * 1000)
+
+    @classmethod
+    def open(
+        cls, directory: str, base_offset: int, config: LogConfig, active: bool
+    ) -> "LogSegment":
+        """Open the segment's files, creating any that is missing.
+
+        Only the active segment maps its indexes writable and preallocated to
+        segment.index.bytes; older segments map them as they are on disk.
+        """
+        records = RecordsFile.open(segment_path(directory, base_offset, LOG_SUFFIX))
+        size = config.segment_index_bytes
+        offset_index = OffsetIndex(
+            segment_path(directory, base_offset, INDEX_SUFFIX), base_offset, size, writable=active
+        )
+        time_index = TimeIndex(
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, size, writable=active
+        )
+        return cls(directory, base_offset, config, records, offset_index, time_index)
+
+    @property
+    def size(self) -> int:
+        return self.records.size
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the file's modification time when records carry none."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            return self.max_timestamp
+        return int(os.stat(self.records.path).st_mtime * 1000)
+
+    def is_full(self) -> bool:
+        return self.offset_index.is_full() or self.time_index.is_full()
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return offset - self.base_offset <= _INT32_MAX
+
+    def append(self, data: bytes | memoryview, batches: Sequence[AppendedBatch]) -> None:
+        position = self.records.append(data)
+        for batch in batches:
+            self._index_batch(position, batch)
+            position += batch.size
+
+    def _index_batch(self, position: int, batch: AppendedBatch) -> None:
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp = batch.max_timestamp
+            self._offset_of_max_timestamp = batch.last_offset
+        if self._bytes_since_last_index_entry > self._index_interval_bytes:
+            self.offset_index.append(batch.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += batch.size
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
+        """The first batch holding `offset` or a later one, if the segment has any."""
+        _, position = self.offset_index.lookup(offset)
+        for location in self.records.batches(max(position, starting_position)):
+            if location.header.last_offset >= offset:
+                return location
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int, min_one_batch: bool
+    ) -> FileRegion | None:
+        """Bytes from the batch holding `start_offset` up to `max_size` or `max_position`.
+
+        With `min_one_batch`, the first batch is returned whole even when larger than
+        `max_size` (KIP-74), so a consumer can always make progress. The region may end inside
+        a batch; clients drop a partial trailing batch and fetch it again.
+        """
+        location = self.translate_offset(start_offset)
+        if location is None or location.position >= max_position:
+            return None
+        limit = max(max_size, location.size) if min_one_batch else max_size
+        length = min(max_position - location.position, limit)
+        if length <= 0:
+            return None
+        return self.records.region(location.position, length)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after `start_offset` stamped at or
+        after `timestamp`."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, start_offset))
+        for location in self.records.batches(position):
+            if location.header.max_timestamp < timestamp:
+                continue
+            batch = self.records.read(location.position, location.size)
+            for record in iter_records(batch):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.timestamp, record.offset
+        return None
+
+    def find_max_timestamp(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record carrying the segment's largest timestamp."""
+        if self.max_timestamp == NO_TIMESTAMP:
+            return None
+        return self.find_offset_by_timestamp(self.max_timestamp, self.base_offset)
+
+    def read_next_offset(self) -> int:
+        """The offset after the segment's last batch (the base offset when empty)."""
+        _, position = self.offset_index.lookup(2**63 - 1)
+        next_offset = self.base_offset
+        for location in self.records.batches(position):
+            next_offset = location.header.next_offset
+        return next_offset
+
+    def first_batch_timestamp(self) -> int | None:
+        if self._first_batch_timestamp is None and self.size:
+            first = next(self.records.batches(0, self.size), None)
+            self._first_batch_timestamp = first.header.max_timestamp if first else None
+        return self._first_batch_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """How long this segment has been open, measured as Kafka does: by the timestamps of
+        the incoming and the first batch when records carry them, else by the wall clock."""
+        first = self.first_batch_timestamp()
+        if first is not None and first >= 0 and message_timestamp >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def recover(self) -> int:
+        """Rebuild the indexes from the .log, cutting it at the first invalid batch.
+
+        Returns how many bytes were cut. A batch is valid when it is whole, of magic v2, passes
+        its CRC, and its offsets follow those before it within this segment's range.
+        """
+        self.offset_index.truncate()
+        self.time_index.truncate()
+        self.max_timestamp, self._offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self._bytes_since_last_index_entry = 0
+        valid_bytes = 0
+        expected_offset = self.base_offset
+        try:
+            for location in self.records.batches():
+                if not self._batch_is_valid(location, expected_offset):
+                    break
+                header = location.header
+                batch = AppendedBatch(header.last_offset, header.max_timestamp, location.size)
+                self._index_batch(location.position, batch)
+                valid_bytes = location.position + location.size
+                expected_offset = header.next_offset
+        except CorruptRecordError:
+            pass
+        truncated = self.records.size - valid_bytes
+        if truncated:
+            self.records.truncate_to(valid_bytes)
+        return truncated
+
+    def _batch_is_valid(self, location: BatchLocation, expected_offset: int) -> bool:
+        header = location.header
+        if header.magic != MAGIC_V2 or header.base_offset < expected_offset:
+            return False
+        if not self.can_hold_offset(header.last_offset):
+            return False
+        return crc_is_valid(self.records.read(location.position, location.size))
+
+    def sanity_check_indexes(self) -> bool:
+        try:
+            self.offset_index.sanity_check()
+            self.time_index.sanity_check()
+        except CorruptIndexError:
+            return False
+        return True
+
+    def on_become_inactive(self) -> None:
+        """The segment stops taking appends: record its largest timestamp, trim its indexes."""
+        self._record_max_timestamp()
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def make_active(self, config: LogConfig) -> None:
+        self.offset_index.resize(config.segment_index_bytes)
+        self.time_index.resize(config.segment_index_bytes)
+
+    def _record_max_timestamp(self) -> None:
+        if self.max_timestamp == NO_TIMESTAMP:
+            return
+        try:
+            self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
+        except IndexFullError:
+            pass  # the index filled up, which is why the segment rolled; lookups still work
+
+    def flush(self) -> None:
+        self.records.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self._record_max_timestamp()
+        self.close_indexes()
+        self.records.close()
+
+    def rename_to_deleted(self) -> None:
+        """First step of deletion, atomic per file: a restart finishes deleting .deleted files."""
+        self.records.rename(self.records.path + DELETED_SUFFIX)
+        self.offset_index.rename(str(self.offset_index.path) + DELETED_SUFFIX)
+        self.time_index.rename(str(self.time_index.path) + DELETED_SUFFIX)
+
+    def delete(self) -> None:
+        """Unmap the indexes and unlink the (renamed) files. The .log descriptor stays open until
+        no queued fetch holds a region of it (see FileRegion)."""
+        self.close_indexes()
+        for path in (self.records.path, self.offset_index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def close_indexes(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()

@@ -1,0 +1,83 @@
+"""Checks on a produced record set before it is appended (Kafka's LogValidator, per batch only).
+
+Only the 61-byte batch header and the CRC are looked at: decoding records would cap the broker
+at a few tens of MB/s (see benchmarks/RESULTS.md), so nothing here touches individual records.
+"""
+
+from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
+from protocol.record_batch import (
+    MAGIC_V2,
+    BatchHeader,
+    TimestampType,
+    crc_is_valid,
+    magic_of,
+    split_batches,
+)
+from storage.errors import InvalidTimestampError, MessageTooLargeError, RecordListTooLargeError
+from storage.log_config import LogConfig
+
+_MIN_MESSAGE_BYTES = 17  # reaches the magic byte in every message format
+
+
+def validate_produced_records(records: memoryview, config: LogConfig, now_ms: int) -> BatchHeader:
+    """The header of the single batch a produce request carries for one partition."""
+    if len(records) < _MIN_MESSAGE_BYTES:
+        raise CorruptRecordError(f"record set of {len(records)} bytes is too small")
+    magic = magic_of(records, 0)
+    if magic != MAGIC_V2:
+        raise UnsupportedMessageFormatError(
+            f"message format v{magic} is not supported; only record batch v2 (Kafka 0.11+)"
+        )
+    batches = split_batches(records)
+    if len(batches) != 1:
+        raise InvalidRecordError(
+            f"produce requests carry exactly one record batch per partition, not {len(batches)}"
+        )
+    header = BatchHeader.from_buffer(records)
+    _check_size(header, config)
+    if not crc_is_valid(records):
+        raise CorruptRecordError("record batch fails its CRC-32C check")
+    _check_counts(header)
+    if header.is_control:
+        raise InvalidRecordError("clients may not produce control batches")
+    if config.message_timestamp_type != "LogAppendTime":
+        _check_timestamp(header, config, now_ms)
+    return header
+
+
+def _check_size(header: BatchHeader, config: LogConfig) -> None:
+    if header.size > config.max_message_bytes:
+        raise MessageTooLargeError(
+            f"record batch of {header.size} bytes exceeds max.message.bytes "
+            f"({config.max_message_bytes})"
+        )
+    if header.size > config.segment_bytes:
+        raise RecordListTooLargeError(
+            f"record batch of {header.size} bytes exceeds segment.bytes ({config.segment_bytes})"
+        )
+
+
+def _check_counts(header: BatchHeader) -> None:
+    if header.record_count < 1:
+        raise InvalidRecordError("record batch holds no records")
+    if header.last_offset_delta != header.record_count - 1:
+        raise InvalidRecordError(
+            f"record batch of {header.record_count} records has lastOffsetDelta "
+            f"{header.last_offset_delta}"
+        )
+
+
+def _check_timestamp(header: BatchHeader, config: LogConfig, now_ms: int) -> None:
+    if header.timestamp_type != TimestampType.CREATE_TIME:
+        return
+    timestamp = header.max_timestamp
+    if now_ms - timestamp > config.message_timestamp_before_max_ms:
+        raise InvalidTimestampError(
+            f"timestamp {timestamp} is more than message.timestamp.before.max.ms "
+            f"({config.message_timestamp_before_max_ms}) before the broker's clock"
+        )
+    if timestamp - now_ms > config.message_timestamp_after_max_ms:
+        raise InvalidTimestampError(
+            f"timestamp {timestamp} is more than message.timestamp.after.max.ms "
+            f"({config.message_timestamp_after_max_ms}) after the broker's clock"
+        )
