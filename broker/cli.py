@@ -1,0 +1,54 @@
+"""`logway` and `python -m broker`: run one broker.
+
+    logway --config config/server.properties [--override key=value ...]
+
+Without zookeeper.connect the broker runs standalone: its own controller, with topic metadata
+kept in its log dirs.
+"""
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from broker.config import BrokerConfig, ConfigError
+from broker.server import Broker
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="logway", description="A Kafka-compatible broker.")
+    parser.add_argument("--config", help="a server.properties file (Kafka's key names)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config key, over the file's value (repeatable)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = BrokerConfig.load(args.config, args.override)
+    except (ConfigError, OSError) as exc:
+        print(f"logway: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+    except ImportError:
+        run = asyncio.run
+    else:
+        run = uvloop.run
+    run(Broker(config).run_until_signalled())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

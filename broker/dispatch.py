@@ -1,0 +1,111 @@
+"""From a request frame to the chunks of its response frame.
+
+Steps: read the fixed header fields, find the API's handler, parse the rest of the header and the
+body, call the handler, and encode what it returns with the response header of the client's
+version. What cannot be parsed raises ProtocolError, which closes the connection, as Kafka does
+for an unknown API key or an unsupported version of any API but ApiVersions. ApiVersions with a
+version beyond ours is answered UNSUPPORTED_VERSION in the v0 layout, so the client can retry
+with one we serve.
+"""
+
+import inspect
+from collections.abc import Awaitable, Sized
+from typing import TYPE_CHECKING, Any
+
+from protocol import schemas
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.headers import (
+    encode_response_header,
+    parse_request_header,
+    peek_request,
+    response_header_is_flexible,
+)
+from protocol.primitives import INT16, INT32
+
+from broker.handlers import HANDLERS
+from broker.handlers.registry import (
+    NO_RESPONSE,
+    ApiHandler,
+    EncodedResponse,
+    RequestContext,
+)
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+Chunks = list[bytes | Sized]
+
+
+class Dispatcher:
+    def __init__(self, broker: "Broker") -> None:
+        self._broker = broker
+
+    def dispatch(
+        self, frame: memoryview, client_address: str
+    ) -> Chunks | None | Awaitable[Chunks | None]:
+        """The response frame's chunks, None when nothing is sent, or an awaitable of either."""
+        api_key, version, correlation_id = peek_request(frame)
+        handler = HANDLERS.get(api_key)
+        if handler is None:
+            raise ProtocolError(f"unknown api key {api_key}")
+        if not handler.serves(version):
+            if api_key == ApiKey.API_VERSIONS:
+                return _frame(encode_response_header(correlation_id, False), [_unsupported_api_versions(handler)])
+            raise ProtocolError(
+                f"{ApiKey(api_key).name} v{version} is not supported "
+                f"(v{handler.min_version}-v{handler.max_version} are)"
+            )
+        flexible = schemas.is_flexible(api_key, version)
+        header, body_start = parse_request_header(frame, flexible)
+        request = self._parse(handler, version, frame, body_start)
+        context = RequestContext(self._broker, header, client_address)
+        result = handler.handle(context, request)
+        response_header = encode_response_header(
+            correlation_id, response_header_is_flexible(api_key, flexible)
+        )
+        if inspect.isawaitable(result):
+            return self._finish_later(result, api_key, version, response_header)
+        return _encode(result, api_key, version, response_header)
+
+    @staticmethod
+    def _parse(handler: ApiHandler, version: int, frame: memoryview, body_start: int) -> Any:
+        body = frame[body_start:]
+        if handler.parse is not None:
+            return handler.parse(version, body)
+        request = schemas.decode(schemas.request_type(handler.api_key, version), body)
+        return schemas.adapt(request, schemas.request_type(handler.api_key, handler.max_version))
+
+    @staticmethod
+    async def _finish_later(
+        pending: Awaitable[Any], api_key: int, version: int, response_header: bytes
+    ) -> Chunks | None:
+        return _encode(await pending, api_key, version, response_header)
+
+
+def _encode(result: Any, api_key: int, version: int, response_header: bytes) -> Chunks | None:
+    if result is NO_RESPONSE:
+        return None
+    if isinstance(result, EncodedResponse):
+        return _frame(response_header, result.chunks)
+    body = schemas.encode(schemas.adapt(result, schemas.response_type(api_key, version)))
+    return _frame(response_header, [body])
+
+
+def _frame(response_header: bytes, body: Chunks) -> Chunks:
+    size = len(response_header) + sum(len(chunk) for chunk in body)
+    first = INT32.pack(size) + response_header
+    if body and isinstance(body[0], bytes):
+        return [first + body[0], *body[1:]]
+    return [first, *body]
+
+
+def _unsupported_api_versions(handler: ApiHandler) -> bytes:
+    """ApiVersions v0 body: UNSUPPORTED_VERSION and the ApiVersions versions we serve."""
+    return (
+        INT16.pack(ErrorCode.unsupported_version)
+        + INT32.pack(1)
+        + INT16.pack(ApiKey.API_VERSIONS)
+        + INT16.pack(handler.min_version)
+        + INT16.pack(handler.max_version)
+    )

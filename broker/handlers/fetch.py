@@ -1,0 +1,113 @@
+"""Fetch (api key 1), versions 4-12.
+
+Reads each requested partition from its fetch offset, up to partition_max_bytes and within
+max_bytes for the whole response; the first partition that has data returns at least one whole
+batch however large (KIP-74), so consumers always make progress. Record data is never copied: each
+partition's records are a file region sent with sendfile after the hand-encoded response bytes
+(protocol.fetch).
+
+Long poll: when fewer than min_bytes are available and max_wait_ms > 0, the response waits until
+an append to one of the partitions brings enough, or max_wait_ms passes.
+
+Per-partition errors: OFFSET_OUT_OF_RANGE outside [log start offset, log end offset],
+UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for
+a stale or future current_leader_epoch (v9+).
+
+Fetch sessions (KIP-227) are not kept: every response is a full one with session_id 0 echoing
+every requested partition, which clients accept by sending full requests; an incremental request
+(session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND. read_committed (v4+) stops at the last stable
+offset, the high watermark until transactions exist.
+"""
+
+import time
+from dataclasses import dataclass
+
+from kio.schema.fetch.v12.request import FetchRequest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.fetch import MAX_VERSION, MIN_VERSION, PartitionResult, TopicResult, encode_fetch_response
+from storage.topic_partition import TopicPartition
+
+from broker.handlers.registry import EncodedResponse, RequestContext, api
+
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class _Read:
+    topics: list[TopicResult]
+    total_bytes: int
+    has_error: bool
+
+
+@api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION))
+def handle_fetch(ctx: RequestContext, request: FetchRequest):
+    if request.session_id != 0:
+        return _response(ctx, [], ErrorCode.fetch_session_id_not_found)
+    read = _read(ctx, request)
+    max_wait_s = request.max_wait.total_seconds()
+    if read.total_bytes >= request.min_bytes or max_wait_s <= 0 or read.has_error:
+        return _response(ctx, read.topics)
+    return _long_poll(ctx, request, time.monotonic() + max_wait_s)
+
+
+async def _long_poll(ctx: RequestContext, request: FetchRequest, deadline: float) -> EncodedResponse:
+    watched = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
+        read = _read(ctx, request)
+        if read.total_bytes >= request.min_bytes or read.has_error or time.monotonic() >= deadline:
+            return _response(ctx, read.topics)
+        if ctx.broker.shutting_down:
+            return _response(ctx, read.topics)
+
+
+def _read(ctx: RequestContext, request: FetchRequest) -> _Read:
+    replica_manager = ctx.broker.replica_manager
+    read_committed = request.isolation_level == READ_COMMITTED
+    remaining = request.max_bytes
+    min_one_batch = True
+    total = 0
+    has_error = False
+    topics = []
+    for topic in request.topics:
+        results = []
+        for wanted in topic.partitions:
+            result = PartitionResult(wanted.partition, records=b"")
+            try:
+                partition = replica_manager.get_partition(TopicPartition(topic.topic, wanted.partition))
+                partition.check_leader_epoch(wanted.current_leader_epoch)
+                region = replica_manager.read(
+                    partition,
+                    wanted.fetch_offset,
+                    min(wanted.partition_max_bytes, remaining),
+                    min_one_batch,
+                    read_committed,
+                )
+            except KafkaError as exc:
+                result.error_code = exc.error_code
+                has_error = True
+            else:
+                log = partition.log
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset
+                result.log_start_offset = log.log_start_offset
+                if read_committed:
+                    result.aborted_transactions = []
+                if region is not None:
+                    result.records = region
+                    remaining = max(remaining - len(region), 0)
+                    total += len(region)
+                    min_one_batch = False
+            results.append(result)
+        topics.append(TopicResult(topic.topic, results))
+    return _Read(topics, total, has_error)
+
+
+def _response(
+    ctx: RequestContext, topics: list[TopicResult], error_code: ErrorCode = ErrorCode.none
+) -> EncodedResponse:
+    return EncodedResponse(encode_fetch_response(ctx.api_version, topics, error_code=error_code))

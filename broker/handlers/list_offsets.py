@@ -1,0 +1,118 @@
+"""ListOffsets (api key 2), versions 0-7.
+
+Per partition, by the requested timestamp:
+- -2 (earliest): the log start offset;
+- -1 (latest): the high watermark (the last stable offset for read_committed, v2+);
+- -3 (max timestamp, v7+): the offset and timestamp of the record with the largest timestamp;
+- a timestamp >= 0: the first record stamped at or after it, found through the time index, or
+  offset -1 when there is none.
+
+Version notes: v0 answers with a list of offsets ("old style": at most max_num_offsets, here the
+one offset found) instead of an offset and timestamp; v2 adds isolation_level; v4 adds
+current_leader_epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH on mismatch) and the leader
+epoch in answers; v6 is flexible; v7 allows -3.
+"""
+
+import datetime
+
+from kio.schema.list_offsets.v7.request import ListOffsetsRequest
+from kio.schema.list_offsets.v7.response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+
+from protocol import legacy
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.schemas import adapt
+from replication.partition import Partition
+from storage.topic_partition import TopicPartition
+
+from broker.handlers.registry import RequestContext, api, as_sent
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
+
+
+@api(ApiKey.LIST_OFFSETS, versions=(0, 7), parse=as_sent(ApiKey.LIST_OFFSETS))
+def handle_list_offsets(ctx: RequestContext, request):
+    # v0's partitions carry max_num_offsets, which the newest version lacks.
+    if ctx.api_version == 0:
+        return _answer_v0(ctx, request)
+    request = adapt(request, ListOffsetsRequest)
+    read_committed = request.isolation_level == READ_COMMITTED
+    return ListOffsetsResponse(
+        throttle_time=datetime.timedelta(0),
+        topics=tuple(
+            ListOffsetsTopicResponse(
+                name=topic.name,
+                partitions=tuple(
+                    _answer(ctx, topic.name, p.partition_index, p.timestamp, p.current_leader_epoch, read_committed)
+                    for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        ),
+    )
+
+
+def _answer(
+    ctx: RequestContext,
+    topic: str,
+    index: int,
+    timestamp: int,
+    leader_epoch: int,
+    read_committed: bool,
+) -> ListOffsetsPartitionResponse:
+    try:
+        partition = ctx.broker.replica_manager.get_partition(TopicPartition(topic, index))
+        partition.check_leader_epoch(leader_epoch)
+        found_timestamp, offset = _lookup(partition, timestamp, read_committed)
+    except KafkaError as exc:
+        return ListOffsetsPartitionResponse(partition_index=index, error_code=exc.error_code)
+    return ListOffsetsPartitionResponse(
+        partition_index=index,
+        error_code=ErrorCode.none,
+        timestamp=found_timestamp,
+        offset=offset,
+        leader_epoch=partition.leader_epoch,
+    )
+
+
+def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    """(timestamp, offset) answering a request for `timestamp`; (-1, -1) when none matches."""
+    log = partition.log
+    if timestamp == EARLIEST_TIMESTAMP:
+        return -1, log.log_start_offset
+    if timestamp == LATEST_TIMESTAMP:
+        return -1, partition.last_stable_offset if read_committed else partition.high_watermark
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_and_offset()
+    elif timestamp < 0:
+        raise KafkaError(f"unknown special timestamp {timestamp}", ErrorCode.invalid_request)
+    else:
+        found = log.offset_for_timestamp(timestamp)
+    if found is None or found[1] >= partition.high_watermark:
+        return -1, -1
+    return found
+
+
+def _answer_v0(ctx: RequestContext, request: legacy.ListOffsetsRequestV0) -> legacy.ListOffsetsResponseV0:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            answer = _answer(ctx, topic.name, p.partition_index, p.timestamp, -1, False)
+            offsets = (answer.offset,) if answer.offset >= 0 and p.max_num_offsets > 0 else ()
+            partitions.append(
+                legacy.ListOffsetsPartitionResponseV0(
+                    partition_index=p.partition_index,
+                    error_code=answer.error_code,
+                    old_style_offsets=offsets,
+                )
+            )
+        topics.append(legacy.ListOffsetsTopicResponseV0(name=topic.name, partitions=tuple(partitions)))
+    return legacy.ListOffsetsResponseV0(topics=tuple(topics))

@@ -1,0 +1,81 @@
+"""The table of served APIs: each handler module registers its key, versions and function.
+
+A handler takes (RequestContext, request) and returns one of:
+- a kio response entity, of any version of its API: it is adapted to the version the client
+  used and encoded;
+- `EncodedResponse`: a body already encoded for the client's version (the hot paths);
+- `NO_RESPONSE`: nothing is sent (Produce with acks=0);
+- an awaitable giving one of the above, for a handler that must wait (long-poll Fetch).
+Requests arrive as the kio class of the handler's newest version, whatever version the client
+sent, unless the handler registers its own `parse` (bytes in, request object out).
+"""
+
+from collections.abc import Callable, Sized
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from protocol import schemas
+from protocol.api_keys import ApiKey
+from protocol.headers import RequestHeader
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    broker: "Broker"
+    header: RequestHeader
+    client_address: str
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    chunks: list[bytes | Sized]
+
+
+NO_RESPONSE = object()
+
+Handle = Callable[[RequestContext, Any], Any]
+Parse = Callable[[int, memoryview], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    api_key: ApiKey
+    min_version: int
+    max_version: int
+    handle: Handle
+    parse: Parse | None
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+HANDLERS: dict[int, ApiHandler] = {}
+
+
+def api(api_key: ApiKey, versions: tuple[int, int], parse: Parse | None = None):
+    """Register the decorated function as the handler of `api_key` for `versions` (inclusive)."""
+
+    def register(handle: Handle) -> Handle:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"{api_key.name} is registered twice")
+        HANDLERS[api_key] = ApiHandler(api_key, versions[0], versions[1], handle, parse)
+        return handle
+
+    return register
+
+
+def as_sent(api_key: ApiKey) -> Parse:
+    """A parse that keeps the request as the class of the client's version, for the APIs whose
+    shape changed between versions in ways copying fields by name cannot follow."""
+
+    def parse(version: int, body: memoryview) -> Any:
+        return schemas.decode(schemas.request_type(api_key, version), body)
+
+    return parse

@@ -1,0 +1,314 @@
+"""Listening sockets and client connections.
+
+Connections use non-blocking sockets driven by the event loop's add_reader/add_writer rather
+than transports: the broker must interleave plain writes with os.sendfile of file regions, and
+neither asyncio's transports nor uvloop's (which has no loop.sendfile) let it do so on their
+socket. Owning the socket also lets a connection receive straight into its frame buffer and
+gather all of a read's responses into one sendmsg.
+"""
+
+import errno
+import logging
+import os
+import socket
+from collections import deque
+from collections.abc import Awaitable, Callable, Sized
+from typing import Any
+
+import asyncio
+
+from protocol.errors import ProtocolError
+from protocol.framing import FrameReader
+
+log = logging.getLogger(__name__)
+
+Chunks = list[bytes | Sized]
+Dispatch = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]"]
+
+_MAX_IOV = 64
+_SENDFILE_CHUNK = 4 * 1024 * 1024
+
+
+class Connection:
+    """One client connection: request frames in, response frames out in request order.
+
+    Requests are served one at a time in arrival order, as Kafka serves a connection: a request
+    whose handler waits (a long-poll fetch) holds back those pipelined behind it, so responses
+    leave in request order with no reordering. Responses queue as chunks: bytes, and file
+    regions of fetched records (objects with `fd`, `position` and a length). Everything one read
+    produced is sent together: runs of bytes with one sendmsg, regions with os.sendfile. When
+    the socket is full the rest waits for it to become writable.
+
+    Back-pressure: reading stops while `max_queued_requests` frames wait to be served or
+    `max_queued_bytes` of responses wait to be sent, and resumes once they drain.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        address: str,
+        dispatch: Dispatch,
+        on_close: Callable[["Connection"], None],
+        max_request_bytes: int,
+        max_queued_requests: int = 100,
+        max_queued_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self._loop = loop
+        self._sock = sock
+        self._fd = sock.fileno()
+        self.address = address
+        self._dispatch = dispatch
+        self._on_close = on_close
+        self._frames = FrameReader(max_request_bytes)
+        self._requests: deque[memoryview] = deque()
+        self._in_progress: asyncio.Future | None = None
+        self._out: deque[Any] = deque()
+        self._out_bytes = 0
+        self._region_sent = 0
+        self._max_queued_requests = max_queued_requests
+        self._max_queued_bytes = max_queued_bytes
+        self._reading = False
+        self._writing = False
+        self.closed = False
+        self._resume_reading()
+
+    # ------------------------------------------------------------------------------ reading
+
+    def _on_readable(self) -> None:
+        try:
+            received = self._sock.recv_into(self._frames.writable())
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.close(f"receive failed: {exc}")
+            return
+        except ProtocolError as exc:
+            self._reject(exc)
+            return
+        if received == 0:
+            self.close(None)
+            return
+        try:
+            self._requests.extend(self._frames.received(received))
+        except ProtocolError as exc:
+            self._reject(exc)
+            return
+        self._serve()
+
+    def _reject(self, exc: ProtocolError) -> None:
+        log.warning("closing connection from %s: %s", self.address, exc)
+        self._flush()
+        self.close(str(exc))
+
+    def _serve(self) -> None:
+        """Serve queued requests in order until one has to wait."""
+        while self._requests and self._in_progress is None and not self.closed:
+            frame = self._requests.popleft()
+            try:
+                outcome = self._dispatch(frame, self.address)
+            except ProtocolError as exc:
+                self._reject(exc)
+                return
+            except Exception:
+                log.exception("request from %s failed; closing the connection", self.address)
+                self.close("internal error")
+                return
+            if isinstance(outcome, list):
+                self._queue(outcome)
+            elif outcome is not None:
+                self._in_progress = asyncio.ensure_future(outcome)
+                self._in_progress.add_done_callback(self._on_response_ready)
+        if not self._requests and self._in_progress is None:
+            self._frames.release()
+        self._flush()
+        self._apply_back_pressure()
+
+    def _on_response_ready(self, future: asyncio.Future) -> None:
+        self._in_progress = None
+        if self.closed or future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            log.error("request from %s failed; closing the connection", self.address, exc_info=exc)
+            self.close("internal error")
+            return
+        if future.result() is not None:
+            self._queue(future.result())
+        self._serve()
+
+    @property
+    def busy(self) -> bool:
+        """Whether requests are waiting or in progress, or responses are unsent."""
+        return bool(self._requests or self._in_progress or self._out)
+
+    def _apply_back_pressure(self) -> None:
+        overloaded = (
+            len(self._requests) >= self._max_queued_requests
+            or self._out_bytes >= self._max_queued_bytes
+        )
+        if overloaded:
+            self._pause_reading()
+        else:
+            self._resume_reading()
+
+    def _pause_reading(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+
+    def _resume_reading(self) -> None:
+        if not self._reading and not self.closed:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+
+    # ------------------------------------------------------------------------------ writing
+
+    def _queue(self, chunks: Chunks) -> None:
+        for chunk in chunks:
+            if len(chunk):
+                self._out.append(chunk)
+                self._out_bytes += len(chunk)
+
+    def _flush(self) -> None:
+        """Send as much as the socket takes; wait for writability if anything is left."""
+        try:
+            while self._out:
+                head = self._out[0]
+                sent = self._send_bytes() if isinstance(head, (bytes, memoryview)) else self._send_region(head)
+                if sent is None:
+                    self._want_writable(True)
+                    return
+        except OSError as exc:
+            self.close(f"send failed: {exc}")
+            return
+        self._want_writable(False)
+
+    def _send_bytes(self) -> int | None:
+        buffers = []
+        for chunk in self._out:
+            if not isinstance(chunk, (bytes, memoryview)) or len(buffers) == _MAX_IOV:
+                break
+            buffers.append(chunk)
+        try:
+            sent = self._sock.sendmsg(buffers)
+        except (BlockingIOError, InterruptedError):
+            return None
+        self._out_bytes -= sent
+        remaining = sent
+        while remaining:
+            head = self._out[0]
+            if remaining >= len(head):
+                remaining -= len(head)
+                self._out.popleft()
+            else:
+                self._out[0] = memoryview(head)[remaining:]
+                remaining = 0
+        return sent
+
+    def _send_region(self, region: Any) -> int | None:
+        left = len(region) - self._region_sent
+        try:
+            sent = os.sendfile(
+                self._fd, region.fd, region.position + self._region_sent, min(left, _SENDFILE_CHUNK)
+            )
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS):
+                raise
+            sent = self._copy_region(region, left)
+            if sent is None:
+                return None
+        if sent == 0:
+            # The file is shorter than the region (truncated meanwhile): the response frame can
+            # no longer be completed, so the stream is broken.
+            raise OSError(errno.EIO, "records file shrank under a fetch response")
+        self._region_sent += sent
+        self._out_bytes -= sent
+        if self._region_sent == len(region):
+            self._out.popleft()
+            self._region_sent = 0
+        return sent
+
+    def _copy_region(self, region: Any, left: int) -> int | None:
+        """Fallback for files sendfile cannot read (some filesystems): read, then send."""
+        data = os.pread(region.fd, min(left, _SENDFILE_CHUNK), region.position + self._region_sent)
+        if not data:
+            return 0
+        try:
+            return self._sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return None
+
+    def _want_writable(self, wanted: bool) -> None:
+        if wanted and not self._writing and not self.closed:
+            self._loop.add_writer(self._fd, self._on_writable)
+            self._writing = True
+        elif not wanted and self._writing:
+            self._loop.remove_writer(self._fd)
+            self._writing = False
+
+    def _on_writable(self) -> None:
+        self._flush()
+        self._apply_back_pressure()
+
+    # ------------------------------------------------------------------------------ closing
+
+    def close(self, reason: str | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if reason:
+            log.debug("connection from %s closed: %s", self.address, reason)
+        self._pause_reading()
+        self._want_writable(False)
+        if self._in_progress is not None:
+            self._in_progress.cancel()
+        self._out.clear()
+        self._requests.clear()
+        self._sock.close()
+        self._on_close(self)
+
+
+class Listener:
+    """A listening socket that hands each accepted connection to `on_accept`."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        on_accept: Callable[[socket.socket, str], None],
+        backlog: int = 1024,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        if host in ("", "0.0.0.0", "::") and socket.has_dualstack_ipv6():
+            self._sock = socket.create_server(
+                ("", port), family=socket.AF_INET6, dualstack_ipv6=True, backlog=backlog
+            )
+        else:
+            self._sock = socket.create_server((host, port), backlog=backlog)
+        self._sock.setblocking(False)
+        self._on_accept = on_accept
+        self._loop.add_reader(self._sock.fileno(), self._accept)
+
+    @property
+    def port(self) -> int:
+        return self._sock.getsockname()[1]
+
+    def _accept(self) -> None:
+        for _ in range(100):  # bounded, so a connection storm cannot starve other work
+            try:
+                conn, address = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("accept failed: %s", exc)
+                return
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._on_accept(conn, f"{address[0]}:{address[1]}")
+
+    def close(self) -> None:
+        self._loop.remove_reader(self._sock.fileno())
+        self._sock.close()

@@ -1,0 +1,149 @@
+"""The broker: storage, topics and request handling wired together, serving its listeners.
+
+Start: load the cluster metadata and every log (recovering after a crash), open the partitions,
+then listen. Stop (SIGTERM/SIGINT or `stop()`): stop accepting, release waiting fetches, let
+in-flight requests finish and their responses go out, close connections, then flush and
+checkpoint every log and write the clean-shutdown markers.
+"""
+
+import asyncio
+import logging
+import signal
+import socket
+import time
+from dataclasses import dataclass
+
+from broker.config import BrokerConfig
+from broker.dispatch import Dispatcher
+from broker.network import Connection, Listener
+from broker.replica_manager import ReplicaManager
+from broker.topic_manager import TopicManager
+from broker.topic_store import TopicStore
+from storage.log_manager import LogManager, LogManagerSettings
+
+log = logging.getLogger(__name__)
+
+_DRAIN_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    """How clients reach a broker: what Metadata and DescribeCluster report."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = max(config.broker_id, 0)
+        self.started_at_ms = int(time.time() * 1000)
+        self.topic_store = TopicStore(config.log_dirs)
+        self.log_manager = LogManager(
+            config.log_dirs, self._log_config_for, _log_manager_settings(config)
+        )
+        self.replica_manager = ReplicaManager(self.log_manager)
+        self.topics = TopicManager(
+            self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
+        )
+        self.endpoint: BrokerEndpoint | None = None
+        self._dispatcher = Dispatcher(self)
+        self._listeners: list[Listener] = []
+        self._connections: set[Connection] = set()
+        self.shutting_down = False
+
+    def _log_config_for(self, topic: str):
+        return self.topics.log_config(topic)
+
+    @property
+    def cluster_id(self) -> str:
+        return self.topic_store.cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        """Standalone, this broker is its own controller."""
+        return self.broker_id
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.topic_store.load)
+        await self.topic_store.save()
+        await self.log_manager.startup()
+        self.topics.open_partitions()
+        self._listen()
+        log.info(
+            "broker %d of cluster %s serving %s",
+            self.broker_id,
+            self.cluster_id,
+            ", ".join(f"{l.name}://{l.host}:{p.port}" for l, p in zip(self.config.listeners, self._listeners)),
+        )
+
+    def _listen(self) -> None:
+        listener_config = self.config.listeners[0]
+        listener = Listener(listener_config.host, listener_config.port, self._accept)
+        self._listeners.append(listener)
+        advertised = self.config.advertised_listeners[0]
+        # Port 0 asks for any free port; clients must be told the one actually bound.
+        port = advertised.port or listener.port
+        self.endpoint = BrokerEndpoint(
+            self.broker_id, advertised.host, port, self.config.get("broker.rack")
+        )
+
+    @property
+    def port(self) -> int:
+        return self._listeners[0].port
+
+    def _accept(self, sock: socket.socket, address: str) -> None:
+        connection = Connection(
+            asyncio.get_running_loop(),
+            sock,
+            address,
+            self._dispatcher.dispatch,
+            self._connections.discard,
+            max_request_bytes=self.config.get("socket.request.max.bytes"),
+            max_queued_requests=self.config.get("queued.max.requests"),
+        )
+        self._connections.add(connection)
+
+    async def stop(self) -> None:
+        self.shutting_down = True
+        for listener in self._listeners:
+            listener.close()
+        self._listeners.clear()
+        self.replica_manager.wake_all()
+        await self._drain_connections()
+        for connection in list(self._connections):
+            connection.close("broker shutting down")
+        await self.log_manager.shutdown()
+        self.topic_store.close()
+        log.info("broker %d stopped cleanly", self.broker_id)
+
+    async def _drain_connections(self) -> None:
+        deadline = time.monotonic() + _DRAIN_TIMEOUT_S
+        while any(c.busy for c in self._connections) and time.monotonic() < deadline:
+            self.replica_manager.wake_all()
+            await asyncio.sleep(0.01)
+
+    async def run_until_signalled(self) -> None:
+        loop = asyncio.get_running_loop()
+        stop_requested = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop_requested.set)
+        await self.start()
+        await stop_requested.wait()
+        log.info("shutting down")
+        await self.stop()
+
+
+def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
+    flush_interval = config.get("log.flush.interval.ms")
+    if flush_interval is None:
+        flush_interval = config.get("log.flush.scheduler.interval.ms")
+    return LogManagerSettings(
+        retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
+        flush_check_interval_ms=flush_interval,
+        checkpoint_interval_ms=config.get("log.flush.offset.checkpoint.interval.ms"),
+        recovery_threads_per_dir=config.get("num.recovery.threads.per.data.dir"),
+    )

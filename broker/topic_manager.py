@@ -1,0 +1,248 @@
+"""Topics as Kafka's admin APIs see them: validation, the topic store, and the partitions.
+
+Every path that creates, grows, reconfigures or deletes a topic goes through here (CreateTopics,
+auto-creation by Metadata, CreatePartitions, AlterConfigs, DeleteTopics), so Kafka's rules and
+error messages live in one place.
+"""
+
+import logging
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_config import LogConfig, validate_topic_overrides
+from storage.topic_partition import TopicPartition
+
+from broker.replica_manager import ReplicaManager
+from broker.topic_store import TopicInfo, TopicStore
+
+log = logging.getLogger(__name__)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def validate_topic_name(name: str) -> None:
+    def invalid(reason: str) -> KafkaError:
+        return KafkaError(reason, ErrorCode.invalid_topic_exception)
+
+    if not name:
+        raise invalid("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise invalid('Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise invalid(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+            f"characters, topic name: {name}"
+        )
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise invalid(
+            f'Topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def _collision_key(name: str) -> str:
+    """Kafka's metric names turn '.' into '_', so two topics differing only there collide."""
+    return name.replace(".", "_")
+
+
+class TopicManager:
+    def __init__(
+        self,
+        store: TopicStore,
+        replica_manager: ReplicaManager,
+        broker_settings: Mapping[str, str],
+        broker_ids: Sequence[int],
+    ) -> None:
+        self.store = store
+        self.replica_manager = replica_manager
+        self._broker_settings = broker_settings
+        self._broker_ids = list(broker_ids)
+        self._log_configs: dict[str, LogConfig] = {}
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.store.topics
+
+    def log_config(self, topic: str) -> LogConfig:
+        config = self._log_configs.get(topic)
+        if config is None:
+            info = self.store.topics.get(topic)
+            overrides = info.configs if info else {}
+            config = self._log_configs[topic] = LogConfig.resolve(overrides, self._broker_settings)
+        return config
+
+    def open_partitions(self) -> None:
+        """Serve every partition of every known topic (at start, after the logs are loaded)."""
+        for info in self.store.topics.values():
+            self._open(info, range(info.partitions))
+        known = {tp for tp in self.replica_manager.partitions}
+        for tp in self.replica_manager.log_manager.logs:
+            if tp not in known:
+                log.warning("%s is on disk but belongs to no known topic; not serving it", tp)
+
+    def _open(self, info: TopicInfo, partitions: range) -> None:
+        config = self.log_config(info.name)
+        for partition in partitions:
+            self.replica_manager.add_partition(TopicPartition(info.name, partition), config)
+
+    # ----------------------------------------------------------------------------- creation
+
+    def check_new_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+        default_partitions: int,
+        default_replication_factor: int,
+    ) -> tuple[int, int]:
+        """Kafka's checks on a new topic; returns its (partition count, replication factor)."""
+        validate_topic_name(name)
+        if name in self.store.topics:
+            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.topic_already_exists)
+        self._check_collision(name)
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
+                    ErrorCode.invalid_request,
+                )
+            num_partitions, replication_factor = self._check_assignments(assignments)
+        num_partitions = default_partitions if num_partitions == -1 else num_partitions
+        replication_factor = (
+            default_replication_factor if replication_factor == -1 else replication_factor
+        )
+        if num_partitions <= 0:
+            raise KafkaError("Number of partitions must be larger than 0.", ErrorCode.invalid_partitions)
+        self._check_replication_factor(replication_factor)
+        validate_topic_overrides(configs)
+        return num_partitions, replication_factor
+
+    def _check_collision(self, name: str) -> None:
+        key = _collision_key(name)
+        for existing in self.store.topics:
+            if _collision_key(existing) == key:
+                raise KafkaError(
+                    f"Topic '{name}' collides with existing topic: {existing}",
+                    ErrorCode.invalid_topic_exception,
+                )
+
+    def _check_replication_factor(self, replication_factor: int) -> None:
+        if replication_factor <= 0:
+            raise KafkaError(
+                "Replication factor must be larger than 0.", ErrorCode.invalid_replication_factor
+            )
+        if replication_factor > len(self._broker_ids):
+            raise KafkaError(
+                f"Replication factor: {replication_factor} larger than available brokers: "
+                f"{len(self._broker_ids)}.",
+                ErrorCode.invalid_replication_factor,
+            )
+
+    def _check_assignments(self, assignments: Mapping[int, Sequence[int]]) -> tuple[int, int]:
+        if sorted(assignments) != list(range(len(assignments))):
+            raise KafkaError(
+                "Partitions must be numbered consecutively from 0.",
+                ErrorCode.invalid_replica_assignment,
+            )
+        for partition, replicas in assignments.items():
+            self._check_replicas(partition, replicas)
+        sizes = {len(replicas) for replicas in assignments.values()}
+        if len(sizes) != 1:
+            raise KafkaError(
+                "All partitions must have the same number of replicas.",
+                ErrorCode.invalid_replica_assignment,
+            )
+        return len(assignments), sizes.pop()
+
+    def _check_replicas(self, partition: int, replicas: Sequence[int]) -> None:
+        def invalid(reason: str) -> KafkaError:
+            return KafkaError(reason, ErrorCode.invalid_replica_assignment)
+
+        if not replicas:
+            raise invalid(f"Partition {partition} has no replicas.")
+        if len(set(replicas)) != len(replicas):
+            raise invalid(f"Duplicate brokers in the assignment of partition {partition}.")
+        unknown = set(replicas) - set(self._broker_ids)
+        if unknown:
+            raise invalid(f"Unknown broker(s) {sorted(unknown)} for partition {partition}.")
+
+    async def create(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs))
+        self.store.topics[name] = info
+        await self.store.save()
+        self._open(info, range(num_partitions))
+        log.info("created topic %s with %d partition(s)", name, num_partitions)
+        return info
+
+    # ------------------------------------------------------------------------ other changes
+
+    def get(self, name: str) -> TopicInfo:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise KafkaError(
+                f"This server does not host this topic: {name}",
+                ErrorCode.unknown_topic_or_partition,
+            )
+        return info
+
+    def find_by_id(self, topic_id: uuid.UUID) -> TopicInfo:
+        for info in self.store.topics.values():
+            if info.topic_id == topic_id:
+                return info
+        raise KafkaError(f"Unknown topic id {topic_id}", ErrorCode.unknown_topic_id)
+
+    async def delete(self, name: str) -> None:
+        info = self.get(name)
+        del self.store.topics[name]
+        self._log_configs.pop(name, None)
+        await self.store.save()
+        for partition in range(info.partitions):
+            self.replica_manager.remove_partition(TopicPartition(name, partition))
+        log.info("deleted topic %s", name)
+
+    def check_new_partition_count(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None
+    ) -> TopicInfo:
+        info = self.get(name)
+        if count <= info.partitions:
+            raise KafkaError(
+                f"Topic currently has {info.partitions} partitions, which is higher than or "
+                f"equal to the requested {count}.",
+                ErrorCode.invalid_partitions,
+            )
+        if assignments is not None:
+            if len(assignments) != count - info.partitions:
+                raise KafkaError(
+                    f"Increasing the number of partitions by {count - info.partitions} but "
+                    f"{len(assignments)} assignments provided.",
+                    ErrorCode.invalid_replica_assignment,
+                )
+            for partition, replicas in enumerate(assignments, start=info.partitions):
+                self._check_replicas(partition, replicas)
+        return info
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        info = self.get(name)
+        added = range(info.partitions, count)
+        info.partitions = count
+        await self.store.save()
+        self._open(info, added)
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's overrides (validated by the caller) and apply them to its logs."""
+        info = self.get(name)
+        info.configs = dict(configs)
+        self._log_configs.pop(name, None)
+        await self.store.save()
+        config = self.log_config(name)
+        for partition in range(info.partitions):
+            log_ = self.replica_manager.log_manager.get(TopicPartition(name, partition))
+            if log_ is not None:
+                log_.update_config(config)
