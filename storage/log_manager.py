@@ -375,8 +375,6 @@ def _delete_segment_files(segments: list[LogSegment]) -> None:
 
 
 def _delete_log_files(removed: Log, directory: str) -> None:
-    """Remove a deleted partition's renamed directory. As with segments, .log descriptors stay
-    open while queued fetches hold regions of them."""
-    for segment in removed.segments:
-        segment.close_indexes()
+    """Remove a deleted partition's renamed directory (its segments' own paths are stale)."""
+    _delete_segment_files(removed.segments)
     shutil.rmtree(directory, ignore_errors=True)

@@ -259,7 +259,8 @@ class LogSegment:
 
     def close(self) -> None:
         self._record_max_timestamp()
-        self.close_indexes()
+        self.offset_index.close()
+        self.time_index.close()
         self.records.close()
 
     def rename_to_deleted(self) -> None:
@@ -269,15 +270,11 @@ class LogSegment:
         self.time_index.rename(str(self.time_index.path) + DELETED_SUFFIX)
 
     def delete(self) -> None:
-        """Unmap the indexes and unlink the (renamed) files. The .log descriptor stays open until
-        no queued fetch holds a region of it (see FileRegion)."""
-        self.close_indexes()
-        for path in (self.records.path, self.offset_index.path, self.time_index.path):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-
-    def close_indexes(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
+        """Unmap the indexes and unlink every file of the segment (gone already is fine). The
+        .log descriptor stays open until no queued fetch holds a region of it (FileRegion)."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        try:
+            os.unlink(self.records.path)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,161 @@
+"""Connection over a socketpair, with a stand-in for the dispatcher."""
+
+import asyncio
+import os
+import socket
+
+import pytest
+
+from broker.network import Connection
+from protocol.errors import ProtocolError
+from protocol.primitives import INT32
+from storage.records_file import RecordsFile
+
+
+def frame(payload: bytes) -> bytes:
+    return INT32.pack(len(payload)) + payload
+
+
+class Harness:
+    def __init__(self, dispatch, **limits):
+        self.loop = asyncio.get_running_loop()
+        self.client, server = socket.socketpair()
+        server.setblocking(False)
+        self.client.settimeout(5)
+        self.closed = asyncio.Event()
+        self.connection = Connection(
+            self.loop, server, "test", dispatch, lambda c: self.closed.set(), max_request_bytes=1 << 20, **limits
+        )
+
+    async def receive(self, size: int) -> bytes:
+        return await self.loop.run_in_executor(None, self._receive, size)
+
+    def _receive(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = self.client.recv(size - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+def echo(frame_view, address):
+    return [frame(b"re:" + bytes(frame_view))]
+
+
+def test_pipelined_requests_are_answered_in_order_even_when_one_waits():
+    async def scenario():
+        async def slow(payload):
+            await asyncio.sleep(0.05)
+            return [frame(b"slow:" + payload)]
+
+        def dispatch(view, address):
+            payload = bytes(view)
+            return slow(payload) if payload == b"2" else [frame(b"re:" + payload)]
+
+        h = Harness(dispatch)
+        h.client.sendall(b"".join(frame(str(i).encode()) for i in range(1, 5)))
+        expected = frame(b"re:1") + frame(b"slow:2") + frame(b"re:3") + frame(b"re:4")
+        assert await h.receive(len(expected)) == expected
+
+    asyncio.run(scenario())
+
+
+def test_responses_of_one_read_leave_in_one_write(monkeypatch):
+    async def scenario():
+        h = Harness(echo)
+        calls = []
+        real_sendmsg = socket.socket.sendmsg
+        monkeypatch.setattr(
+            socket.socket, "sendmsg", lambda self, bufs: calls.append(len(bufs)) or real_sendmsg(self, bufs)
+        )
+        h.client.sendall(b"".join(frame(b"x") for _ in range(20)))
+        await h.receive(20 * len(frame(b"re:x")))
+        assert len(calls) < 20
+
+    asyncio.run(scenario())
+
+
+def test_file_regions_go_out_with_sendfile(tmp_path, monkeypatch):
+    async def scenario():
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        records.append(b"HEAD" + bytes(range(256)) * 4096 + b"TAIL")
+        region = records.region(4, 256 * 4096)
+        sent_by_sendfile = []
+        real_sendfile = os.sendfile
+        monkeypatch.setattr(
+            os, "sendfile", lambda *a: sent_by_sendfile.append(real_sendfile(*a)) or sent_by_sendfile[-1]
+        )
+
+        def dispatch(view, address):
+            return [INT32.pack(len(region) + 2) + b"<<", region]
+
+        h = Harness(dispatch)
+        h.client.sendall(frame(b"fetch"))
+        data = await h.receive(4 + 2 + len(region))
+        assert data[4:6] == b"<<" and data[6:] == bytes(range(256)) * 4096
+        assert sum(sent_by_sendfile) == len(region)
+
+    asyncio.run(scenario())
+
+
+def test_broken_framing_closes_the_connection():
+    async def scenario():
+        h = Harness(echo)
+        h.client.sendall(INT32.pack(-1))
+        await asyncio.wait_for(h.closed.wait(), 5)
+        assert await h.receive(1) == b""
+
+    asyncio.run(scenario())
+
+
+def test_a_protocol_error_from_dispatch_closes_after_earlier_responses():
+    async def scenario():
+        def dispatch(view, address):
+            if bytes(view) == b"bad":
+                raise ProtocolError("unknown api key")
+            return [frame(b"ok")]
+
+        h = Harness(dispatch)
+        h.client.sendall(frame(b"good") + frame(b"bad") + frame(b"never"))
+        assert await h.receive(100) == frame(b"ok")
+        assert h.closed.is_set()
+
+    asyncio.run(scenario())
+
+
+def test_reading_pauses_while_too_many_requests_wait():
+    async def scenario():
+        gate = asyncio.Event()
+        served = []
+
+        async def wait_for_gate(payload):
+            await gate.wait()
+            return [frame(payload)]
+
+        def dispatch(view, address):
+            served.append(bytes(view))
+            return wait_for_gate(bytes(view))
+
+        h = Harness(dispatch, max_queued_requests=2)
+        h.client.sendall(b"".join(frame(b"%d" % i) for i in range(6)))
+        await asyncio.sleep(0.1)
+        assert served == [b"0"] and not h.connection._reading
+        gate.set()
+        expected = b"".join(frame(b"%d" % i) for i in range(6))
+        assert await h.receive(len(expected)) == expected
+
+    asyncio.run(scenario())
+
+
+def test_an_unexpected_handler_failure_closes_only_that_connection():
+    async def scenario():
+        def dispatch(view, address):
+            raise RuntimeError("bug")
+
+        h = Harness(dispatch)
+        h.client.sendall(frame(b"x"))
+        await asyncio.wait_for(h.closed.wait(), 5)
+
+    asyncio.run(scenario())

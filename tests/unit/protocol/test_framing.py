@@ -1,0 +1,69 @@
+import pytest
+
+from protocol.errors import ProtocolError
+from protocol.framing import FrameReader, FrameTooLargeError
+from protocol.primitives import INT32
+
+
+def frame(payload: bytes) -> bytes:
+    return INT32.pack(len(payload)) + payload
+
+
+def feed(reader: FrameReader, data: bytes) -> list[bytes]:
+    """Deliver `data` through the reader's own buffers, as a socket would."""
+    frames = []
+    while data:
+        space = reader.writable()
+        chunk = data[: len(space)]
+        space[: len(chunk)] = chunk
+        data = data[len(chunk) :]
+        frames += [bytes(f) for f in reader.received(len(chunk))]
+    return frames
+
+
+def test_splits_back_to_back_frames():
+    reader = FrameReader(1024)
+    assert feed(reader, frame(b"one") + frame(b"") + frame(b"three")) == [b"one", b"", b"three"]
+
+
+def test_frame_split_over_many_reads_is_whole_once_complete():
+    reader = FrameReader(1024)
+    data = frame(b"x" * 100)
+    assert feed(reader, data[:3]) == []
+    assert feed(reader, data[3:50]) == []
+    assert feed(reader, data[50:]) == [b"x" * 100]
+
+
+def test_frame_larger_than_the_buffer_is_received_whole():
+    reader = FrameReader(10_000_000, buffer_bytes=1024)
+    big = bytes(range(256)) * 4000
+    assert feed(reader, frame(big) + frame(b"after")) == [big, b"after"]
+
+
+def test_handed_out_frames_stay_intact_until_released():
+    reader = FrameReader(1 << 20, buffer_bytes=64)
+    space = reader.writable()
+    first = frame(b"a" * 30)
+    space[: len(first)] = first
+    (kept,) = reader.received(len(first))
+    # Many more frames arrive while `kept` is still being served.
+    feed(reader, b"".join(frame(bytes([i]) * 40) for i in range(50)))
+    assert bytes(kept) == b"a" * 30
+    reader.release()
+    assert reader.buffered == 0
+
+
+def test_size_over_the_limit_raises_before_the_body_arrives():
+    reader = FrameReader(100)
+    space = reader.writable()
+    space[:4] = INT32.pack(101)
+    with pytest.raises(FrameTooLargeError):
+        reader.received(4)
+
+
+def test_negative_size_is_a_protocol_error():
+    reader = FrameReader(100)
+    space = reader.writable()
+    space[:4] = INT32.pack(-5)
+    with pytest.raises(ProtocolError):
+        reader.received(4)

@@ -1,0 +1,83 @@
+import datetime
+
+import pytest
+from kio.static.primitive import i16, i32
+
+from protocol import schemas
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.produce import PartitionResponse, encode_produce_response, parse_produce_request
+
+
+def kio_request(version: int, records: bytes | None):
+    request_type = schemas.request_type(ApiKey.PRODUCE, version)
+    newest = schemas.request_type(ApiKey.PRODUCE, 9)
+    from kio.schema.produce.v9.request import PartitionProduceData, TopicProduceData
+
+    request = newest(
+        transactional_id="tx",
+        acks=i16(-1),
+        timeout=datetime.timedelta(seconds=30),
+        topic_data=(
+            TopicProduceData(
+                name="topic",
+                partition_data=(
+                    PartitionProduceData(index=i32(0), records=records),
+                    PartitionProduceData(index=i32(3), records=b"more"),
+                ),
+            ),
+        ),
+    )
+    return schemas.encode(schemas.adapt(request, request_type))
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_parses_what_kio_encodes(version):
+    request = parse_produce_request(version, memoryview(kio_request(version, b"batch-bytes")))
+    assert (request.transactional_id, request.acks, request.timeout_ms) == ("tx", -1, 30000)
+    (topic,) = request.topics
+    assert topic.name == "topic"
+    assert [(p.index, bytes(p.records)) for p in topic.partitions] == [(0, b"batch-bytes"), (3, b"more")]
+
+
+def test_records_are_views_into_the_request():
+    body = bytearray(kio_request(9, b"batch-bytes"))
+    records = parse_produce_request(9, memoryview(body)).topics[0].partitions[0].records
+    records[0:5] = b"BATCH"
+    assert b"BATCH-bytes" in body
+
+
+def test_null_records_and_truncation():
+    request = parse_produce_request(7, memoryview(kio_request(7, None)))
+    assert request.topics[0].partitions[0].records is None
+    with pytest.raises(ProtocolError):
+        parse_produce_request(7, memoryview(kio_request(7, b"abc")[:-3]))
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_response_decodes_with_kio(version):
+    partition = PartitionResponse(
+        2,
+        ErrorCode.corrupt_message,
+        base_offset=41,
+        log_append_time_ms=1234,
+        log_start_offset=7,
+        record_errors=[(0, "bad")],
+        error_message="crc",
+    )
+    data = encode_produce_response(version, [("t", [partition])], throttle_time_ms=3)
+    decoded = schemas.decode(schemas.response_type(ApiKey.PRODUCE, version), memoryview(data))
+    (topic,) = decoded.responses
+    (result,) = topic.partition_responses
+    assert (topic.name, result.index, result.error_code, result.base_offset) == ("t", 2, ErrorCode.corrupt_message, 41)
+    assert decoded.throttle_time == datetime.timedelta(milliseconds=3)
+    if version >= 5:
+        assert result.log_start_offset == 7
+    if version >= 8:
+        assert result.error_message == "crc"
+        assert result.record_errors[0].batch_index_error_message == "bad"
+
+
+def test_v0_response_layout():
+    data = encode_produce_response(0, [("t", [PartitionResponse(1, base_offset=5)])])
+    assert data == bytes.fromhex("00000001 0001 74 00000001 00000001 0000 0000000000000005")

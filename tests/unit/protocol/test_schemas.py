@@ -1,0 +1,74 @@
+import datetime
+import typing
+
+import pytest
+from kio.schema.metadata.v12.response import MetadataResponse, MetadataResponseTopic
+
+from protocol import legacy, schemas
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, ProtocolError
+
+
+def test_legacy_versions_are_served_by_their_declared_classes():
+    for (api_key, version), (request, response) in legacy.MESSAGES.items():
+        assert schemas.request_type(api_key, version) is request
+        assert schemas.response_type(api_key, version) is response
+
+
+def test_unknown_version_has_no_schema():
+    with pytest.raises(schemas.UnknownMessageError):
+        schemas.request_type(ApiKey.METADATA, 999)
+
+
+def test_flexibility_follows_the_version():
+    assert not schemas.is_flexible(ApiKey.METADATA, 8)
+    assert schemas.is_flexible(ApiKey.METADATA, 9)
+    assert not schemas.is_flexible(ApiKey.CREATE_TOPICS, 1)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_legacy_create_topics_round_trips_and_adapts_up(version):
+    request_type = schemas.request_type(ApiKey.CREATE_TOPICS, version)
+    topic_type = typing.get_type_hints(request_type)["topics"].__args__[0]
+    request = request_type(
+        topics=(topic_type(name="t", num_partitions=3, replication_factor=1, assignments=(), configs=()),),
+        timeout=datetime.timedelta(seconds=5),
+    )
+    decoded = schemas.decode(request_type, memoryview(schemas.encode(request)))
+    assert decoded == request
+    newest = schemas.adapt(decoded, schemas.request_type(ApiKey.CREATE_TOPICS, 7))
+    assert newest.topics[0].name == "t" and newest.topics[0].num_partitions == 3
+    assert newest.validate_only is False
+
+
+def test_adapt_down_drops_fields_the_old_version_lacks():
+    response = MetadataResponse(
+        throttle_time=datetime.timedelta(milliseconds=5),
+        brokers=(),
+        cluster_id="c",
+        controller_id=0,
+        topics=(
+            MetadataResponseTopic(
+                error_code=ErrorCode.none, name="t", topic_id=None, is_internal=False, partitions=()
+            ),
+        ),
+    )
+    v0 = schemas.adapt(response, schemas.response_type(ApiKey.METADATA, 0))
+    assert not hasattr(v0, "cluster_id")
+    assert v0.topics[0].name == "t"
+    assert schemas.encode(v0) == bytes.fromhex("00000000 00000001 0000 0001 74 00000000")
+
+
+def test_adapt_up_fills_schema_defaults():
+    v4 = schemas.request_type(ApiKey.FETCH, 4)
+    body = bytes.fromhex("ffffffff 000001f4 00000001 00100000 00 00000000")
+    newest = schemas.adapt(schemas.decode(v4, memoryview(body)), schemas.request_type(ApiKey.FETCH, 12))
+    assert newest.max_bytes == 0x100000
+    assert newest.session_epoch == -1 and newest.rack_id == ""
+
+
+def test_decode_accepts_writable_buffers_and_reports_malformed_input():
+    request_type = schemas.request_type(ApiKey.METADATA, 1)
+    assert schemas.decode(request_type, memoryview(bytearray(b"\xff\xff\xff\xff"))).topics is None
+    with pytest.raises(ProtocolError):
+        schemas.decode(request_type, memoryview(b"\x00\x00\x00\x05"))

@@ -1,0 +1,226 @@
+import os
+
+import pytest
+
+from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
+from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter_batches
+from protocol.records import iter_records
+from storage.errors import MessageTooLargeError, OffsetOutOfRangeError
+from storage.log_config import LogConfig
+from tests.unit.storage.conftest import batch
+
+
+def read_all(log, start=0):
+    """Every record from `start` to the high watermark, following the log like a consumer."""
+    records, offset = [], start
+    while offset < log.high_watermark:
+        region = log.read(offset, 1 << 20, log.high_watermark, min_one_batch=True)
+        data = region.read()
+        for _, header in iter_batches(data):
+            whole = data[_ : _ + header.size]
+            records += [r for r in iter_records(whole) if r.offset >= offset]
+        offset = records[-1].offset + 1
+    return records
+
+
+def append(log, *values, **kwargs):
+    result = log.append_as_leader(memoryview(batch(*values, **kwargs)), leader_epoch=3)
+    log.high_watermark = log.log_end_offset
+    return result
+
+
+def test_append_assigns_offsets_and_reads_back(open_log):
+    log = open_log()
+    first = append(log, b"a", b"b")
+    second = append(log, b"c")
+    assert (first.first_offset, first.last_offset, second.first_offset) == (0, 1, 2)
+    assert log.log_end_offset == 3
+    assert [(r.offset, r.value) for r in read_all(log)] == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_stored_batches_carry_offsets_and_leader_epoch_with_a_valid_crc(open_log):
+    log = open_log()
+    append(log, b"a")
+    append(log, b"b", b"c")
+    data = log.read(0, 1 << 20, log.high_watermark, True).read()
+    headers = [h for _, h in iter_batches(data)]
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 3), (1, 3)]
+    assert all(crc_is_valid(data[p : p + h.size]) for p, h in iter_batches(data))
+
+
+def test_read_limits_and_the_first_batch_rule(open_log):
+    log = open_log()
+    for i in range(5):
+        append(log, bytes([i]) * 1000)
+    one = BatchHeader.from_buffer(log.read(0, 1 << 20, 5, True).read()).size
+    assert len(log.read(0, 10, 5, min_one_batch=True)) == one  # KIP-74: a whole batch anyway
+    assert log.read(0, 0, 5, min_one_batch=False) is None
+    assert len(log.read(1, 2 * one + 10, 5, True)) == 2 * one + 10  # may end inside a batch
+    assert log.read(5, 1000, 5, True) is None  # caught up
+    assert log.read(1, 1 << 20, max_offset=3, min_one_batch=True).length == 2 * one
+
+
+def test_out_of_range_reads(open_log):
+    log = open_log()
+    append(log, b"a")
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(2, 100, 1, True)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 100, 1, True)
+
+
+def test_segments_roll_on_size_and_reads_cross_them(open_log):
+    log = open_log(LogConfig(segment_bytes=3000, index_interval_bytes=100))
+    for i in range(20):
+        append(log, bytes([i]) * 500)
+    assert len(log.segments) == 4  # five ~575-byte batches fit in 3000 bytes
+    assert [s.base_offset for s in log.segments] == sorted(s.base_offset for s in log.segments)
+    assert [r.value[0] for r in read_all(log)] == list(range(20))
+    assert [r.value[0] for r in read_all(log, start=13)] == list(range(13, 20))
+
+
+def test_roll_on_time_uses_record_timestamps(open_log):
+    log = open_log(LogConfig(segment_ms=1000))
+    append(log, b"a", timestamp=10_000)
+    append(log, b"b", timestamp=10_500)
+    assert len(log.segments) == 1
+    append(log, b"c", timestamp=11_001)
+    assert len(log.segments) == 2
+
+
+def test_lookup_by_timestamp(open_log):
+    log = open_log(LogConfig(index_interval_bytes=50))
+    for i in range(30):
+        append(log, b"x" * 80, timestamp=1_000 + 10 * i)
+    assert log.offset_for_timestamp(1_000) == (1_000, 0)
+    assert log.offset_for_timestamp(1_105) == (1_110, 11)
+    assert log.offset_for_timestamp(1_290) == (1_290, 29)
+    assert log.offset_for_timestamp(5_000) is None
+    assert log.max_timestamp_and_offset() == (1_290, 29)
+
+
+def test_log_append_time_topics_stamp_batches(open_log):
+    log = open_log(LogConfig(message_timestamp_type="LogAppendTime"))
+    result = append(log, b"a", timestamp=5)
+    data = log.read(0, 1000, 1, True).read()
+    header = BatchHeader.from_buffer(data)
+    assert header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert header.max_timestamp == result.log_append_time_ms > 5
+    assert crc_is_valid(data) and next(iter_records(data)).timestamp == header.max_timestamp
+
+
+@pytest.mark.parametrize(
+    "mutate, error",
+    [
+        (lambda b: b.__setitem__(70, b[70] ^ 1), CorruptRecordError),
+        (lambda b: b.__setitem__(16, 1), UnsupportedMessageFormatError),
+        (lambda b: b.extend(b[:20]), CorruptRecordError),
+    ],
+)
+def test_invalid_batches_are_refused_and_nothing_is_appended(open_log, mutate, error):
+    log = open_log()
+    bad = batch(b"a" * 50)
+    mutate(bad)
+    with pytest.raises(error):
+        log.append_as_leader(memoryview(bad), 0)
+    assert log.log_end_offset == 0 and log.active_segment.size == 0
+
+
+def test_two_batches_in_one_produce_and_oversized_batches_are_refused(open_log):
+    log = open_log(LogConfig(max_message_bytes=200))
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(memoryview(batch(b"a") + batch(b"b")), 0)
+    with pytest.raises(MessageTooLargeError):
+        log.append_as_leader(memoryview(batch(b"a" * 300)), 0)
+
+
+def test_retention_by_size_deletes_oldest_segments_and_moves_the_log_start(open_log):
+    # retention_ms=-1: the batches carry 1970 timestamps, which time retention would delete.
+    log = open_log(LogConfig(segment_bytes=2000, retention_bytes=4500, retention_ms=-1))
+    for i in range(20):
+        append(log, bytes([i]) * 500)
+    deleted = log.apply_retention()
+    assert deleted > 0
+    assert log.size_in_bytes - log.active_segment.size < 4500
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    assert read_all(log, log.log_start_offset)[-1].value[0] == 19
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100, log.high_watermark, True)
+    assert not [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
+
+
+def test_retention_by_time_can_empty_the_log_and_keeps_offsets(open_log):
+    log = open_log(LogConfig(segment_bytes=2000, retention_ms=1000))
+    for i in range(10):
+        append(log, b"x" * 500, timestamp=1_000)
+    log.apply_retention(now_ms=100_000)
+    assert log.log_start_offset == log.log_end_offset == 10
+    assert len(log.segments) == 1 and log.active_segment.size == 0
+    assert append(log, b"new").first_offset == 10
+
+
+def test_delete_records_moves_the_log_start(open_log):
+    log = open_log(LogConfig(segment_bytes=2000))
+    for i in range(10):
+        append(log, bytes([i]) * 500)
+    assert log.delete_records_before(6) == 6
+    assert log.segments[0].base_offset <= 6
+    assert read_all(log, 6)[0].offset == 6
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(11)
+
+
+def test_reopen_after_clean_close_keeps_everything(open_log):
+    log = open_log(LogConfig(segment_bytes=3000, index_interval_bytes=100))
+    for i in range(15):
+        append(log, bytes([i]) * 400)
+    log.close()
+    reopened = open_log(LogConfig(segment_bytes=3000, index_interval_bytes=100))
+    assert reopened.log_end_offset == 15
+    assert [r.value[0] for r in read_all(reopened)] == list(range(15))
+    assert append(reopened, b"next").first_offset == 15
+
+
+def test_recovery_cuts_a_torn_tail(open_log):
+    log = open_log()
+    for i in range(5):
+        append(log, bytes([i]) * 100)
+    path = log.active_segment.records.path
+    log.close()
+    with open(path, "r+b") as f:  # a crash mid-write: half of a last batch
+        f.seek(0, os.SEEK_END)
+        f.write(bytes(batch(b"torn" * 50))[:90])
+    recovered = open_log(had_clean_shutdown=False)
+    assert recovered.log_end_offset == 5
+    assert [r.value[0] for r in read_all(recovered)] == list(range(5))
+    assert append(recovered, b"after").first_offset == 5
+
+
+def test_recovery_cuts_at_a_corrupt_batch_and_drops_later_segments(open_log):
+    log = open_log(LogConfig(segment_bytes=1500))
+    for i in range(12):
+        append(log, bytes([i]) * 400)
+    bases = [s.base_offset for s in log.segments]
+    second = log.segments[1].records.path
+    log.close()
+    with open(second, "r+b") as f:  # flip a byte inside the second segment's second batch
+        f.seek(500)
+        byte = f.read(1)
+        f.seek(500)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    recovered = open_log(LogConfig(segment_bytes=1500), had_clean_shutdown=False)
+    assert [s.base_offset for s in recovered.segments] == bases[:2]
+    assert recovered.log_end_offset == bases[1] + 1
+    assert len(read_all(recovered)) == bases[1] + 1
+
+
+def test_missing_index_is_rebuilt(open_log):
+    log = open_log(LogConfig(segment_bytes=2000, index_interval_bytes=100))
+    for i in range(10):
+        append(log, bytes([i]) * 400)
+    first_index = log.segments[0].offset_index.path
+    log.close()
+    os.unlink(first_index)
+    reopened = open_log(LogConfig(segment_bytes=2000, index_interval_bytes=100))
+    assert reopened.segments[0].offset_index.entries > 0
+    assert [r.value[0] for r in read_all(reopened, 2)] == list(range(2, 10))

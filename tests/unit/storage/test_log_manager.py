@@ -1,0 +1,150 @@
+import asyncio
+import os
+
+import pytest
+
+from storage.checkpoint import OffsetCheckpointFile
+from storage.errors import KafkaStorageError
+from storage.log_config import LogConfig
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.topic_partition import TopicPartition
+from tests.unit.storage.conftest import batch
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def manager(*dirs) -> LogManager:
+    return LogManager([str(d) for d in dirs], lambda topic: LogConfig())
+
+
+def append(log, value: bytes) -> None:
+    log.append_as_leader(memoryview(batch(value)), 0)
+    log.high_watermark = log.log_end_offset
+
+
+def test_new_partitions_go_to_the_dir_with_fewest(tmp_path):
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        for p in range(4):
+            logs.create(TopicPartition("t", p), LogConfig())
+        await logs.shutdown()
+        return logs
+
+    run(scenario())
+    assert sorted(os.listdir(tmp_path / "a")).count("t-0") + sorted(os.listdir(tmp_path / "b")).count("t-0") == 1
+    counts = [sum(n.startswith("t-") for n in os.listdir(tmp_path / d)) for d in "ab"]
+    assert counts == [2, 2]
+
+
+def test_clean_shutdown_writes_checkpoints_and_marker_then_startup_removes_it(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def first():
+        logs = manager(tmp_path)
+        await logs.startup()
+        log = logs.create(tp, LogConfig())
+        for i in range(3):
+            append(log, b"v%d" % i)
+        await logs.shutdown()
+
+    async def second():
+        logs = manager(tmp_path)
+        await logs.startup()
+        assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+        log = logs.get(tp)
+        assert log.log_end_offset == 3 and log.recovery_point == 3
+        await logs.shutdown()
+
+    run(first())
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert OffsetCheckpointFile(str(tmp_path / "recovery-point-offset-checkpoint")).read() == {tp: 3}
+    assert OffsetCheckpointFile(str(tmp_path / "log-start-offset-checkpoint")).read() == {tp: 0}
+    run(second())
+
+
+def test_without_the_marker_startup_recovers_a_torn_tail(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def write_then_crash():
+        logs = manager(tmp_path)
+        await logs.startup()
+        log = logs.create(tp, LogConfig())
+        for i in range(3):
+            append(log, b"v%d" % i)
+        path = log.active_segment.records.path
+        with open(path, "ab") as f:  # the crash: half a batch, no shutdown, no marker
+            f.write(bytes(batch(b"x" * 100))[:50])
+
+    async def restart():
+        logs = manager(tmp_path)
+        await logs.startup()
+        log = logs.get(tp)
+        assert log.log_end_offset == 3
+        assert log.active_segment.size == os.path.getsize(log.active_segment.records.path)
+        await logs.shutdown()
+
+    run(write_then_crash())
+    run(restart())
+
+
+def test_a_failing_dir_goes_offline_and_the_others_keep_serving(tmp_path):
+    good, bad = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        logs.create(good, LogConfig())
+        logs.create(bad, LogConfig())
+        error = logs.handle_io_error(bad, OSError(28, "No space left on device"))
+        assert isinstance(error, KafkaStorageError)
+        assert logs.is_offline(bad) and logs.get(bad) is None
+        assert not logs.is_offline(good) and logs.get(good) is not None
+        failed_dir = next(d for d in logs.dirs.values() if not d.online)
+        await logs.shutdown()
+        return failed_dir.path
+
+    failed = run(scenario())
+    assert not os.path.exists(os.path.join(failed, CLEAN_SHUTDOWN_FILE))
+
+
+def test_unusable_dir_is_offline_at_startup_and_no_usable_dir_fails(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+
+    async def one_good():
+        logs = manager(tmp_path / "good", not_a_dir)
+        await logs.startup()
+        assert [d.online for d in logs.dirs.values()] == [True, False]
+        await logs.shutdown()
+
+    async def none_good():
+        logs = manager(not_a_dir)
+        with pytest.raises(KafkaStorageError):
+            await logs.startup()
+
+    run(one_good())
+    run(none_good())
+
+
+def test_deleted_partition_directory_goes_away_in_the_background(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        log = logs.create(tp, LogConfig(file_delete_delay_ms=0))
+        append(log, b"v")
+        logs.delete(tp)
+        assert logs.get(tp) is None
+        assert not (tmp_path / "t-0").exists()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if not any(n.endswith("-delete") for n in os.listdir(tmp_path)):
+                break
+        await logs.shutdown()
+
+    run(scenario())
+    assert not any(n.startswith("t-0") for n in os.listdir(tmp_path))
