@@ -1,0 +1,31 @@
+import pytest
+
+from tests.harness import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    """Start brokers on demand (each with its own data dir); all are stopped at the end."""
+    started: list[BrokerProcess] = []
+
+    def start(name: str = "broker", **overrides: str) -> BrokerProcess:
+        process = BrokerProcess(tmp_path / name, {k.replace("_", "."): v for k, v in overrides.items()})
+        started.append(process.start())
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+@pytest.fixture
+def broker(broker_factory) -> BrokerProcess:
+    return broker_factory()
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory) -> BrokerProcess:
+    """One broker for a whole test module whose tests use distinct topics."""
+    process = BrokerProcess(tmp_path_factory.mktemp("shared") / "data").start()
+    yield process
+    process.kill()

@@ -1,0 +1,100 @@
+"""Real broker processes for tests: started as `python -m broker` on a loopback port with their
+own data directory, stopped with SIGTERM (clean) or SIGKILL (crash), restarted on the same port
+and data so clients can reconnect to the same address."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER_PROPERTIES = REPO / "config" / "server.properties"
+_START_TIMEOUT_S = 30
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = free_port()
+        self.overrides = {
+            "log.dirs": str(self.data_dir),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            **(overrides or {}),
+        }
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "BrokerProcess":
+        command = [sys.executable, "-m", "broker", "--config", str(SERVER_PROPERTIES)]
+        for key, value in self.overrides.items():
+            command += ["--override", f"{key}={value}"]
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self._wait_until_listening()
+        return self
+
+    def _wait_until_listening(self) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker did not listen within {_START_TIMEOUT_S}s:\n{self.log()}")
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL: the broker gets no chance to flush or mark a clean shutdown."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.kill() if exc[0] else self.stop()
+
+
+def run(command: list[str], timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+    """Run a client command (kcat, node) with a time bound, capturing its output."""
+    return subprocess.run(command, capture_output=True, timeout=timeout, env={**os.environ}, **kwargs)
