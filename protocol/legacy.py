@@ -52,6 +52,65 @@ _request = EntityType.request
 _response = EntityType.response
 _nested = EntityType.nested
 
+# Produce v0-2: no transactional id; v1 adds the throttle time (after the responses), v2 the
+# log append time. The broker parses Produce by hand (protocol.produce); these declare the layout.
+
+
+def _produce(version: int) -> tuple[type, type]:
+    @_entity(ApiKey.PRODUCE, version, _nested)
+    class PartitionProduceData:
+        index: i32 = field(metadata=_INT32)
+        records: bytes | None = field(metadata={"kafka_type": "records"})
+
+    @_entity(ApiKey.PRODUCE, version, _nested)
+    class TopicProduceData:
+        name: str = field(metadata=_STRING)
+        partition_data: tuple[PartitionProduceData, ...]
+
+    @_entity(ApiKey.PRODUCE, version, _request)
+    class ProduceRequest:
+        acks: i16 = field(metadata=_INT16)
+        timeout: i32Timedelta = field(metadata=_MILLIS)
+        topic_data: tuple[TopicProduceData, ...]
+
+    if version < 2:
+
+        @_entity(ApiKey.PRODUCE, version, _nested)
+        class PartitionProduceResponse:
+            index: i32 = field(metadata=_INT32)
+            error_code: ErrorCode = field(metadata=_ERROR)
+            base_offset: i64 = field(metadata=_INT64)
+
+    else:
+
+        @_entity(ApiKey.PRODUCE, version, _nested)
+        class PartitionProduceResponse:
+            index: i32 = field(metadata=_INT32)
+            error_code: ErrorCode = field(metadata=_ERROR)
+            base_offset: i64 = field(metadata=_INT64)
+            log_append_time: i64 = field(metadata=_INT64, default=i64(-1))
+
+    @_entity(ApiKey.PRODUCE, version, _nested)
+    class TopicProduceResponse:
+        name: str = field(metadata=_STRING)
+        partition_responses: tuple[PartitionProduceResponse, ...]
+
+    if version == 0:
+
+        @_entity(ApiKey.PRODUCE, 0, _response)
+        class ProduceResponse:
+            responses: tuple[TopicProduceResponse, ...]
+
+    else:
+
+        @_entity(ApiKey.PRODUCE, version, _response)
+        class ProduceResponse:
+            responses: tuple[TopicProduceResponse, ...]
+            throttle_time: i32Timedelta = field(metadata=_MILLIS)
+
+    return ProduceRequest, ProduceResponse
+
+
 # ListOffsets v0: a list of offsets per partition instead of one offset and timestamp.
 
 
@@ -208,6 +267,9 @@ class DescribeConfigsResponseV0:
 
 
 MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
+    (ApiKey.PRODUCE, 0): _produce(0),
+    (ApiKey.PRODUCE, 1): _produce(1),
+    (ApiKey.PRODUCE, 2): _produce(2),
     (ApiKey.LIST_OFFSETS, 0): (ListOffsetsRequestV0, ListOffsetsResponseV0),
     (ApiKey.CREATE_TOPICS, 0): _create_topics(0),
     (ApiKey.CREATE_TOPICS, 1): _create_topics(1),
