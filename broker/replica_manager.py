@@ -24,10 +24,18 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._append_waiters: dict[TopicPartition, set[asyncio.Future]] = {}
 
-    def add_partition(self, tp: TopicPartition, config: LogConfig) -> Partition:
+    def add_partition(self, tp: TopicPartition, config: LogConfig, is_new: bool = True) -> Partition | None:
+        """Serve `tp`, creating its log if it has none. An existing partition (`is_new` false)
+        whose log is missing while a log dir is offline is not created: its log may be in that
+        dir, and an empty one elsewhere would restart its offsets and hide its records (Kafka's
+        isNew, KIP-112). It stays offline instead, and None is returned."""
         partition = self.partitions.get(tp)
         if partition is None:
-            log = self.log_manager.get(tp) or self.log_manager.create(tp, config)
+            log = self.log_manager.get(tp)
+            if log is None and not is_new and self.log_manager.has_offline_dirs:
+                self.log_manager.mark_unplaced(tp)
+                return None
+            log = log or self.log_manager.create(tp, config)
             partition = self.partitions[tp] = Partition(tp, log)
         return partition
 
@@ -37,9 +45,9 @@ class ReplicaManager:
         self._wake(tp)
 
     def get_partition(self, tp: TopicPartition) -> Partition:
-        partition = self.partitions.get(tp)
-        if partition is not None and self.log_manager.is_offline(tp):
+        if self.log_manager.is_offline(tp):
             raise KafkaError(f"{tp} is offline: its log directory failed", ErrorCode.kafka_storage_error)
+        partition = self.partitions.get(tp)
         if partition is None:
             raise KafkaError(f"this broker does not host {tp}", ErrorCode.unknown_topic_or_partition)
         return partition
@@ -52,6 +60,14 @@ class ReplicaManager:
             raise self.log_manager.handle_io_error(tp, exc) from exc
         self._wake(tp)
         return result
+
+    def delete_records_before(self, tp: TopicPartition, offset: int) -> int:
+        """Raise the partition's log start offset (DeleteRecords); returns the new one."""
+        partition = self.get_partition(tp)
+        try:
+            return partition.log.delete_records_before(offset)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
 
     def read(
         self,

@@ -1,0 +1,131 @@
+"""AlterConfigs (api key 33), versions 0-2.
+
+Replaces a resource's dynamic configs with exactly the set given: keys left out go back to the
+broker's value or Kafka's default, and a null value drops its key as well. Per resource type:
+
+- TOPIC (2): the topic's overrides become the given set once it passes Kafka's checks (known
+  keys, well-typed values in range); they are persisted with the topic and apply to its logs at
+  once. INVALID_CONFIG for a bad key or value, UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
+- BROKER (4): refused with INVALID_REQUEST. A standalone broker has no metadata quorum to keep
+  dynamic broker configs in, so it reads its configuration only from server.properties; the
+  message says to set the key there. A name other than "" or this broker's id is INVALID_REQUEST
+  too, as in Kafka.
+- anything else, BROKER_LOGGER included (Kafka changes log levels only through
+  IncrementalAlterConfigs): INVALID_REQUEST.
+
+A resource named twice, or a key named twice within a resource, is INVALID_REQUEST. With
+validate_only nothing changes but the answer is the same.
+
+Version notes: v1 is v0 (its answers may be throttled); v2 is flexible.
+IncrementalAlterConfigs shares this module's checks and its topic and broker paths.
+"""
+
+import datetime
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest, AlterConfigsResource
+from kio.schema.alter_configs.v2.response import (
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+
+from protocol.api_keys import ApiKey
+from protocol.config_types import ConfigResourceType
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_config import LogConfig, validate_topic_overrides
+
+from broker.handlers.registry import RequestContext, api
+
+
+@api(ApiKey.ALTER_CONFIGS, versions=(0, 2))
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+    repeated = repeated_resources(request.resources)
+    responses = []
+    for resource in request.resources:
+        try:
+            if (resource.resource_type, resource.resource_name) in repeated:
+                raise repeated_resource_error()
+            await _alter(ctx, resource, request.validate_only)
+        except KafkaError as exc:
+            responses.append(_response(resource, exc.error_code, str(exc) or None))
+        else:
+            responses.append(_response(resource, ErrorCode.none, None))
+    return AlterConfigsResponse(throttle_time=datetime.timedelta(0), responses=tuple(responses))
+
+
+async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
+    check_unique_keys(config.name for config in resource.configs)
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        configs = {config.name: config.value for config in resource.configs}
+        await replace_topic_configs(ctx, resource.resource_name, configs, validate_only)
+    elif resource.resource_type == ConfigResourceType.BROKER:
+        refuse_broker_change(ctx, resource.resource_name)
+    else:
+        raise KafkaError(f"Unknown resource type {resource.resource_type}", ErrorCode.invalid_request)
+
+
+def _response(
+    resource: AlterConfigsResource, error_code: ErrorCode, message: str | None
+) -> AlterConfigsResourceResponse:
+    return AlterConfigsResourceResponse(
+        error_code=error_code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
+# ------------------------------------------------------- shared with IncrementalAlterConfigs
+
+
+def repeated_resources(resources: Iterable) -> set[tuple[int, str]]:
+    """The (type, name) of every resource that appears more than once."""
+    counts = Counter((resource.resource_type, resource.resource_name) for resource in resources)
+    return {key for key, count in counts.items() if count > 1}
+
+
+def repeated_resource_error() -> KafkaError:
+    return KafkaError("Each resource must appear at most once.", ErrorCode.invalid_request)
+
+
+def check_unique_keys(names: Iterable[str]) -> None:
+    if any(count > 1 for count in Counter(names).values()):
+        raise KafkaError("Error due to duplicate config keys", ErrorCode.invalid_request)
+
+
+async def replace_topic_configs(
+    ctx: RequestContext, topic: str, configs: Mapping[str, str | None], validate_only: bool
+) -> None:
+    """Make `configs` the topic's overrides; a None value names a key to drop."""
+    topics = ctx.broker.topics
+    topics.get(topic)
+    validate_topic_overrides(configs)
+    overrides = {name: value for name, value in configs.items() if value is not None}
+    # The overrides must also agree with the broker's settings (the compaction lags), or the
+    # topic's logs could not be opened at the next start.
+    LogConfig.resolve(overrides, ctx.broker.config.explicit_settings)
+    if not validate_only:
+        await topics.set_configs(topic, overrides)
+
+
+def refuse_broker_change(ctx: RequestContext, name: str) -> None:
+    if name:
+        _check_own_node_id(ctx, name)
+    raise KafkaError(
+        "Dynamic broker configs are not supported: this standalone broker reads its "
+        "configuration from server.properties only. Set the value there and restart the broker.",
+        ErrorCode.invalid_request,
+    )
+
+
+def _check_own_node_id(ctx: RequestContext, name: str) -> None:
+    try:
+        node_id = int(name)
+    except ValueError:
+        raise KafkaError(f"Node id must be an integer, but it is: {name}", ErrorCode.invalid_request) from None
+    if node_id != ctx.broker.broker_id:
+        raise KafkaError(
+            f"Unexpected broker id, expected {ctx.broker.broker_id}, but received {name}",
+            ErrorCode.invalid_request,
+        )

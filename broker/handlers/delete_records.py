@@ -1,0 +1,66 @@
+"""DeleteRecords (api key 21), versions 0-2.
+
+Per partition, makes every record below the given offset unreadable by raising the log start
+offset to it (offset -1 stands for the high watermark); segments wholly below it are deleted in
+the background. An offset at or below the current log start changes nothing. The answer gives
+the partition's low watermark: its log start offset after the deletion.
+
+Errors, per partition (low watermark -1): OFFSET_OUT_OF_RANGE for an offset beyond the high
+watermark or negative (other than -1), UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR when the
+partition's log dir has failed or fails on the way (the dir is then taken offline).
+
+Version notes: v1 is v0 (its answers may be throttled); v2 is flexible.
+"""
+
+import datetime
+
+from kio.schema.delete_records.v2.request import DeleteRecordsRequest
+from kio.schema.delete_records.v2.response import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsResponse,
+    DeleteRecordsTopicResult,
+)
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from storage.errors import OffsetOutOfRangeError
+from storage.topic_partition import TopicPartition
+
+from broker.handlers.registry import RequestContext, api
+
+HIGH_WATERMARK = -1
+INVALID_LOW_WATERMARK = -1
+
+
+@api(ApiKey.DELETE_RECORDS, versions=(0, 2))
+def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    return DeleteRecordsResponse(
+        throttle_time=datetime.timedelta(0),
+        topics=tuple(
+            DeleteRecordsTopicResult(
+                name=topic.name,
+                partitions=tuple(
+                    _delete(ctx, TopicPartition(topic.name, p.partition_index), p.offset)
+                    for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        ),
+    )
+
+
+def _delete(ctx: RequestContext, tp: TopicPartition, offset: int) -> DeleteRecordsPartitionResult:
+    replica_manager = ctx.broker.replica_manager
+    try:
+        partition = replica_manager.get_partition(tp)
+        before = partition.high_watermark if offset == HIGH_WATERMARK else offset
+        if before < 0:
+            raise OffsetOutOfRangeError(f"The offset {offset} for partition {tp} is not valid")
+        low_watermark = replica_manager.delete_records_before(tp, before)
+    except KafkaError as exc:
+        return DeleteRecordsPartitionResult(
+            partition_index=tp.partition, low_watermark=INVALID_LOW_WATERMARK, error_code=exc.error_code
+        )
+    return DeleteRecordsPartitionResult(
+        partition_index=tp.partition, low_watermark=low_watermark, error_code=ErrorCode.none
+    )

@@ -1,0 +1,146 @@
+"""IncrementalAlterConfigs (api key 44), versions 0-1.
+
+Changes the named keys of a resource's dynamic configs and leaves the others alone. Operations:
+SET (0) gives a key a value; DELETE (1) drops its override; APPEND (2) and SUBTRACT (3) add items
+to or remove items from a LIST config (INVALID_CONFIG for other types), starting from the value
+in effect (the override, else the broker's setting, else the default). The result must pass the
+same checks as AlterConfigs (INVALID_CONFIG otherwise) and applies to every key of the resource
+or to none. Per resource type:
+
+- TOPIC (2): the topic's overrides; UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
+- BROKER (4): refused with INVALID_REQUEST, as in AlterConfigs: standalone, broker configs come
+  from server.properties only.
+- BROKER_LOGGER (8): refused with INVALID_REQUEST: log levels cannot be changed at runtime
+  (DescribeConfigs reports them read-only).
+- anything else: INVALID_REQUEST.
+
+INVALID_REQUEST also for a resource named twice, a key named twice within a resource, an unknown
+operation, or a null value for an operation other than DELETE. With validate_only nothing
+changes but the answer is the same.
+
+Version notes: v1 is flexible.
+"""
+
+import datetime
+import enum
+
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kio.schema.incremental_alter_configs.v1.response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
+
+from protocol.api_keys import ApiKey
+from protocol.config_types import ConfigResourceType, ConfigType
+from protocol.errors import ErrorCode, KafkaError
+from storage.log_config import TOPIC_CONFIGS, InvalidConfigError, describe_topic_configs, parse_value
+
+from broker.handlers.alter_configs import (
+    check_unique_keys,
+    refuse_broker_change,
+    repeated_resource_error,
+    repeated_resources,
+    replace_topic_configs,
+)
+from broker.handlers.registry import RequestContext, api
+
+
+class ConfigOperation(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@api(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
+async def handle_incremental_alter_configs(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    repeated = repeated_resources(request.resources)
+    responses = []
+    for resource in request.resources:
+        try:
+            if (resource.resource_type, resource.resource_name) in repeated:
+                raise repeated_resource_error()
+            await _alter(ctx, resource, request.validate_only)
+        except KafkaError as exc:
+            responses.append(_response(resource, exc.error_code, str(exc) or None))
+        else:
+            responses.append(_response(resource, ErrorCode.none, None))
+    return IncrementalAlterConfigsResponse(throttle_time=datetime.timedelta(0), responses=tuple(responses))
+
+
+async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
+    check_unique_keys(config.name for config in resource.configs)
+    operations = [(config, _operation(config)) for config in resource.configs]
+    missing = [config.name for config, op in operations if op != ConfigOperation.DELETE and config.value is None]
+    if missing:
+        raise KafkaError("Null value not supported for : " + ", ".join(missing), ErrorCode.invalid_request)
+    if resource.resource_type == ConfigResourceType.TOPIC:
+        name = resource.resource_name
+        current = ctx.broker.topics.get(name).configs
+        changes = {config.name: _new_value(ctx, current, config, op) for config, op in operations}
+        await replace_topic_configs(ctx, name, {**current, **changes}, validate_only)
+    elif resource.resource_type == ConfigResourceType.BROKER:
+        refuse_broker_change(ctx, resource.resource_name)
+    elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
+        raise KafkaError(
+            "Log levels cannot be changed at runtime on this broker; start it with --log-level "
+            "instead.",
+            ErrorCode.invalid_request,
+        )
+    else:
+        raise KafkaError(f"Unknown resource type {resource.resource_type}", ErrorCode.invalid_request)
+
+
+def _operation(config: AlterableConfig) -> ConfigOperation:
+    try:
+        return ConfigOperation(config.config_operation)
+    except ValueError:
+        raise KafkaError(
+            f"Unknown operation type {config.config_operation}", ErrorCode.invalid_request
+        ) from None
+
+
+def _new_value(
+    ctx: RequestContext, current: dict[str, str], config: AlterableConfig, op: ConfigOperation
+) -> str | None:
+    """The key's new override; None drops it."""
+    if op == ConfigOperation.SET:
+        return config.value
+    if op == ConfigOperation.DELETE:
+        return None
+    definition = TOPIC_CONFIGS.get(config.name)
+    if definition is None or definition.type is not ConfigType.LIST:
+        raise InvalidConfigError(f"Can't {op.name} to key {config.name} because its type is not LIST.")
+    start = current.get(config.name)
+    if start is None:
+        start = _value_without_override(ctx, config.name)
+    items = parse_value(ConfigType.LIST, start)
+    given = parse_value(ConfigType.LIST, config.value)
+    if op == ConfigOperation.SUBTRACT:
+        return ",".join(item for item in items if item not in given)
+    for item in given:
+        if item not in items:
+            items.append(item)
+    return ",".join(items)
+
+
+def _value_without_override(ctx: RequestContext, key: str) -> str:
+    entries = describe_topic_configs({}, ctx.broker.config.explicit_settings, include_synonyms=False)
+    return next(entry.value or "" for entry in entries if entry.name == key)
+
+
+def _response(
+    resource: AlterConfigsResource, error_code: ErrorCode, message: str | None
+) -> AlterConfigsResourceResponse:
+    return AlterConfigsResourceResponse(
+        error_code=error_code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )

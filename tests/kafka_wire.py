@@ -1,0 +1,40 @@
+"""Kafka request and response frames for tests that speak the protocol directly.
+
+    frame = encode_request(ApiKey.METADATA, 12, MetadataRequest(...))
+    response = decode_response(ApiKey.METADATA, 12, reply_bytes)
+
+`encode_request` gives the whole frame (4-byte size, request header v1, or v2 for flexible
+versions, then the body); the entity may be of any version of the API: it is rebuilt as the
+requested version, copying fields by name (fields that version lacks are dropped, missing ones
+take their defaults). `decode_response` takes a whole response frame, size included, and skips
+response header v0, or v1 for flexible versions except ApiVersions, which always answers with v0.
+"""
+
+from typing import Any
+
+from protocol import schemas
+from protocol.headers import response_header_is_flexible
+from protocol.primitives import EMPTY_TAGGED_FIELDS, INT16, INT32, Reader, encode_string
+
+
+def encode_request(
+    api_key: int, version: int, entity: Any, correlation_id: int = 1, client_id: str | None = "test"
+) -> bytes:
+    flexible = schemas.is_flexible(api_key, version)
+    header = INT16.pack(api_key) + INT16.pack(version) + INT32.pack(correlation_id)
+    header += encode_string(client_id, flexible=False)
+    if flexible:
+        header += EMPTY_TAGGED_FIELDS
+    body = schemas.encode(schemas.adapt(entity, schemas.request_type(api_key, version)))
+    return INT32.pack(len(header) + len(body)) + header + body
+
+
+def decode_response(api_key: int, version: int, frame_bytes: bytes) -> Any:
+    (size,) = INT32.unpack_from(frame_bytes, 0)
+    if size != len(frame_bytes) - INT32.size:
+        raise ValueError(f"frame says {size} bytes but holds {len(frame_bytes) - INT32.size}")
+    reader = Reader(memoryview(frame_bytes), INT32.size)
+    reader.int32()  # correlation id
+    if response_header_is_flexible(api_key, schemas.is_flexible(api_key, version)):
+        reader.skip_tagged_fields()
+    return schemas.decode(schemas.response_type(api_key, version), reader.buf[reader.pos :])
