@@ -13,6 +13,7 @@ import sys
 
 from broker.config import BrokerConfig, ConfigError
 from broker.server import Broker
+from storage.errors import KafkaStorageError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -46,7 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         run = asyncio.run
     else:
         run = uvloop.run
-    run(Broker(config).run_until_signalled())
+    try:
+        run(Broker(config).run_until_signalled())
+    except (KafkaStorageError, OSError) as exc:
+        # What escapes here stopped the start: no log dir could take the cluster metadata or the
+        # logs, or the listener could not bind. Each reason is already logged; say it plainly.
+        logging.getLogger("broker").error("cannot start: %s", exc)
+        print(f"logway: cannot start: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

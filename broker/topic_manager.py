@@ -5,6 +5,7 @@ auto-creation by Metadata, CreatePartitions, AlterConfigs, DeleteTopics), so Kaf
 error messages live in one place.
 """
 
+import asyncio
 import logging
 import re
 import uuid
@@ -78,16 +79,16 @@ class TopicManager:
     def open_partitions(self) -> None:
         """Serve every partition of every known topic (at start, after the logs are loaded)."""
         for info in self.store.topics.values():
-            self._open(info, range(info.partitions))
+            self._open(info, range(info.partitions), is_new=False)
         known = {tp for tp in self.replica_manager.partitions}
         for tp in self.replica_manager.log_manager.logs:
             if tp not in known:
                 log.warning("%s is on disk but belongs to no known topic; not serving it", tp)
 
-    def _open(self, info: TopicInfo, partitions: range) -> None:
+    def _open(self, info: TopicInfo, partitions: range, is_new: bool = True) -> None:
         config = self.log_config(info.name)
         for partition in partitions:
-            self.replica_manager.add_partition(TopicPartition(info.name, partition), config)
+            self.replica_manager.add_partition(TopicPartition(info.name, partition), config, is_new)
 
     # ----------------------------------------------------------------------------- creation
 
@@ -176,10 +177,15 @@ class TopicManager:
     async def create(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicInfo:
         info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs))
         self.store.topics[name] = info
-        await self.store.save()
-        self._open(info, range(num_partitions))
-        log.info("created topic %s with %d partition(s)", name, num_partitions)
+        # Shielded: a client that disconnects mid-request cancels its handler, and a topic left
+        # in the store with its partitions never opened would have no leader until a restart.
+        await asyncio.shield(self._save_and_open(info))
         return info
+
+    async def _save_and_open(self, info: TopicInfo) -> None:
+        await self.store.save()
+        self._open(info, range(info.partitions))
+        log.info("created topic %s with %d partition(s)", info.name, info.partitions)
 
     # ------------------------------------------------------------------------ other changes
 

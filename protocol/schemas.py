@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import functools
 import io
+import struct
 import types
 import typing
 import uuid
@@ -25,6 +26,7 @@ from kio.serial import entity_reader, entity_writer
 
 from protocol import legacy
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.primitives import INT16, INT32
 
 
 class UnknownMessageError(LookupError):
@@ -57,6 +59,7 @@ def is_flexible(api_key: int, version: int) -> bool:
 
 
 def decode(entity_type: type, buf: memoryview, pos: int = 0) -> Any:
+    _check_array_counts(entity_type, buf, pos)
     try:
         # kio's reader takes only read-only buffers; the view costs no copy.
         entity, _size = _reader(entity_type)(buf.toreadonly(), pos)
@@ -73,6 +76,151 @@ def encode(entity: Any) -> bytes:
 
 _reader = functools.cache(entity_reader)
 _writer = functools.cache(entity_writer)
+
+
+# Two things kio's native reader gets wrong, checked by walking the message first as its schema
+# lays it out: a compact array length of 2**31 or more makes it set out to allocate room for that
+# many items, and the allocation failure aborts the whole process where any other bad length
+# raises; and an array the schema does not allow to be null comes back as None when its length is
+# -1, which handlers then trip over. The walk refuses an array claiming more items than bytes
+# remain (every item takes at least one) and a null one where null is not allowed, and decides
+# nothing else: what it cannot follow (or a truncated field) ends it, and kio's reader judges.
+
+_FIXED_SIZES = {
+    "int8": 1, "bool": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4,
+    "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8, "timedelta_i64": 8,
+    "datetime_i64": 8, "uuid": 16,
+}
+_LEGACY_LENGTHS = {"string": INT16, "bytes": INT32, "records": INT32}
+
+
+class _StopWalk(Exception):
+    """The walk cannot follow the message further; kio's reader decides."""
+
+
+def _check_array_counts(entity_type: type, buf: memoryview, pos: int) -> None:
+    try:
+        _walk_entity(entity_type, _Walker(buf, pos, entity_type.__flexible__))
+    except _StopWalk:
+        pass
+    except ProtocolError as exc:
+        raise ProtocolError(f"malformed {entity_type.__name__}: {exc}") from None
+
+
+class _Walker:
+    __slots__ = ("buf", "pos", "end", "flexible")
+
+    def __init__(self, buf: memoryview, pos: int, flexible: bool, end: int | None = None) -> None:
+        self.buf, self.pos, self.flexible = buf, pos, flexible
+        self.end = len(buf) if end is None else end
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        for _ in range(5):
+            if self.pos >= self.end:
+                raise _StopWalk
+            byte = self.buf[self.pos]
+            self.pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+        raise _StopWalk
+
+    def fixed(self, codec: struct.Struct) -> int:
+        if self.pos + codec.size > self.end:
+            raise _StopWalk
+        (value,) = codec.unpack_from(self.buf, self.pos)
+        self.pos += codec.size
+        return value
+
+    def skip(self, size: int) -> None:
+        if size < 0 or self.pos + size > self.end:
+            raise _StopWalk
+        self.pos += size
+
+    def count(self, what: str, nullable: bool) -> int:
+        """An array's element count; -1 for null."""
+        count = self.uvarint() - 1 if self.flexible else self.fixed(INT32)
+        if count < 0 and not nullable:
+            raise ProtocolError(f"{what}: null where an array is required")
+        if count > self.end - self.pos:
+            raise ProtocolError(f"{what}: array of {count} elements in {self.end - self.pos} bytes")
+        return count
+
+
+def _walk_entity(entity_type: type, walker: _Walker) -> None:
+    fields, tagged = _layout(entity_type)
+    for name, walk in fields:
+        if walk.__class__ is int:
+            walker.skip(walk)  # a run of fixed-size fields
+        else:
+            walk(walker, name)
+    if not walker.flexible:
+        return
+    for _ in range(walker.uvarint()):
+        tag = walker.uvarint()
+        size = walker.uvarint()
+        start = walker.pos
+        walker.skip(size)
+        if tag in tagged:
+            name, walk = tagged[tag]
+            walk(_Walker(walker.buf, start, True, start + size), name)
+
+
+@functools.cache
+def _layout(entity_type: type) -> tuple[list, dict]:
+    """(name, walk) of the fields in wire order, consecutive fixed-size fields merged into one
+    byte count; and the tagged fields by tag."""
+    hints = typing.get_type_hints(entity_type)
+    fields: list = []
+    tagged = {}
+    for f in dataclasses.fields(entity_type):
+        name = f"{entity_type.__name__}.{f.name}"
+        kafka_type = f.metadata.get("kafka_type")
+        if "tag" in f.metadata:
+            tagged[f.metadata["tag"]] = (name, _field_walk(hints[f.name], kafka_type))
+        elif kafka_type in _FIXED_SIZES and typing.get_origin(hints[f.name]) is not tuple:
+            size = _FIXED_SIZES[kafka_type]
+            if fields and fields[-1][1].__class__ is int:
+                fields[-1] = (fields[-1][0], fields[-1][1] + size)
+            else:
+                fields.append((name, size))
+        else:
+            fields.append((name, _field_walk(hints[f.name], kafka_type)))
+    return fields, tagged
+
+
+def _field_walk(hint: Any, kafka_type: str | None) -> Callable[[_Walker, str], None]:
+    members = [m for m in _union_members(hint) if m is not type(None)]
+    nullable = len(members) < len(_union_members(hint))
+    inner = members[0] if len(members) == 1 else None
+    if typing.get_origin(inner) is tuple:
+        element = _field_walk(typing.get_args(inner)[0], kafka_type)
+
+        def walk_array(walker: _Walker, name: str) -> None:
+            for _ in range(walker.count(name, nullable)):
+                element(walker, name)
+
+        return walk_array
+    if dataclasses.is_dataclass(inner) and not nullable:
+        return lambda walker, _name: _walk_entity(inner, walker)
+    if kafka_type in _FIXED_SIZES:
+        size = _FIXED_SIZES[kafka_type]
+        return lambda walker, _name: walker.skip(size)
+    if kafka_type in _LEGACY_LENGTHS:
+        legacy_length = _LEGACY_LENGTHS[kafka_type]
+
+        def walk_length_prefixed(walker: _Walker, _name: str) -> None:
+            length = walker.uvarint() - 1 if walker.flexible else walker.fixed(legacy_length)
+            walker.skip(max(length, 0))
+
+        return walk_length_prefixed
+    return _stop  # a nullable struct, or a type this walk does not know
+
+
+def _stop(_walker: _Walker, _name: str) -> None:
+    raise _StopWalk
 
 
 def adapt(entity: Any, target: type) -> Any:

@@ -72,6 +72,7 @@ class LogManager:
         self.dirs = {path: LogDir(os.path.abspath(path)) for path in log_dirs}
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, LogDir] = {}
+        self._unplaced: set[TopicPartition] = set()  # see mark_unplaced
         self._config_for_topic = config_for_topic
         self._settings = settings
         workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
@@ -139,6 +140,14 @@ class LogManager:
         await self._run_blocking(_remove_clean_shutdown_marker, log_dir)
 
     def _register(self, tp: TopicPartition, loaded: Log, log_dir: LogDir) -> None:
+        other = self._log_dir_of.get(tp)
+        if other is not None and other is not log_dir:
+            # Two copies of one partition: which holds the acknowledged records cannot be told,
+            # so, as Kafka does, refuse to guess.
+            raise KafkaStorageError(
+                f"{tp} has a directory in both {other.path} and {log_dir.path}; "
+                "remove the stale one before starting"
+            )
         self.logs[tp] = loaded
         self._log_dir_of[tp] = log_dir
         log_dir.logs.add(tp)
@@ -150,8 +159,21 @@ class LogManager:
 
     def is_offline(self, tp: TopicPartition) -> bool:
         """Whether the partition's log lived in a directory that has failed."""
+        if tp in self._unplaced:
+            return True
         log_dir = self._log_dir_of.get(tp)
         return log_dir is not None and not log_dir.online
+
+    @property
+    def has_offline_dirs(self) -> bool:
+        return any(not d.online for d in self.dirs.values())
+
+    def mark_unplaced(self, tp: TopicPartition) -> None:
+        """An existing partition whose log is in no online dir while a dir is offline: it may
+        well be in that dir, so it counts as offline instead of being created afresh."""
+        offline = ", ".join(d.path for d in self.dirs.values() if not d.online)
+        log.warning("%s is in no online log directory; offline, as its log may be in %s", tp, offline)
+        self._unplaced.add(tp)
 
     def create(self, tp: TopicPartition, config: LogConfig) -> Log:
         existing = self.logs.get(tp)
@@ -172,6 +194,7 @@ class LogManager:
 
     def delete(self, tp: TopicPartition) -> None:
         """Remove a partition: its directory is renamed at once and removed in the background."""
+        self._unplaced.discard(tp)
         removed = self.logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
         if removed is None or log_dir is None:

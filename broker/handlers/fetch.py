@@ -47,7 +47,9 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _response(ctx, [], ErrorCode.fetch_session_id_not_found)
     read = _read(ctx, request)
     max_wait_s = request.max_wait.total_seconds()
-    if read.total_bytes >= request.min_bytes or max_wait_s <= 0 or read.has_error:
+    # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
+    wants_nothing = not any(topic.partitions for topic in request.topics)
+    if read.total_bytes >= request.min_bytes or max_wait_s <= 0 or read.has_error or wants_nothing:
         return _response(ctx, read.topics)
     return _long_poll(ctx, request, time.monotonic() + max_wait_s)
 

@@ -28,7 +28,7 @@ from kio.schema.metadata.v12.response import (
 )
 
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.registry import RequestContext, api
@@ -41,6 +41,9 @@ def handle_metadata(ctx: RequestContext, request: MetadataRequest):
     wanted_all = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if wanted_all:
         return _response(ctx, [_describe(ctx, info) for info in ctx.broker.topics.topics.values()])
+    if ctx.api_version < 12 and any(t.name is None for t in request.topics):
+        # v10-11 carry topic ids but answer by name: Kafka refuses a request without names.
+        raise ProtocolError(f"Metadata v{ctx.api_version} requires topic names (ids need v12)")
     missing = _missing_to_create(ctx, request)
     if missing:
         return _create_then_respond(ctx, request, missing)

@@ -148,3 +148,15 @@ def test_deleted_partition_directory_goes_away_in_the_background(tmp_path):
 
     run(scenario())
     assert not any(n.startswith("t-0") for n in os.listdir(tmp_path))
+
+
+def test_a_partition_in_two_dirs_refuses_to_start(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name / "t-0").mkdir(parents=True)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        with pytest.raises(KafkaStorageError, match="both"):
+            await logs.startup()
+
+    run(scenario())
