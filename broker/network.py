@@ -70,6 +70,7 @@ class Connection:
         self._max_queued_bytes = max_queued_bytes
         self._reading = False
         self._writing = False
+        self._draining = False
         self.closed = False
         self._resume_reading()
 
@@ -157,8 +158,14 @@ class Connection:
             self._loop.remove_reader(self._fd)
             self._reading = False
 
+    def stop_reading(self) -> None:
+        """Take no further requests (shutdown): those already received are still served and
+        answered, so `busy` ends even while the client keeps sending (a consumer's fetches)."""
+        self._draining = True
+        self._pause_reading()
+
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed:
+        if not self._reading and not self.closed and not self._draining:
             self._loop.add_reader(self._fd, self._on_readable)
             self._reading = True
 

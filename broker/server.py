@@ -112,6 +112,8 @@ class Broker:
         for listener in self._listeners:
             listener.close()
         self._listeners.clear()
+        for connection in self._connections:
+            connection.stop_reading()
         self.replica_manager.wake_all()
         await self._drain_connections()
         for connection in list(self._connections):

@@ -78,6 +78,7 @@ class LogManager:
         workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
         self._executor = concurrent.futures.ThreadPoolExecutor(workers, "logway-storage")
         self._pending: set[asyncio.Future] = set()
+        self._checkpointing: set[str] = set()  # dirs whose periodic checkpoint is being written
         self._periodic: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -266,11 +267,14 @@ class LogManager:
                 partition_log.flush()
 
     def checkpoint(self) -> None:
-        """Write the recovery points and log start offsets of every online dir."""
+        """Write the recovery points and log start offsets of every online dir. A dir whose
+        previous write is still under way (a slow fsync) is skipped this round: two writes at
+        once would race over the same temporary files, and the loser's rename would fail."""
         for log_dir in self.dirs.values():
-            if log_dir.online:
+            if log_dir.online and log_dir.path not in self._checkpointing:
                 snapshot = self._checkpoint_snapshot(log_dir)
                 future = self._run_blocking(_write_checkpoints, log_dir, *snapshot)
+                self._checkpointing.add(log_dir.path)
                 future.add_done_callback(lambda f, d=log_dir: self._check_write(f, d))
 
     def _checkpoint_snapshot(self, log_dir: LogDir) -> tuple[dict, dict]:
@@ -281,6 +285,7 @@ class LogManager:
         )
 
     def _check_write(self, future: asyncio.Future, log_dir: LogDir) -> None:
+        self._checkpointing.discard(log_dir.path)
         if not future.cancelled() and isinstance(future.exception(), OSError):
             self._take_offline(log_dir, future.exception())
 
