@@ -9,9 +9,10 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig, validate_topic_overrides
 from storage.topic_partition import TopicPartition
 
@@ -175,17 +176,24 @@ class TopicManager:
             raise invalid(f"Unknown broker(s) {sorted(unknown)} for partition {partition}.")
 
     async def create(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        if not self.replica_manager.log_manager.has_online_dirs:
+            raise KafkaStorageError(f"cannot create {name}: no log directory is online")
         info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs))
         self.store.topics[name] = info
-        # Shielded: a client that disconnects mid-request cancels its handler, and a topic left
-        # in the store with its partitions never opened would have no leader until a restart.
-        await asyncio.shield(self._save_and_open(info))
+        await self._save_then_apply(lambda: self._open(info, range(num_partitions)))
+        log.info("created topic %s with %d partition(s)", name, num_partitions)
         return info
 
-    async def _save_and_open(self, info: TopicInfo) -> None:
-        await self.store.save()
-        self._open(info, range(info.partitions))
-        log.info("created topic %s with %d partition(s)", info.name, info.partitions)
+    async def _save_then_apply(self, apply: Callable[[], None]) -> None:
+        """Persist the store, then make the change live. Shielded: a client that disconnects
+        mid-request cancels its handler, and a change saved but never applied would be half done
+        until a restart (a topic without leaders, partitions counted but not served)."""
+
+        async def save_then_apply() -> None:
+            await self.store.save()
+            apply()
+
+        await asyncio.shield(save_then_apply())
 
     # ------------------------------------------------------------------------ other changes
 
@@ -208,9 +216,12 @@ class TopicManager:
         info = self.get(name)
         del self.store.topics[name]
         self._log_configs.pop(name, None)
-        await self.store.save()
-        for partition in range(info.partitions):
-            self.replica_manager.remove_partition(TopicPartition(name, partition))
+
+        def remove_partitions() -> None:
+            for partition in range(info.partitions):
+                self.replica_manager.remove_partition(TopicPartition(name, partition))
+
+        await self._save_then_apply(remove_partitions)
         log.info("deleted topic %s", name)
 
     def check_new_partition_count(
@@ -238,17 +249,19 @@ class TopicManager:
         info = self.get(name)
         added = range(info.partitions, count)
         info.partitions = count
-        await self.store.save()
-        self._open(info, added)
+        await self._save_then_apply(lambda: self._open(info, added))
 
     async def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's overrides (validated by the caller) and apply them to its logs."""
         info = self.get(name)
         info.configs = dict(configs)
         self._log_configs.pop(name, None)
-        await self.store.save()
-        config = self.log_config(name)
-        for partition in range(info.partitions):
-            log_ = self.replica_manager.log_manager.get(TopicPartition(name, partition))
-            if log_ is not None:
-                log_.update_config(config)
+
+        def apply_to_logs() -> None:
+            config = self.log_config(name)
+            for partition in range(info.partitions):
+                partition_log = self.replica_manager.log_manager.get(TopicPartition(name, partition))
+                if partition_log is not None:
+                    partition_log.update_config(config)
+
+        await self._save_then_apply(apply_to_logs)

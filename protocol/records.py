@@ -241,6 +241,23 @@ def build_batch(
     return bytes(batch)
 
 
+def recompress_batch(batch: bytes | bytearray | memoryview, compression: Compression) -> bytes:
+    """The same batch, records and producer fields and flags alike, compressed with
+    `compression` (a topic whose compression.type names a codec stores its batches that way)."""
+    header = BatchHeader.from_buffer(batch)
+    return build_batch(
+        list(iter_records(batch)),
+        compression=compression,
+        timestamp_type=header.timestamp_type,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        is_control=header.is_control,
+        partition_leader_epoch=header.partition_leader_epoch,
+    )
+
+
 def _check_offsets(records: Sequence[Record]) -> None:
     base_offset = previous_offset = records[0].offset
     for record in records[1:]:

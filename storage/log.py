@@ -28,12 +28,15 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol
 
+from protocol.compression import Compression
 from protocol.record_batch import (
     NO_TIMESTAMP,
+    BatchHeader,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from protocol.records import recompress_batch
 from storage.errors import OffsetOutOfRangeError
 from storage.log_config import LogConfig
 from storage.records_file import FileRegion
@@ -205,6 +208,10 @@ class Log:
         """
         now = _now_ms()
         header = validate_produced_records(records, self.config, now)
+        codec = _topic_codec(self.config.compression_type)
+        if codec is not None and header.compression != codec:
+            records = memoryview(bytearray(recompress_batch(records, codec)))
+            header = BatchHeader.from_buffer(records)
         first_offset = self.log_end_offset
         last_offset = first_offset + header.last_offset_delta
         set_base_offset(records, 0, first_offset)
@@ -405,6 +412,11 @@ class Log:
     def close(self) -> None:
         for segment in self.segments:
             segment.close()
+
+
+def _topic_codec(compression_type: str) -> Compression | None:
+    """The codec a topic's compression.type asks for; None keeps the producer's."""
+    return None if compression_type == "producer" else Compression.from_name(compression_type)
 
 
 def _recover_segment(segment: LogSegment, config: LogConfig) -> int:

@@ -94,7 +94,7 @@ class LogManager:
                 self._take_offline(log_dir, exc)
         loads = [self._load_dir(d) for d in self.dirs.values() if d.online]
         await asyncio.gather(*loads)
-        if not any(d.online for d in self.dirs.values()):
+        if not self.has_online_dirs:
             raise KafkaStorageError("no log directory is usable")
         schedule = [
             (self._settings.retention_check_interval_ms, self.apply_retention),
@@ -168,6 +168,10 @@ class LogManager:
     @property
     def has_offline_dirs(self) -> bool:
         return any(not d.online for d in self.dirs.values())
+
+    @property
+    def has_online_dirs(self) -> bool:
+        return any(d.online for d in self.dirs.values())
 
     def mark_unplaced(self, tp: TopicPartition) -> None:
         """An existing partition whose log is in no online dir while a dir is offline: it may

@@ -69,10 +69,22 @@ def _missing_to_create(ctx: RequestContext, request: MetadataRequest) -> list[st
 
 async def _create_then_respond(ctx: RequestContext, request: MetadataRequest, missing: list[str]):
     broker = ctx.broker
+    failed: dict[str, KafkaError] = {}
     for name in missing:
         if name not in broker.topics.topics:
-            await broker.topics.create(name, broker.config.get("num.partitions"), {})
-    return _response(ctx, [_describe_requested(ctx, t.name, t.topic_id) for t in request.topics])
+            try:
+                await broker.topics.create(name, broker.config.get("num.partitions"), {})
+            except KafkaError as exc:
+                failed[name] = exc
+    return _response(
+        ctx,
+        [
+            _error_topic(t.name, t.topic_id, failed[t.name])
+            if t.name in failed
+            else _describe_requested(ctx, t.name, t.topic_id)
+            for t in request.topics
+        ],
+    )
 
 
 def _describe_requested(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> MetadataResponseTopic:
@@ -83,13 +95,17 @@ def _describe_requested(ctx: RequestContext, name: str | None, topic_id: uuid.UU
         validate_topic_name(name)
         return _describe(ctx, topics.get(name))
     except KafkaError as exc:
-        return MetadataResponseTopic(
-            error_code=exc.error_code,
-            name=name,
-            topic_id=topic_id,
-            is_internal=name in INTERNAL_TOPICS,
-            partitions=(),
-        )
+        return _error_topic(name, topic_id, exc)
+
+
+def _error_topic(name: str | None, topic_id: uuid.UUID | None, exc: KafkaError) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=exc.error_code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=(),
+    )
 
 
 def _describe(ctx: RequestContext, info: TopicInfo) -> MetadataResponseTopic:

@@ -2,6 +2,7 @@ import os
 
 import pytest
 
+from protocol.compression import Compression
 from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
 from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter_batches
 from protocol.records import iter_records
@@ -224,3 +225,21 @@ def test_missing_index_is_rebuilt(open_log):
     reopened = open_log(LogConfig(segment_bytes=2000, index_interval_bytes=100))
     assert reopened.segments[0].offset_index.entries > 0
     assert [r.value[0] for r in read_all(reopened, 2)] == list(range(2, 10))
+
+
+@pytest.mark.parametrize(
+    "topic_codec, produced, stored",
+    [
+        ("gzip", Compression.NONE, Compression.GZIP),
+        ("uncompressed", Compression.LZ4, Compression.NONE),
+        ("zstd", Compression.SNAPPY, Compression.ZSTD),
+        ("producer", Compression.SNAPPY, Compression.SNAPPY),
+    ],
+)
+def test_topic_compression_type_recompresses(open_log, topic_codec, produced, stored):
+    log = open_log(LogConfig(compression_type=topic_codec))
+    log.append_as_leader(memoryview(batch(b"a" * 100, b"b" * 100, compression=produced)), 0)
+    log.high_watermark = log.log_end_offset
+    data = log.read(0, 1 << 20, 2, True).read()
+    assert BatchHeader.from_buffer(data).compression == stored
+    assert [r.value for r in iter_records(data)] == [b"a" * 100, b"b" * 100]
