@@ -10,5 +10,5 @@ test:
 	.venv/bin/python -m pytest -n auto -q
 
 bench:
-	bash .ci/setup test
+	bash .ci/setup bench
 	.venv/bin/python -m benchmarks.run

@@ -1,0 +1,322 @@
+"""Client workloads with real Kafka clients: confluent-kafka (librdkafka) and kafka-python.
+
+Every workload is bounded by a record count and a deadline, starts with an untimed warm-up
+(metadata, connections, the first fetch), and reports payload bytes (records x value size).
+Client settings are the module constants below, printed by benchmarks.run.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from benchmarks.cpu import CpuMeter
+
+# Producer batching: up to 1 MiB batches, sent after at most 5 ms.
+LINGER_MS = 5
+BATCH_BYTES = 1024 * 1024
+# Consumer fetch sizes: librdkafka's defaults.
+FETCH_MAX_BYTES = 50 * 1024 * 1024
+PARTITION_FETCH_BYTES = 1024 * 1024  # librdkafka's default
+CONSUME_BATCH = 10_000
+# A fetch at the end of the log waits at most this long: keeps a seek back to the start of a
+# window from waiting out a long poll (librdkafka's default is 500 ms), on both brokers alike.
+FETCH_WAIT_MS = 10
+# librdkafka stops fetching for fetch.queue.backoff.ms (default 1000) whenever its local queue
+# passes queued.min.messages (100k) or queued.max.messages.kbytes (64 MiB): any read of more than
+# that stalls a second at a time, whatever the broker. Measured: 175k -> 920k records/s.
+FETCH_QUEUE_BACKOFF_MS = 10
+# kafka-python 3.0 fails against librdkafka's mock unless pinned to an old protocol level (the
+# mock answers ApiVersions v4 in a form it cannot decode, and Metadata hangs at 2.8): both
+# brokers get the same pin, so both see Produce v3 / Fetch v4 requests from it.
+KP_API_VERSION = (0, 11, 0)
+GROUP = "logway-bench"  # required by librdkafka's consumer; no group is joined (assign only)
+
+
+@dataclass
+class Measurement:
+    label: str
+    records: int
+    bytes: int
+    seconds: float
+    client_cpu: float | None = None
+    broker_cpu: float | None = None
+    timed_out: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+
+def producer_config(bootstrap: str, acks: str, record_size: int) -> dict:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "linger.ms": LINGER_MS,
+        "batch.size": max(BATCH_BYTES, record_size + 1024),
+        "batch.num.messages": 1_000_000,
+        "message.max.bytes": max(2 * BATCH_BYTES, 2 * record_size + 1024),
+        "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1024 * 1024,
+        "compression.type": "none",
+        "log_level": 3,
+    }
+
+
+def consumer_config(bootstrap: str) -> dict:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": GROUP,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        "fetch.max.bytes": FETCH_MAX_BYTES,
+        "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+        "receive.message.max.bytes": FETCH_MAX_BYTES + 1024 * 1024,
+        "fetch.wait.max.ms": FETCH_WAIT_MS,
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+        "log_level": 3,
+    }
+
+
+def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(consumer_config(bootstrap))
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        consumer.close()
+
+
+# --------------------------------------------------------------------------- confluent-kafka
+
+
+def ck_produce(
+    label: str,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    record_size: int,
+    acks: str,
+    meter: CpuMeter,
+    deadline_s: float,
+) -> Measurement:
+    """Produce `count` records of `record_size` bytes to partition 0 and wait for every ack."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+    config = producer_config(bootstrap, acks, record_size)
+    config["error_cb"] = lambda err: errors.append(str(err))
+    producer = Producer(config)
+    value = b"v" * record_size
+    producer.produce(topic, value, partition=0)  # warm-up: metadata and connection
+    if producer.flush(30) != 0:
+        raise RuntimeError(f"{label}: warm-up record was not acknowledged")
+    produce, poll = producer.produce, producer.poll
+    meter.start()
+    start = time.perf_counter()
+    deadline = start + deadline_s
+    sent = 0
+    timed_out = False
+    while sent < count:
+        try:
+            produce(topic, value, partition=0)
+            sent += 1
+        except BufferError:
+            poll(0.001)
+            if time.perf_counter() > deadline:
+                timed_out = True
+                break
+        if not sent % 50_000 and time.perf_counter() > deadline:
+            timed_out = True
+            break
+    unacked = producer.flush(max(1.0, deadline - time.perf_counter()))
+    seconds = time.perf_counter() - start
+    client_cpu, broker_cpu = meter.stop()
+    done = sent - unacked
+    result = Measurement(label, done, done * record_size, seconds, client_cpu, broker_cpu, timed_out or unacked > 0)
+    if errors:
+        result.notes.append(f"client errors: {errors[:3]}")
+    return result
+
+
+class CkReader:
+    """A confluent-kafka consumer assigned partition 0 of a topic, reading offset ranges."""
+
+    def __init__(self, bootstrap: str, topic: str, start: int) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self._tp = TopicPartition
+        self.topic = topic
+        self.consumer = Consumer(consumer_config(bootstrap))
+        self.consumer.assign([TopicPartition(topic, 0, start)])
+        self._assigned_at = start
+
+    def read(self, start: int, end: int, deadline: float) -> tuple[int, bool]:
+        """Consume offsets [start, end); return (records, timed out)."""
+        if start != self._assigned_at:
+            self.consumer.seek(self._tp(self.topic, 0, start))
+        self._assigned_at = None
+        consume = self.consumer.consume
+        records = 0
+        last = start - 1
+        while last < end - 1:
+            if time.perf_counter() > deadline:
+                return records, True
+            # consume() waits out its timeout unless it fills the batch: never ask for more
+            # than the range still holds
+            messages = consume(min(CONSUME_BATCH, end - 1 - last), 1.0)
+            for message in messages:
+                if message.error():
+                    raise RuntimeError(f"consume from {self.topic}: {message.error()}")
+            if messages:
+                records += len(messages)
+                last = messages[-1].offset()
+        return records, False
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def ck_consume(
+    label: str,
+    bootstrap: str,
+    topic: str,
+    start: int,
+    end: int,
+    record_size: int,
+    meter: CpuMeter,
+    deadline_s: float,
+    repeats: int = 1,
+    warm_up: bool = True,
+) -> Measurement:
+    """Consume [start, end) `repeats` times (seeking back each time), after a warm-up read of
+    up to 1000 records (connection, metadata, first fetch) unless `warm_up` is false."""
+    reader = CkReader(bootstrap, topic, start)
+    try:
+        if warm_up:
+            reader.read(start, min(end, start + 1000), time.perf_counter() + 30)
+        meter.start()
+        began = time.perf_counter()
+        deadline = began + deadline_s
+        records = 0
+        timed_out = False
+        for _ in range(repeats):
+            got, timed_out = reader.read(start, end, deadline)
+            records += got
+            if timed_out:
+                break
+        seconds = time.perf_counter() - began
+        client_cpu, broker_cpu = meter.stop()
+    finally:
+        reader.close()
+    return Measurement(label, records, records * record_size, seconds, client_cpu, broker_cpu, timed_out)
+
+
+# ------------------------------------------------------------------------------ kafka-python
+
+
+def kp_produce(
+    label: str,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    record_size: int,
+    acks: int | str,
+    meter: CpuMeter,
+    deadline_s: float,
+) -> Measurement:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        api_version=KP_API_VERSION,
+        acks=acks,
+        linger_ms=LINGER_MS,
+        batch_size=max(BATCH_BYTES, record_size + 1024),
+        max_request_size=max(2 * BATCH_BYTES, 2 * record_size + 1024),
+    )
+    value = b"v" * record_size
+    try:
+        producer.send(topic, value, partition=0).get(timeout=30)  # warm-up
+        meter.start()
+        start = time.perf_counter()
+        deadline = start + deadline_s
+        send = producer.send
+        sent = 0
+        timed_out = False
+        future = None
+        while sent < count:
+            future = send(topic, value, partition=0)
+            sent += 1
+            if not sent % 10_000 and time.perf_counter() > deadline:
+                timed_out = True
+                break
+        producer.flush(timeout=max(1.0, deadline - time.perf_counter()))
+        if future is not None:
+            future.get(timeout=1)  # raises if the last record failed
+        seconds = time.perf_counter() - start
+        client_cpu, broker_cpu = meter.stop()
+    finally:
+        producer.close(timeout=5)
+    return Measurement(label, sent, sent * record_size, seconds, client_cpu, broker_cpu, timed_out)
+
+
+def kp_consume(
+    label: str,
+    bootstrap: str,
+    topic: str,
+    start: int,
+    end: int,
+    record_size: int,
+    meter: CpuMeter,
+    deadline_s: float,
+    repeats: int = 1,
+) -> Measurement:
+    from kafka import KafkaConsumer, TopicPartition
+
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        api_version=KP_API_VERSION,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_bytes=FETCH_MAX_BYTES,
+        max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
+        fetch_max_wait_ms=FETCH_WAIT_MS,
+    )
+
+    def read(first: int, stop: int, deadline: float) -> tuple[int, bool]:
+        consumer.seek(tp, first)
+        records, last = 0, first - 1
+        while last < stop - 1:
+            if time.perf_counter() > deadline:
+                return records, True
+            batches = consumer.poll(timeout_ms=1000, max_records=CONSUME_BATCH)
+            for messages in batches.values():
+                records += len(messages)
+                last = messages[-1].offset
+        return records, False
+
+    try:
+        consumer.assign([tp])
+        read(start, min(end, start + 1000), time.perf_counter() + 30)
+        meter.start()
+        began = time.perf_counter()
+        deadline = began + deadline_s
+        records = 0
+        timed_out = False
+        for _ in range(repeats):
+            got, timed_out = read(start, end, deadline)
+            records += got
+            if timed_out:
+                break
+        seconds = time.perf_counter() - began
+        client_cpu, broker_cpu = meter.stop()
+    finally:
+        consumer.close()
+    return Measurement(label, records, records * record_size, seconds, client_cpu, broker_cpu, timed_out)

@@ -1,0 +1,177 @@
+"""The machine's own limits, measured in the same run as the broker: buffered sequential append
+to a file (what a produce path can at best do), os.sendfile of a page-cached file over loopback
+(what a zero-copy fetch path can at best do), and CRC-32C implementations.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+_RECV_CHUNK = 1024 * 1024
+_SENDFILE_CHUNK = 4 * 1024 * 1024  # as broker.network sends file regions
+
+
+@dataclass
+class Throughput:
+    bytes: int
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+
+def append_file(path: str, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0) -> Throughput:
+    """os.write of `chunk_bytes` chunks to a new file at `path` until `total_bytes`; no fsync
+    (page cache). The file is left for the caller to remove.
+
+    On this kind of VM the cost depends on where the page cache's new pages come from: pages
+    the guest freed moments ago (a deleted file's) are cheap, while pages the hypervisor has
+    to back first cost several times more CPU (see benchmarks/RESULTS.md). benchmarks.run
+    measures both: a first append into a new file, then another right after deleting it."""
+    chunk = os.urandom(chunk_bytes)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    written = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + deadline_s
+        timed_out = False
+        while written < total_bytes:
+            if time.perf_counter() > deadline:
+                timed_out = True
+                break
+            written += os.write(fd, chunk)
+        seconds = time.perf_counter() - start
+    finally:
+        os.close(fd)
+    return Throughput(written, seconds, timed_out)
+
+
+# The reader process: listens on a free loopback port, prints it, receives everything into a
+# preallocated buffer with recv_into (dropping it), then acknowledges with one byte.
+_SINK = """
+import socket, sys
+buffer_bytes, chunk = int(sys.argv[1]), int(sys.argv[2])
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+listener.settimeout(30)
+conn, _ = listener.accept()
+conn.settimeout(60)
+view = memoryview(bytearray(buffer_bytes))
+pos = 0
+while True:
+    if pos + chunk > buffer_bytes:
+        pos = 0
+    n = conn.recv_into(view[pos : pos + chunk])
+    if n == 0:
+        break
+    pos += n
+conn.sendall(b"k")
+"""
+
+
+def sendfile_loopback(
+    directory: str,
+    file_bytes: int,
+    total_bytes: int,
+    buffer_bytes: int = 16 * 1024 * 1024,
+    deadline_s: float = 60.0,
+) -> Throughput:
+    """os.sendfile of a page-cached file of `file_bytes` (repeatedly, up to `total_bytes`) to a
+    reader process on loopback that recv_into()s a preallocated buffer, as benchmarks.wire's
+    fetch reader does. Time runs until the reader has received everything. The file stays in
+    `directory` for later calls (the caller removes the directory)."""
+    path = os.path.join(directory, f"sendfile-{file_bytes}.bench")
+    if not os.path.exists(path):  # made once and kept: later calls reuse it, page-cache hot
+        with open(path + ".tmp", "wb") as f:
+            block = os.urandom(1024 * 1024)
+            for _ in range(max(1, file_bytes // len(block))):
+                f.write(block)
+        os.rename(path + ".tmp", path)
+    file_bytes = os.path.getsize(path)
+    with open(path, "rb") as f:  # warm the page cache
+        while f.read(8 * 1024 * 1024):
+            pass
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _SINK, str(buffer_bytes), str(_RECV_CHUNK)], stdout=subprocess.PIPE, text=True
+    )
+    sent = 0
+    try:
+        port = int(reader.stdout.readline())
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.settimeout(None)  # blocking: os.sendfile on a timeout socket would raise EAGAIN
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            start = time.perf_counter()
+            deadline = start + deadline_s
+            timed_out = False
+            while sent < total_bytes:
+                if time.perf_counter() > deadline:
+                    timed_out = True
+                    break
+                position = sent % file_bytes
+                count = min(_SENDFILE_CHUNK, file_bytes - position, total_bytes - sent)
+                sent += os.sendfile(sock.fileno(), fd, position, count)
+            sock.shutdown(socket.SHUT_WR)
+            sock.recv(1)
+            seconds = time.perf_counter() - start
+        finally:
+            os.close(fd)
+            sock.close()
+    finally:
+        try:
+            reader.wait(10)
+        except subprocess.TimeoutExpired:
+            reader.kill()
+            reader.wait()
+        reader.stdout.close()
+    return Throughput(sent, seconds, timed_out)
+
+
+@dataclass
+class CrcResult:
+    crc32c_gb_s: float
+    crcmod_gb_s: float | None
+    crcmod_is_c: bool | None
+    agree: bool | None
+
+    @property
+    def ratio(self) -> float | None:
+        return self.crc32c_gb_s / self.crcmod_gb_s if self.crcmod_gb_s else None
+
+
+def _rate(function, data: bytes, min_seconds: float, max_calls: int) -> float:
+    calls = 0
+    start = time.perf_counter()
+    while calls < max_calls:
+        function(data)
+        calls += 1
+        if time.perf_counter() - start >= min_seconds:
+            break
+    return calls * len(data) / (time.perf_counter() - start) / 1e9
+
+
+def crc_speeds(size: int = 1024 * 1024, min_seconds: float = 0.5) -> CrcResult:
+    """GB/s of CRC-32C over `size` bytes: the crc32c package vs crcmod's 'crc-32c'."""
+    import crc32c
+
+    data = os.urandom(size)
+    fast = _rate(crc32c.crc32c, data, min_seconds, 100_000)
+    try:
+        import crcmod
+        import crcmod.predefined
+    except ImportError:
+        return CrcResult(fast, None, None, None)
+    slow_function = crcmod.predefined.mkCrcFun("crc-32c")
+    try:
+        import crcmod._crcfunext  # noqa: F401  (the C extension; without it crcmod is pure Python)
+
+        is_c = True
+    except ImportError:
+        is_c = False
+    slow = _rate(slow_function, data, min_seconds, 1_000)
+    return CrcResult(fast, slow, is_c, slow_function(data) == crc32c.crc32c(data))

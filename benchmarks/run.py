@@ -1,0 +1,634 @@
+"""One command that measures logway against its peer and against the machine, in one run.
+
+    python -m benchmarks.run [--quick] [--records N] [--size S] [--rounds R] [--parts a,b,...]
+                             [--profile DIR] [--perf DIR] [--json PATH]
+
+Parts (all by default):
+  crc           CRC-32C on 1 MiB: the crc32c package vs crcmod's C extension ('crc-32c').
+  machine       page-cache append (os.write of produce-batch-sized chunks, no fsync) and
+                os.sendfile of a page-cached file to a reader process over loopback.
+  mock          the C peer: librdkafka's in-memory mock cluster (test.mock.num.brokers=1),
+                under the same client workloads. It keeps only the last ~5 MiB (or 100k
+                batches) of a partition, so the consume comparison reads that retained window
+                repeatedly, on both brokers alike, and compares records/s.
+  logway        a broker process (tests.harness.BrokerProcess, data in a temp dir) under the
+                same workloads, plus 1 MiB records and protocol-level produce/fetch.
+  kafka-python  the pure-Python client against both brokers (fewer records).
+  zerocopy      strace on the broker during a consume: record bytes leave through sendfile.
+
+The machine is shared and noisy and client and broker compete for its two cores, so every
+comparison is made in rounds: within a round the two sides of each ratio run back to back
+(alternating which goes first), a ratio is computed per round, and the median over rounds is
+reported. Each round starts with an untimed os.sync(), so appends are not measured while the
+previous round's data is being written back. Every loop is bounded by a count and a deadline.
+"""
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from benchmarks import clients, machine, wire
+from benchmarks.clients import Measurement
+from benchmarks.cpu import CpuMeter, machine_idle
+
+ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy")
+MiB = 1024 * 1024
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small volumes, one round: well under a minute")
+    parser.add_argument("--records", type=int, help="N records per client workload (default 1,000,000; quick 100,000)")
+    parser.add_argument("--size", type=int, default=100, help="S, record value bytes (default 100)")
+    parser.add_argument("--rounds", type=int, help="rounds of the compared workloads (default 3; quick 1)")
+    parser.add_argument("--large-size", type=int, default=MiB, help="value bytes of the large records (default 1 MiB)")
+    parser.add_argument("--large-records", type=int, help="how many large records (default 256; quick 32)")
+    parser.add_argument("--wire-mb", type=int, help="MiB per protocol-level produce and page-cache append, twice that per fetch and sendfile run (default 512; quick 64)")
+    parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
+    parser.add_argument("--parts", default=",".join(ALL_PARTS), help=f"comma-separated subset of {','.join(ALL_PARTS)}")
+    parser.add_argument("--deadline", type=float, help="seconds allowed per measurement (default 60; quick 20)")
+    parser.add_argument("--profile", metavar="DIR", help="attach py-spy to the broker in round 1's logway runs (their figures are then perturbed); raw profiles go to DIR")
+    parser.add_argument("--perf", metavar="DIR", help="attach perf record to the broker in the same phases as --profile")
+    parser.add_argument("--json", metavar="PATH", help="also write every measurement and ratio as JSON")
+    parser.add_argument("--dir", help="where to put broker data and scratch files (default: a new temp dir, removed after)")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.records = args.records or (100_000 if quick else 1_000_000)
+    args.rounds = max(1, args.rounds or (1 if quick else 3))
+    args.large_records = args.large_records or (32 if quick else 256)
+    args.wire_mb = args.wire_mb or (64 if quick else 512)
+    args.kp_records = args.kp_records or (20_000 if quick else 100_000)
+    args.deadline = args.deadline or (20.0 if quick else 60.0)
+    args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
+    unknown = set(args.parts) - set(ALL_PARTS)
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    return args
+
+
+# ------------------------------------------------------------------------------------ report
+
+
+class Report:
+    """Measurements by workload and side (several per side with rounds), values, notes."""
+
+    def __init__(self) -> None:
+        self.series: dict[str, dict[str, list[Measurement]]] = defaultdict(lambda: defaultdict(list))
+        self.values: dict[str, float] = {}
+        self.notes: list[str] = []
+        self.profiles: list[str] = []
+        self._header_printed = False
+
+    def add(self, workload: str, side: str, m: Measurement) -> Measurement:
+        self.series[workload][side].append(m)
+        if not self._header_printed:
+            print(f"{'measurement':<58} {'records':>10} {'MB':>7} {'s':>6} {'rec/s':>10} {'MB/s':>8} {'cli cpu':>7} {'brk cpu':>7}")
+            self._header_printed = True
+        cpu = lambda v: f"{100 * v / m.seconds:6.0f}%" if v is not None and m.seconds > 0 else "      -"
+        flag = "  TIMED OUT" if m.timed_out else ""
+        print(
+            f"{m.label:<58} {m.records:>10,} {m.bytes / 1e6:>7.1f} {m.seconds:>6.2f} {m.records_per_s:>10,.0f} "
+            f"{m.mb_per_s:>8.1f} {cpu(m.client_cpu)} {cpu(m.broker_cpu)}{flag}"
+        )
+        for note in m.notes:
+            print(f"    note: {note}")
+        sys.stdout.flush()
+        return m
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        print(f"  * {text}")
+        sys.stdout.flush()
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} ==")
+    sys.stdout.flush()
+
+
+def _throughput(label: str, t: machine.Throughput) -> Measurement:
+    return Measurement(label, 0, t.bytes, t.seconds, timed_out=t.timed_out)
+
+
+def _wire_measurement(label: str, result: wire.WireResult, client_cpu: float, broker_cpu: float) -> Measurement:
+    m = Measurement(label, result.records, result.bytes, result.seconds, client_cpu, broker_cpu, result.timed_out)
+    if result.wire_bytes != result.bytes:
+        m.notes.append(
+            f"{result.requests} requests; {result.wire_bytes / 1e6:.1f} MB sent incl. partial trailing batches "
+            f"fetched again ({result.wire_bytes / result.seconds / 1e6:.1f} MB/s)"
+        )
+    return m
+
+
+def _settle() -> None:
+    """Write back dirty pages, untimed, so that each round starts from the same page-cache state:
+    otherwise the gigabytes earlier rounds appended are written back during later ones, and
+    the appends measured then (logway's and the machine's alike) pay for it."""
+    started = time.perf_counter()
+    os.sync()
+    print(f"(untimed: os.sync() wrote back dirty pages in {time.perf_counter() - started:.1f} s)")
+
+
+def _windows(n: int, window: int) -> int:
+    return max(1, min(200, math.ceil(n / max(window, 1))))
+
+
+# ------------------------------------------------------------------------------------ targets
+
+
+@dataclass
+class Target:
+    """A broker under test: logway (a process) or the mock cluster (threads in this process)."""
+
+    name: str
+    bootstrap: str
+    meter: Callable[[], CpuMeter]
+    create_topic: Callable[[str], None]
+    pid: int | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, _, port = self.bootstrap.rpartition(":")
+        return host, int(port)
+
+
+def start_mock() -> tuple[Target, object]:
+    from confluent_kafka import Producer
+
+    host = Producer({"bootstrap.servers": "", "test.mock.num.brokers": 1, "log_level": 3})
+    broker = next(iter(host.list_topics(timeout=10).brokers.values()))
+    bootstrap = f"{broker.host}:{broker.port}"
+    # the mock creates a topic (4 partitions; partition 0 is used) when metadata asks for it
+    create = lambda topic: host.list_topics(topic, timeout=10)
+    return Target("mock", bootstrap, lambda: CpuMeter(broker_thread="rdk:mock"), create), host
+
+
+def start_logway(scratch: Path, large: int):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.harness import BrokerProcess
+
+    max_message = max(8 * MiB, 2 * large + MiB)
+    broker = BrokerProcess(scratch / "logway-data", {"message.max.bytes": str(max_message)})
+    broker.start()
+    pid = broker.process.pid
+
+    def create(topic: str) -> None:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+        for future in admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30).values():
+            future.result(30)
+
+    return Target("logway", broker.bootstrap, lambda: CpuMeter(broker_pid=pid), create, pid), broker
+
+
+def _walk_log(partition_dir: Path):
+    """(base offset, last offset, records, bytes) of each batch in a partition's .log files,
+    from the batch headers alone (bounded: at most 10 million batches)."""
+    walked = 0
+    for path in sorted(partition_dir.glob("*.log")):
+        with open(path, "rb") as f:
+            position, end = 0, os.fstat(f.fileno()).st_size
+            while position + 61 <= end and walked < 10_000_000:
+                header = os.pread(f.fileno(), 61, position)
+                base, length = struct.unpack_from(">qi", header, 0)
+                (last_delta,) = struct.unpack_from(">i", header, 23)
+                (count,) = struct.unpack_from(">i", header, 57)
+                yield base, base + last_delta, count, 12 + length
+                position += 12 + length
+                walked += 1
+
+
+def _log_batches(partition_dir: Path) -> tuple[int, int, int]:
+    """(batches, records, bytes) of a partition's log."""
+    batches = records = size = 0
+    for _, _, count, length in _walk_log(partition_dir):
+        batches += 1
+        records += count
+        size += length
+    return batches, records, size
+
+
+def _log_range_bytes(partition_dir: Path, start: int, end: int) -> int:
+    """Bytes of the batches holding offsets in [start, end)."""
+    return sum(length for base, last, _, length in _walk_log(partition_dir) if last >= start and base < end)
+
+
+def _batch_start_at_or_after(partition_dir: Path, offset: int) -> int:
+    """The base offset of the first batch at or after `offset` in a partition's log."""
+    for base, _, _, _ in _walk_log(partition_dir):
+        if base >= offset:
+            return base
+    return offset
+
+
+# -------------------------------------------------------------------------------------- runs
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, report: Report, scratch: Path) -> None:
+        self.args = args
+        self.report = report
+        self.scratch = scratch
+        self.targets: list[Target] = []
+        self.logway: Target | None = None
+        self.large_range: tuple[int, int] | None = None
+        self.profile_dir = Path(args.profile) if args.profile else None
+        self.perf_dir = Path(args.perf) if args.perf else None
+
+    def profiled(self, name: str, enabled: bool, work: Callable[[], Measurement]) -> Measurement:
+        if (self.profile_dir is None and self.perf_dir is None) or not enabled or self.logway is None:
+            return work()
+        from benchmarks.tracing import Perf, PySpy
+
+        spy = PySpy(self.logway.pid, self.profile_dir / f"{name}.txt").start() if self.profile_dir else None
+        perf = Perf(self.logway.pid, self.perf_dir / f"{name}.data").start() if self.perf_dir else None
+        try:
+            return work()
+        finally:
+            if spy is not None:
+                self.report.profiles.append(spy.stop().summary(title=f"py-spy profile of the broker: {name}"))
+            if perf is not None:
+                self.report.profiles.append(perf.stop(title=f"perf profile of the broker: {name}"))
+
+    # ------------------------------------------------------------------------ one-off parts
+
+    def crc(self) -> None:
+        section("CRC-32C on 1 MiB")
+        result = machine.crc_speeds()
+        self.report.values["crc32c_gb_s"] = result.crc32c_gb_s
+        print(f"crc32c package:            {result.crc32c_gb_s:8.2f} GB/s")
+        if result.crcmod_gb_s is None:
+            self.report.note("crcmod is not installed (pip install -e '.[bench]')")
+            return
+        kind = "C extension" if result.crcmod_is_c else "PURE PYTHON fallback"
+        print(f"crcmod 'crc-32c' ({kind}): {result.crcmod_gb_s:8.3f} GB/s   same CRC: {result.agree}")
+        print(f"crc32c / crcmod: {result.ratio:.0f}x")
+        self.report.values["crcmod_gb_s"] = result.crcmod_gb_s
+        self.report.values["crc32c_over_crcmod"] = result.ratio
+
+    def setup_large(self) -> None:
+        """1 MiB records on logway with confluent-kafka, once: produce, then consume them all."""
+        a, lw = self.args, self.logway
+        large = a.large_size
+        lw.create_topic("l-large")
+        self.report.add("ck_produce_large", "logway", clients.ck_produce(
+            f"logway: ck produce {large // 1024} KiB acks=1", lw.bootstrap, "l-large", a.large_records, large, "1",
+            lw.meter(), a.deadline))
+        low, high = clients.watermarks(lw.bootstrap, "l-large")
+        self.large_range = (low, high)
+        self.report.add("ck_consume_large", "logway", clients.ck_consume(
+            f"logway: ck consume {large // 1024} KiB, all {high - low}", lw.bootstrap, "l-large", low, high, large,
+            lw.meter(), a.deadline))
+
+    # ----------------------------------------------------------------------------- rounds
+
+    def tail_windows(self, suffix: str, targets: list[Target]) -> dict[str, tuple[int, int]]:
+        """Per target, the offsets [start, end) to read repeatedly from topic <t>-<suffix>: the
+        tail the mock retains (~5 MiB), ending at the log end on every broker (so no broker
+        prefetches past it), starting on a batch boundary in logway's log."""
+        marks = {t.name: clients.watermarks(t.bootstrap, f"{t.name[0]}{suffix}") for t in targets}
+        window = min(high - low for low, high in marks.values())
+        if "mock" not in marks:
+            window = min(window, 47_000)
+        ranges = {}
+        for t in targets:
+            low, high = marks[t.name]
+            start = max(low, high - window)
+            if t.name == "logway":
+                start = _batch_start_at_or_after(self.scratch / "logway-data" / f"l{suffix}-0", start)
+            ranges[t.name] = (start, high)
+        return ranges
+
+    def round(self, number: int) -> None:
+        a, report = self.args, self.report
+        n, s = a.records, a.size
+        order = self.targets if number % 2 else list(reversed(self.targets))
+        section(f"round {number} of {a.rounds}: {' then '.join(t.name for t in order)}")
+        _settle()
+        first = number == 1
+        for acks, key in (("1", "ck_produce_a1"), ("all", "ck_produce_all")):
+            for t in order:
+                topic = f"{t.name[0]}-a{acks}-r{number}"
+                t.create_topic(topic)
+                work = lambda t=t, topic=topic, acks=acks: clients.ck_produce(
+                    f"{t.name}: ck produce {s} B acks={acks}", t.bootstrap, topic, n, s, acks, t.meter(), a.deadline)
+                m = self.profiled(f"ck-produce-{s}B", first and acks == "1" and t.name == "logway", work)
+                report.add(key, t.name, m)
+        if first and self.logway is not None:
+            batches, records, size = _log_batches(self.scratch / "logway-data" / "l-a1-r1-0")
+            if batches:
+                report.values["produce_batch_bytes"] = size / batches
+                report.note(
+                    f"librdkafka's batches as stored by logway: {batches}, avg {size / batches / 1024:.0f} KiB and "
+                    f"{records / batches:.0f} records (linger.ms={clients.LINGER_MS}, batch.size={clients.BATCH_BYTES})")
+        # consume: the tail the mock retains, read repeatedly, on both sides
+        ranges = self.tail_windows(f"-a1-r{number}", order)
+        if first and "mock" in ranges:
+            low, high = ranges["mock"]
+            report.values["mock_retained_records"] = high - low
+            report.note(
+                f"the mock keeps offsets [{low:,}, {high:,}) of {high:,} ({high - low:,} records, ~5 MiB): the consume "
+                f"comparison reads the same tail of the log (from a batch boundary) repeatedly on both brokers, "
+                f"seeking back each time, and compares records/s")
+        for t in order:
+            low, high = ranges[t.name]
+            repeats = _windows(n, high - low)
+            work = lambda t=t, low=low, high=high, repeats=repeats: clients.ck_consume(
+                f"{t.name}: ck consume {s} B, {high - low:,} x {repeats}", t.bootstrap, f"{t.name[0]}-a1-r{number}",
+                low, high, s, t.meter(), a.deadline, repeats)
+            report.add("ck_consume_window", t.name, self.profiled(f"ck-consume-{s}B-windows", first and t.name == "logway", work))
+        # protocol level produce, no client library
+        batch, per_batch = wire.make_batch(s, clients.BATCH_BYTES)
+        for t in order:
+            topic = f"{t.name[0]}-wire-r{number}"
+            t.create_topic(topic)
+
+            def work(t=t, topic=topic) -> Measurement:
+                meter = t.meter().start()
+                result = wire.raw_produce(t.address, topic, batch, per_batch, a.wire_mb * MiB, deadline_s=a.deadline)
+                return _wire_measurement(f"{t.name}: wire produce {len(batch) // 1024} KiB batches of {s} B", result, *meter.stop())
+
+            report.add("wire_produce", t.name, self.profiled("wire-produce-1MiB-batches", first and t.name == "logway", work))
+        # the same with 16 KiB batches: per-request cost rather than bytes
+        small, per_small = wire.make_batch(s, 16 * 1024)
+        for t in order:
+            topic = f"{t.name[0]}-wire16-r{number}"
+            t.create_topic(topic)
+
+            def work(t=t, topic=topic) -> Measurement:
+                meter = t.meter().start()
+                result = wire.raw_produce(t.address, topic, small, per_small, a.wire_mb * MiB // 4, deadline_s=a.deadline)
+                m = _wire_measurement(f"{t.name}: wire produce 16 KiB batches of {s} B", result, *meter.stop())
+                m.notes.append(f"{result.requests / result.seconds:,.0f} produce requests/s")
+                return m
+
+            report.add("wire_produce_16k", t.name, self.profiled("wire-produce-16KiB-batches", first and t.name == "logway", work))
+        # the machine next to logway's own runs
+        if "machine" in a.parts:
+            total = a.wire_mb * MiB
+            path_a, path_b = self.scratch / f"append-{number}-a.bench", self.scratch / f"append-{number}-b.bench"
+            append = machine.append_file(str(path_a), clients.BATCH_BYTES, total, a.deadline)
+            report.add("append_new", "machine", _throughput("machine: page-cache append, 1 MiB os.write, new file", append))
+            os.unlink(path_a)
+            append = machine.append_file(str(path_b), clients.BATCH_BYTES, total, a.deadline)
+            report.add("append", "machine", _throughput("machine: the same right after deleting that file", append))
+            os.unlink(path_b)
+            sendfile = machine.sendfile_loopback(str(self.scratch), min(total, 256 * MiB), 2 * total, deadline_s=a.deadline)
+            report.add("sendfile", "machine", _throughput("machine: os.sendfile over loopback, cached file", sendfile))
+        if self.logway is not None and self.large_range is not None:
+            low, high = self.large_range
+            lw = self.logway
+
+            def fetch_large() -> Measurement:
+                meter = lw.meter().start()
+                result = wire.raw_fetch(
+                    lw.address, "l-large", low, high, min_total_bytes=2 * a.wire_mb * MiB, deadline_s=a.deadline)
+                return _wire_measurement(f"logway: wire fetch {a.large_size // 1024} KiB records, 16 MiB", result, *meter.stop())
+
+            report.add("wire_fetch_large", "logway", self.profiled("wire-fetch-1MiB-records", first, fetch_large))
+
+    # ------------------------------------------------------------------------ logway only
+
+    def logway_extras(self) -> None:
+        a, report, lw = self.args, self.report, self.logway
+        n, s = a.records, a.size
+        section("logway only")
+        low, high = clients.watermarks(lw.bootstrap, "l-a1-r1")
+        report.add("ck_consume_all", "logway", self.profiled("ck-consume-100B-all", True, lambda: clients.ck_consume(
+            f"logway: ck consume {s} B, all {high - low:,} once", lw.bootstrap, "l-a1-r1", low, high, s, lw.meter(),
+            a.deadline)))
+        meter = lw.meter().start()
+        result = wire.raw_fetch(lw.address, "l-a1-r1", low, high, min_total_bytes=2 * a.wire_mb * MiB, deadline_s=a.deadline)
+        report.add("wire_fetch_small", "logway", _wire_measurement(
+            f"logway: wire fetch {s} B records (big batches), 16 MiB", result, *meter.stop()))
+
+    def kafka_python(self) -> None:
+        a, report = self.args, self.report
+        s, kn = a.size, a.kp_records
+        section(f"kafka-python (api_version={clients.KP_API_VERSION})")
+        for t in self.targets:
+            topic = f"{t.name[0]}-kp"
+            t.create_topic(topic)
+            report.add("kp_produce", t.name, clients.kp_produce(
+                f"{t.name}: kafka-python produce {s} B acks=1", t.bootstrap, topic, kn, s, 1, t.meter(), a.deadline))
+        ranges = self.tail_windows("-kp", self.targets)
+        for t in self.targets:
+            low, high = ranges[t.name]
+            repeats = _windows(kn, high - low)
+            report.add("kp_consume", t.name, clients.kp_consume(
+                f"{t.name}: kafka-python consume {s} B, {high - low:,} x {repeats}", t.bootstrap, f"{t.name[0]}-kp", low,
+                high, s, t.meter(), a.deadline, repeats))
+
+    def zerocopy(self) -> None:
+        from benchmarks.tracing import Strace, StraceUnavailable
+
+        a, report, lw = self.args, self.report, self.logway
+        section("zero-copy check: strace -f -p <broker> during confluent-kafka consumes")
+        syscalls = "sendfile,sendmsg,sendto,write,writev,pread64,read,recvfrom"
+        low, high = self.large_range
+        runs = [("l-large", low, min(high, low + max(1, 64 * MiB // a.large_size)), a.large_size)]
+        low, high = clients.watermarks(lw.bootstrap, "l-a1-r1")
+        runs.append(("l-a1-r1", low, high, a.size))
+        for number, (topic, start, end, record_size) in enumerate(runs):
+            trace = Strace(lw.pid, syscalls, self.scratch / f"strace-{topic}.txt")
+            try:
+                trace.start()
+            except StraceUnavailable as exc:
+                report.note(f"zero-copy check skipped: {exc}")
+                return
+            try:
+                m = clients.ck_consume(
+                    f"logway: ck consume {topic} under strace", lw.bootstrap, topic, start, end, record_size, lw.meter(),
+                    a.deadline, warm_up=False)
+            finally:
+                totals = trace.stop()
+            report.add(f"zerocopy_consume_{number}", "logway", m)
+            log_bytes = _log_range_bytes(self.scratch / "logway-data" / f"{topic}-0", start, end)
+            print(f"strace -f -e trace={syscalls} on the broker while consuming offsets [{start:,}, {end:,}) of {topic}: "
+                  f"{m.bytes:,} value bytes in {log_bytes:,} bytes of log, no warm-up read")
+            for name in ("sendfile", "sendmsg", "sendto", "write", "writev", "pread64", "read", "recvfrom"):
+                if totals.calls[name]:
+                    print("  " + totals.line(name))
+            other = sum(totals.bytes[name] for name in ("sendmsg", "sendto", "write", "writev"))
+            reads = totals.bytes["pread64"] + totals.bytes["read"]
+            ok = totals.bytes["sendfile"] >= log_bytes and other < log_bytes // 100
+            report.values.update({
+                f"zerocopy_{topic}_sendfile_calls": totals.calls["sendfile"],
+                f"zerocopy_{topic}_sendfile_bytes": totals.bytes["sendfile"],
+                f"zerocopy_{topic}_log_bytes": log_bytes,
+                f"zerocopy_{topic}_other_send_bytes": other,
+                f"zerocopy_{topic}_file_read_bytes": reads,
+            })
+            print(f"  sendfile moved {totals.bytes['sendfile'] / max(log_bytes, 1):.2f}x the log bytes consumed (the excess: "
+                  f"partial trailing batches the client drops and fetches again); other sends {other:,} bytes; file "
+                  f"reads {reads:,} bytes (batch headers) -> {'ZERO-COPY OK' if ok else 'NOT ZERO-COPY'}")
+
+
+# ------------------------------------------------------------------------------------ ratios
+
+RATIOS = [
+    # label, numerator (workload, side), denominator (workload, side), by, target
+    ("produce 100 B acks=1, confluent-kafka: logway / mock", ("ck_produce_a1", "logway"), ("ck_produce_a1", "mock"), "records", 1.0),
+    ("produce 100 B acks=all, confluent-kafka: logway / mock", ("ck_produce_all", "logway"), ("ck_produce_all", "mock"), "records", 1.0),
+    ("consume 100 B (same window), confluent-kafka: logway / mock", ("ck_consume_window", "logway"), ("ck_consume_window", "mock"), "records", 1.0),
+    ("produce 1 MiB batches, wire: logway / mock", ("wire_produce", "logway"), ("wire_produce", "mock"), "records", None),
+    ("produce 16 KiB batches (requests/s), wire: logway / mock", ("wire_produce_16k", "logway"), ("wire_produce_16k", "mock"), "records", None),
+    ("fetch 1 MiB records, wire: logway / raw sendfile", ("wire_fetch_large", "logway"), ("sendfile", "machine"), "mb", 0.6),
+    ("produce 1 MiB batches, wire: logway / raw append (recycled pages)", ("wire_produce", "logway"), ("append", "machine"), "mb", None),
+    ("produce 1 MiB batches, wire: logway / raw append (new file)", ("wire_produce", "logway"), ("append_new", "machine"), "mb", None),
+    ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
+    ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
+    ("consume 100 B (same window), kafka-python: logway / mock", ("kp_consume", "logway"), ("kp_consume", "mock"), "records", None),
+]
+# once-only logway runs against the machine: compared with the median of the machine's rounds
+SINGLE_RATIOS = [
+    ("fetch 100 B records in big batches, wire: logway / raw sendfile", ("wire_fetch_small", "logway"), ("sendfile", "machine"), "mb"),
+    ("consume 1 MiB records, confluent-kafka: logway / raw sendfile", ("ck_consume_large", "logway"), ("sendfile", "machine"), "mb"),
+    ("produce 1 MiB records, confluent-kafka: logway / raw append", ("ck_produce_large", "logway"), ("append", "machine"), "mb"),
+]
+
+
+def _value(m: Measurement, by: str) -> float:
+    return m.records_per_s if by == "records" else m.mb_per_s
+
+
+def compute_ratios(report: Report) -> list[dict]:
+    rows = []
+    for label, (wa, sa), (wb, sb), by, target in RATIOS:
+        xs, ys = report.series[wa][sa], report.series[wb][sb]
+        per_round = [_value(x, by) / _value(y, by) for x, y in zip(xs, ys) if _value(y, by) > 0]
+        if per_round:
+            rows.append({"label": label, "value": statistics.median(per_round), "rounds": per_round, "target": target})
+    for label, (wa, sa), (wb, sb), by in SINGLE_RATIOS:
+        xs, ys = report.series[wa][sa], report.series[wb][sb]
+        if xs and ys:
+            denominator = statistics.median(_value(y, by) for y in ys)
+            if denominator > 0:
+                rows.append({"label": label, "value": _value(xs[0], by) / denominator, "rounds": [], "target": None})
+    if "crc32c_over_crcmod" in report.values:
+        rows.append({"label": "CRC-32C on 1 MiB: crc32c package / crcmod (C extension)",
+                     "value": report.values["crc32c_over_crcmod"], "rounds": [], "target": None})
+    return rows
+
+
+def print_summary(report: Report) -> None:
+    section("medians over rounds")
+    for workload, sides in report.series.items():
+        for side, ms in sides.items():
+            if len(ms) > 1:
+                print(f"{workload + ' / ' + side:<40} {statistics.median(m.records_per_s for m in ms):>12,.0f} rec/s "
+                      f"{statistics.median(m.mb_per_s for m in ms):>9.1f} MB/s   ({len(ms)} rounds)")
+
+
+# -------------------------------------------------------------------------------------- main
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="logway-bench-"))
+    base.mkdir(parents=True, exist_ok=True)
+    for directory in (args.profile, args.perf):
+        if directory:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+    report = Report()
+    started = time.perf_counter()
+    print(f"logway benchmarks  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  python {platform.python_version()}  "
+          f"{os.cpu_count()} cpus  {platform.machine()}  kernel {platform.release()}")
+    print(f"command: python -m benchmarks.run {' '.join(sys.argv[1:] if argv is None else argv)}")
+    print(f"N={args.records:,} records of S={args.size} B, {args.rounds} round(s); large: {args.large_records} x "
+          f"{args.large_size:,} B; wire/machine volume {args.wire_mb} MiB; kafka-python {args.kp_records:,} records; "
+          f"parts {','.join(args.parts)}")
+    print(f"confluent-kafka producers: linger.ms={clients.LINGER_MS}, batch.size={clients.BATCH_BYTES}, "
+          f"batch.num.messages=1000000, compression none, all to partition 0; consumers: assign+seek (no group), "
+          f"max.partition.fetch.bytes={clients.PARTITION_FETCH_BYTES}, fetch.wait.max.ms={clients.FETCH_WAIT_MS}, "
+          f"fetch.queue.backoff.ms={clients.FETCH_QUEUE_BACKOFF_MS}, "
+          f"consume() batches of {clients.CONSUME_BATCH}. wire = this package's own protocol client (benchmarks/wire.py). "
+          f"cpu% = CPU time / wall time (100% = one core); the mock's broker cpu is its rdk:mock thread")
+    idle = machine_idle()
+    print(f"machine idle before the run: {100 * idle:.0f}% of {os.cpu_count()} cpus; load average {_loadavg()}")
+    if idle < 0.9:
+        report.note("WARNING: other work is using this machine's CPUs: figures are low and noisy")
+    bench = Bench(args, report, base)
+    mock_host = broker = None
+    try:
+        if "crc" in args.parts:
+            bench.crc()
+        wants_logway = "logway" in args.parts or "zerocopy" in args.parts
+        if "mock" in args.parts:
+            target, mock_host = start_mock()
+            bench.targets.append(target)
+            print(f"\nmock cluster broker at {target.bootstrap} (the host client's metadata)")
+        if wants_logway:
+            bench.logway, broker = start_logway(base, args.large_size)
+            bench.targets.append(bench.logway)
+            print(f"logway broker pid {bench.logway.pid} at {bench.logway.bootstrap}, data in {broker.data_dir}")
+            section("logway: 1 MiB records")
+            _settle()
+            bench.setup_large()
+        if bench.targets or "machine" in args.parts:
+            for number in range(1, args.rounds + 1):
+                bench.round(number)
+        if bench.logway is not None:
+            bench.logway_extras()
+        if "kafka-python" in args.parts and bench.targets:
+            bench.kafka_python()
+        if "zerocopy" in args.parts and bench.logway is not None:
+            bench.zerocopy()
+    finally:
+        if broker is not None:
+            broker.stop()
+            if "Traceback" in broker.log():
+                print("\nWARNING: the broker logged a traceback:\n" + broker.log()[-3000:])
+        del mock_host
+        gc.collect()
+        if not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+    print_summary(report)
+    section("ratios (median of per-round ratios; the same run)")
+    rows = compute_ratios(report)
+    for row in rows:
+        target = row["target"]
+        verdict = "" if target is None else ("ok" if row["value"] >= target else "SHORT")
+        spread = f"  rounds {', '.join(f'{v:.2f}' for v in row['rounds'])}" if len(row["rounds"]) > 1 else ""
+        goal = f">= {target:.2f}" if target is not None else "info"
+        print(f"{row['label']:<68} {row['value']:7.3f}x  {goal:<8} {verdict:<5}{spread}")
+    for text in report.profiles:
+        print()
+        print(text)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average {_loadavg()}")
+    if args.json:
+        data = {
+            "series": {w: {s: [{**asdict(m), "records_per_s": m.records_per_s, "mb_per_s": m.mb_per_s} for m in ms]
+                           for s, ms in sides.items()} for w, sides in report.series.items()},
+            "values": report.values,
+            "ratios": rows,
+            "notes": report.notes,
+            "profiles": report.profiles,
+        }
+        Path(args.json).write_text(json.dumps(data, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
