@@ -10,7 +10,7 @@ ApiVersions responses always use v0 so that a client can read the answer to a ve
 """
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
@@ -19,8 +19,7 @@ from protocol.primitives import EMPTY_TAGGED_FIELDS, INT32, Reader
 _FIXED_PART = struct.Struct(">hhi")
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int

@@ -368,6 +368,7 @@ class OffsetIndex(_MappedIndex):
 
     _ENTRY = struct.Struct(">ii")
     _OFFSET = _Field(struct.Struct(">i"), 0)
+    _POSITION = _Field(struct.Struct(">i"), 4)
 
     @property
     def last_offset(self) -> int:
@@ -377,6 +378,12 @@ class OffsetIndex(_MappedIndex):
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or below `offset`; (base_offset, 0) if none."""
         slot = self._last_slot_at_most(self._OFFSET, offset - self._base_offset)
+        return self.entry(slot) if slot >= 0 else (self._base_offset, 0)
+
+    def lookup_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or below `position`; (base_offset, 0) if none.
+        Entries point at batch starts, so this finds a batch boundary at or before `position`."""
+        slot = self._last_slot_at_most(self._POSITION, position)
         return self.entry(slot) if slot >= 0 else (self._base_offset, 0)
 
     def entry(self, n: int) -> tuple[int, int]:

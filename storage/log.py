@@ -24,9 +24,8 @@ import random
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.compression import Compression
 from protocol.record_batch import (
@@ -81,8 +80,7 @@ class InlineScheduler:
             segment.delete()
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     first_offset: int
     last_offset: int
     log_append_time_ms: int

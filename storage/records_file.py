@@ -9,6 +9,7 @@ import os
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
@@ -16,7 +17,7 @@ from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 _SCAN_WINDOW = 16 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FileRegion:
     """`length` bytes at `position` of a records file, to be sent with sendfile.
 
@@ -41,8 +42,7 @@ class FileRegion:
         return self.file.read(self.position, self.length)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchLocation:
+class BatchLocation(NamedTuple):
     position: int
     header: BatchHeader
 

@@ -28,12 +28,9 @@ def validate_produced_records(records: memoryview, config: LogConfig, now_ms: in
         raise UnsupportedMessageFormatError(
             f"message format v{magic} is not supported; only record batch v2 (Kafka 0.11+)"
         )
-    batches = split_batches(records)
-    if len(batches) != 1:
-        raise InvalidRecordError(
-            f"produce requests carry exactly one record batch per partition, not {len(batches)}"
-        )
     header = BatchHeader.from_buffer(records)
+    if header.size != len(records):
+        _explain_framing(records)
     _check_size(header, config)
     if not crc_is_valid(records):
         raise CorruptRecordError("record batch fails its CRC-32C check")
@@ -43,6 +40,14 @@ def validate_produced_records(records: memoryview, config: LogConfig, now_ms: in
     if config.message_timestamp_type != "LogAppendTime":
         _check_timestamp(header, config, now_ms)
     return header
+
+
+def _explain_framing(records: memoryview) -> None:
+    """Why a record set is not exactly one batch: corrupt framing, or more than one batch."""
+    batches = split_batches(records)  # raises CorruptRecordError when the framing is broken
+    raise InvalidRecordError(
+        f"produce requests carry exactly one record batch per partition, not {len(batches)}"
+    )
 
 
 def _check_size(header: BatchHeader, config: LogConfig) -> None:

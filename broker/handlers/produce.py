@@ -38,7 +38,7 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
             try:
                 if request.acks not in VALID_ACKS:
                     raise KafkaError(f"acks={request.acks} is not -1, 0 or 1", ErrorCode.invalid_required_acks)
-                _check_topic(topic.name)
+                _check_topic(ctx, topic.name)
                 if data.records is None:
                     raise CorruptRecordError("no record set")
                 result = replica_manager.append(TopicPartition(topic.name, data.index), data.records)
@@ -56,7 +56,8 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
     return EncodedResponse([encode_produce_response(ctx.api_version, responses)])
 
 
-def _check_topic(name: str) -> None:
-    validate_topic_name(name)
+def _check_topic(ctx: RequestContext, name: str) -> None:
+    if name not in ctx.broker.topics.topics:
+        validate_topic_name(name)  # existing topics were validated when created
     if name in INTERNAL_TOPICS:
         raise KafkaError(f"Cannot append to internal topic {name}", ErrorCode.invalid_topic_exception)

@@ -12,7 +12,7 @@ sent, unless the handler registers its own `parse` (bytes in, request object out
 
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from broker.server import Broker
 
 
-@dataclass(frozen=True, slots=True)
-class RequestContext:
+class RequestContext(NamedTuple):
     broker: "Broker"
     header: RequestHeader
     client_address: str
@@ -33,8 +32,7 @@ class RequestContext:
         return self.header.api_version
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedResponse:
+class EncodedResponse(NamedTuple):
     chunks: list[bytes | Sized]
 
 

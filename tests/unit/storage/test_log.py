@@ -56,9 +56,21 @@ def test_read_limits_and_the_first_batch_rule(open_log):
     one = BatchHeader.from_buffer(log.read(0, 1 << 20, 5, True).read()).size
     assert len(log.read(0, 10, 5, min_one_batch=True)) == one  # KIP-74: a whole batch anyway
     assert log.read(0, 0, 5, min_one_batch=False) is None
-    assert len(log.read(1, 2 * one + 10, 5, True)) == 2 * one + 10  # may end inside a batch
+    assert len(log.read(1, 2 * one + 10, 5, True)) == 2 * one  # ends at the last whole batch
+    assert len(log.read(1, one - 1, 5, min_one_batch=False) or ()) == 0
     assert log.read(5, 1000, 5, True) is None  # caught up
     assert log.read(1, 1 << 20, max_offset=3, min_one_batch=True).length == 2 * one
+
+
+def test_reads_end_at_whole_batches_anywhere_in_a_segment(open_log):
+    log = open_log(LogConfig(index_interval_bytes=300))
+    for i in range(200):
+        append(log, bytes([i % 256]) * (20 + i % 50))
+    for offset, limit in [(0, 5000), (37, 1234), (150, 777), (199, 10)]:
+        data = log.read(offset, limit, log.high_watermark, True).read()
+        positions = [(p, h.size) for p, h in iter_batches(data)]
+        assert sum(size for _, size in positions) == len(data)  # nothing partial at the end
+        assert len(data) <= limit or len(positions) == 1
 
 
 def test_out_of_range_reads(open_log):
