@@ -127,8 +127,8 @@ def _wire_measurement(label: str, result: wire.WireResult, client_cpu: float, br
     m = Measurement(label, result.records, result.bytes, result.seconds, client_cpu, broker_cpu, result.timed_out)
     if result.wire_bytes != result.bytes:
         m.notes.append(
-            f"{result.requests} requests; {result.wire_bytes / 1e6:.1f} MB sent incl. partial trailing batches "
-            f"fetched again ({result.wire_bytes / result.seconds / 1e6:.1f} MB/s)"
+            f"{result.requests} requests; {result.wire_bytes / 1e6:.1f} MB sent incl. records fetched again "
+            f"({result.wire_bytes / result.seconds / 1e6:.1f} MB/s)"
         )
     return m
 
@@ -472,8 +472,8 @@ class Bench:
                 f"zerocopy_{topic}_other_send_bytes": other,
                 f"zerocopy_{topic}_file_read_bytes": reads,
             })
-            print(f"  sendfile moved {totals.bytes['sendfile'] / max(log_bytes, 1):.2f}x the log bytes consumed (the excess: "
-                  f"partial trailing batches the client drops and fetches again); other sends {other:,} bytes; file "
+            print(f"  sendfile moved {totals.bytes['sendfile'] / max(log_bytes, 1):.2f}x the log bytes consumed (any excess: "
+                  f"records the client fetched ahead of the consumed range); other sends {other:,} bytes; file "
                   f"reads {reads:,} bytes (batch headers) -> {'ZERO-COPY OK' if ok else 'NOT ZERO-COPY'}")
 
 
