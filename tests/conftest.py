@@ -29,3 +29,4 @@ def shared_broker(tmp_path_factory) -> BrokerProcess:
     process = BrokerProcess(tmp_path_factory.mktemp("shared") / "data").start()
     yield process
     process.kill()
+    assert "Traceback" not in process.log(), process.log()[-5000:]

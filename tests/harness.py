@@ -8,11 +8,17 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER_PROPERTIES = REPO / "config" / "server.properties"
 _START_TIMEOUT_S = 30
+
+
+def unique_topic(prefix: str) -> str:
+    """A topic name no other test uses, so tests can share one broker."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def free_port() -> int:

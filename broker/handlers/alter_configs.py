@@ -22,7 +22,8 @@ IncrementalAlterConfigs shares this module's checks and its topic and broker pat
 
 import datetime
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest, AlterConfigsResource
 from kio.schema.alter_configs.v2.response import (
@@ -40,18 +41,8 @@ from broker.handlers.registry import RequestContext, api
 
 @api(ApiKey.ALTER_CONFIGS, versions=(0, 2))
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    repeated = repeated_resources(request.resources)
-    responses = []
-    for resource in request.resources:
-        try:
-            if (resource.resource_type, resource.resource_name) in repeated:
-                raise repeated_resource_error()
-            await _alter(ctx, resource, request.validate_only)
-        except KafkaError as exc:
-            responses.append(_response(resource, exc.error_code, str(exc) or None))
-        else:
-            responses.append(_response(resource, ErrorCode.none, None))
-    return AlterConfigsResponse(throttle_time=datetime.timedelta(0), responses=tuple(responses))
+    responses = await alter_each(ctx, request, _alter, AlterConfigsResourceResponse)
+    return AlterConfigsResponse(throttle_time=datetime.timedelta(0), responses=responses)
 
 
 async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
@@ -65,28 +56,35 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
         raise KafkaError(f"Unknown resource type {resource.resource_type}", ErrorCode.invalid_request)
 
 
-def _response(
-    resource: AlterConfigsResource, error_code: ErrorCode, message: str | None
-) -> AlterConfigsResourceResponse:
-    return AlterConfigsResourceResponse(
-        error_code=error_code,
-        error_message=message,
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-    )
-
-
 # ------------------------------------------------------- shared with IncrementalAlterConfigs
 
 
-def repeated_resources(resources: Iterable) -> set[tuple[int, str]]:
-    """The (type, name) of every resource that appears more than once."""
-    counts = Counter((resource.resource_type, resource.resource_name) for resource in resources)
-    return {key for key, count in counts.items() if count > 1}
+Alter = Callable[[RequestContext, Any, bool], Awaitable[None]]
 
 
-def repeated_resource_error() -> KafkaError:
-    return KafkaError("Each resource must appear at most once.", ErrorCode.invalid_request)
+async def alter_each(ctx: RequestContext, request: Any, alter: Alter, response_type: type) -> tuple:
+    """Apply `alter` to each resource of the request, answering each with its own error; a
+    resource named twice is INVALID_REQUEST every time it appears."""
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    responses = []
+    for resource in request.resources:
+        try:
+            if counts[resource.resource_type, resource.resource_name] > 1:
+                raise KafkaError("Each resource must appear at most once.", ErrorCode.invalid_request)
+            await alter(ctx, resource, request.validate_only)
+        except KafkaError as exc:
+            error_code, message = exc.error_code, str(exc) or None
+        else:
+            error_code, message = ErrorCode.none, None
+        responses.append(
+            response_type(
+                error_code=error_code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return tuple(responses)
 
 
 def check_unique_keys(names: Iterable[str]) -> None:

@@ -40,10 +40,9 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import TOPIC_CONFIGS, InvalidConfigError, describe_topic_configs, parse_value
 
 from broker.handlers.alter_configs import (
+    alter_each,
     check_unique_keys,
     refuse_broker_change,
-    repeated_resource_error,
-    repeated_resources,
     replace_topic_configs,
 )
 from broker.handlers.registry import RequestContext, api
@@ -60,18 +59,8 @@ class ConfigOperation(enum.IntEnum):
 async def handle_incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    repeated = repeated_resources(request.resources)
-    responses = []
-    for resource in request.resources:
-        try:
-            if (resource.resource_type, resource.resource_name) in repeated:
-                raise repeated_resource_error()
-            await _alter(ctx, resource, request.validate_only)
-        except KafkaError as exc:
-            responses.append(_response(resource, exc.error_code, str(exc) or None))
-        else:
-            responses.append(_response(resource, ErrorCode.none, None))
-    return IncrementalAlterConfigsResponse(throttle_time=datetime.timedelta(0), responses=tuple(responses))
+    responses = await alter_each(ctx, request, _alter, AlterConfigsResourceResponse)
+    return IncrementalAlterConfigsResponse(throttle_time=datetime.timedelta(0), responses=responses)
 
 
 async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
@@ -134,13 +123,3 @@ def _value_without_override(ctx: RequestContext, key: str) -> str:
     entries = describe_topic_configs({}, ctx.broker.config.explicit_settings, include_synonyms=False)
     return next(entry.value or "" for entry in entries if entry.name == key)
 
-
-def _response(
-    resource: AlterConfigsResource, error_code: ErrorCode, message: str | None
-) -> AlterConfigsResourceResponse:
-    return AlterConfigsResourceResponse(
-        error_code=error_code,
-        error_message=message,
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-    )

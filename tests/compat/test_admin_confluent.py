@@ -3,7 +3,6 @@
 its own way (and with api_version pinned to an old broker, the oldest layouts), for the common
 ones."""
 
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -22,19 +21,11 @@ from kafka.admin import KafkaAdminClient
 from kafka.admin import NewTopic as KpNewTopic
 from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
 
+from tests.harness import unique_topic
+
 pytestmark = pytest.mark.compat
 
 TIMEOUT_S = 20
-
-
-def unique_topic(prefix: str) -> str:
-    return f"adm-{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_tracebacks_in_broker_log(shared_broker):
-    yield
-    assert "Traceback" not in shared_broker.log(), shared_broker.log()[-5000:]
 
 
 def admin_for(broker) -> AdminClient:

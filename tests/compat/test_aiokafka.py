@@ -3,11 +3,12 @@ placed with assign()/seek. Each test runs its coroutine under asyncio.run with a
 
 import asyncio
 import time
-import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka import codec as aiokafka_codec
+
+from tests.harness import unique_topic
 
 pytestmark = pytest.mark.compat
 
@@ -19,16 +20,6 @@ CODECS = {
     "lz4": aiokafka_codec.has_lz4,
     "zstd": aiokafka_codec.has_zstd,
 }
-
-
-def unique_topic(prefix: str) -> str:
-    return f"aio-{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_tracebacks_in_broker_log(shared_broker):
-    yield
-    assert "Traceback" not in shared_broker.log(), shared_broker.log()[-5000:]
 
 
 def run_bounded(coroutine, timeout_s: float = 60):

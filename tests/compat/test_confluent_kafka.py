@@ -10,7 +10,6 @@ import socket
 import struct
 import threading
 import time
-import uuid
 
 import pytest
 from confluent_kafka import (
@@ -25,20 +24,12 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.harness import unique_topic
+
 pytestmark = pytest.mark.compat
 
 TIMEOUT_S = 20
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def unique_topic(prefix: str) -> str:
-    return f"ck-{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_tracebacks_in_broker_log(shared_broker):
-    yield
-    assert "Traceback" not in shared_broker.log(), shared_broker.log()[-5000:]
 
 
 def make_producer(bootstrap: str, **extra) -> Producer:

@@ -3,12 +3,13 @@ placed with assign()/seek."""
 
 import os
 import time
-import uuid
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import codec as kafka_codec
 from kafka.admin import NewTopic
+
+from tests.harness import unique_topic
 
 pytestmark = pytest.mark.compat
 
@@ -21,16 +22,6 @@ CODECS = {
     "lz4": kafka_codec.has_lz4,
     "zstd": kafka_codec.has_zstd,
 }
-
-
-def unique_topic(prefix: str) -> str:
-    return f"kp-{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_tracebacks_in_broker_log(shared_broker):
-    yield
-    assert "Traceback" not in shared_broker.log(), shared_broker.log()[-5000:]
 
 
 def make_producer(broker, **extra) -> KafkaProducer:

@@ -38,12 +38,6 @@ pytestmark = [
 TIMEOUT_S = 20
 
 
-@pytest.fixture(scope="module", autouse=True)
-def no_tracebacks_in_broker_log(shared_broker):
-    yield
-    assert "Traceback" not in shared_broker.log(), shared_broker.log()[-5000:]
-
-
 def read_back(bootstrap: str, topic: str, partition: int, count: int) -> list:
     consumer = Consumer(
         {

@@ -5,11 +5,10 @@ timestamp."""
 import json
 import shutil
 import time
-import uuid
 
 import pytest
 
-from tests.harness import run
+from tests.harness import run, unique_topic
 
 pytestmark = [
     pytest.mark.compat,
@@ -20,16 +19,6 @@ pytestmark = [
 
 TIMEOUT_S = 30
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def unique_topic(prefix: str) -> str:
-    return f"kcat-{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_tracebacks_in_broker_log(shared_broker):
-    yield
-    assert "Traceback" not in shared_broker.log(), shared_broker.log()[-5000:]
 
 
 def kcat(broker, *args: str, stdin: bytes | None = None) -> str:

@@ -12,12 +12,13 @@ timestamp is base + sequence number, so the record at any offset can be checked.
 import os
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.harness import unique_topic
 
 pytestmark = pytest.mark.compat
 
@@ -25,10 +26,6 @@ TIMEOUT_S = 20
 SMALL_SEGMENTS = {"log_segment_bytes": "65536", "log_index_interval_bytes": "512"}
 # Batches must fit in a segment, or the broker refuses them (RECORD_LIST_TOO_LARGE, as Kafka).
 SMALL_BATCHES = {"batch.size": 16384}
-
-
-def unique_topic(prefix: str) -> str:
-    return f"rs-{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def assert_clean_log(broker) -> None:
