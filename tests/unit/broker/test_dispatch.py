@@ -1,0 +1,120 @@
+"""The dispatcher of an in-process broker: frames in, response frames out, no sockets."""
+
+import asyncio
+import datetime
+import inspect
+import typing
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from broker.config import BrokerConfig
+from broker.handlers import HANDLERS
+from broker.server import Broker
+from protocol import legacy
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.primitives import INT16, INT32
+from protocol.records import Record, build_batch, iter_records
+from storage.topic_partition import TopicPartition
+from tests.kafka_wire import decode_response, encode_request
+
+
+def with_broker(tmp_path, scenario):
+    async def main():
+        broker = Broker(
+            BrokerConfig().with_overrides(
+                {
+                    "log.dirs": str(tmp_path),
+                    "listeners": "PLAINTEXT://127.0.0.1:0",
+                    "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
+                }
+            )
+        )
+        await broker.start()
+        try:
+            await scenario(broker)
+        finally:
+            await broker.stop()
+
+    asyncio.run(main())
+
+
+async def exchange(broker: Broker, frame: bytes) -> bytes | None:
+    chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], "test")
+    if inspect.isawaitable(chunks):
+        chunks = await chunks
+    return None if chunks is None else b"".join(bytes(c) for c in chunks)
+
+
+def test_api_versions_advertises_exactly_the_registry(tmp_path):
+    async def scenario(broker):
+        for version in (0, 3):
+            request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+            reply = await exchange(broker, encode_request(ApiKey.API_VERSIONS, version, request))
+            response = decode_response(ApiKey.API_VERSIONS, version, reply)
+            served = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+            assert served == {h.api_key: (h.min_version, h.max_version) for h in HANDLERS.values()}
+
+    with_broker(tmp_path, scenario)
+
+
+def test_api_versions_beyond_ours_answers_unsupported_in_the_v0_layout(tmp_path):
+    async def scenario(broker):
+        header = INT16.pack(ApiKey.API_VERSIONS) + INT16.pack(99) + INT32.pack(7) + b"\xff\xff"
+        reply = await exchange(broker, INT32.pack(len(header) + 5) + header + b"junk!")
+        body = reply[8:]
+        assert reply[4:8] == INT32.pack(7)  # response header v0: the correlation id only
+        assert INT16.unpack_from(body, 0)[0] == ErrorCode.unsupported_version
+        assert body[2:] == INT32.pack(1) + INT16.pack(ApiKey.API_VERSIONS) + INT16.pack(0) + INT16.pack(3)
+
+    with_broker(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("api_key, version", [(999, 0), (ApiKey.METADATA, 99), (ApiKey.FETCH, 3)])
+def test_unknown_keys_and_versions_are_protocol_errors(tmp_path, api_key, version):
+    async def scenario(broker):
+        header = INT16.pack(api_key) + INT16.pack(version) + INT32.pack(1) + b"\xff\xff"
+        with pytest.raises(ProtocolError):
+            await exchange(broker, INT32.pack(len(header)) + header)
+
+    with_broker(tmp_path, scenario)
+
+
+def test_produce_v0_appends_and_answers_in_the_v0_layout(tmp_path):
+    async def scenario(broker):
+        await broker.topics.create("t", 1, {})
+        produce_v0, response_v0 = legacy.MESSAGES[(ApiKey.PRODUCE, 0)]
+        batch = build_batch([Record(0, 1_000, b"k", b"hello")])
+        topic_type, partition_type = _produce_v0_types(produce_v0)
+        request = produce_v0(
+            acks=1,
+            timeout=datetime.timedelta(seconds=1),
+            topic_data=(topic_type(name="t", partition_data=(partition_type(index=0, records=batch),)),),
+        )
+        response = decode_response(ApiKey.PRODUCE, 0, await exchange(broker, encode_request(ApiKey.PRODUCE, 0, request)))
+        (result,) = response.responses[0].partition_responses
+        assert (result.error_code, result.base_offset) == (ErrorCode.none, 0)
+        log = broker.replica_manager.get_partition(TopicPartition("t", 0)).log
+        assert [r.value for r in iter_records(log.read(0, 1000, 1, True).read())] == [b"hello"]
+
+    with_broker(tmp_path, scenario)
+
+
+def _produce_v0_types(request_type):
+    topic_type = typing.get_type_hints(request_type)["topic_data"].__args__[0]
+    partition_type = typing.get_type_hints(topic_type)["partition_data"].__args__[0]
+    return topic_type, partition_type
+
+
+def test_flexible_responses_carry_header_v1(tmp_path):
+    async def scenario(broker):
+        for version, header_size in ((8, 4), (12, 5)):
+            reply = await exchange(broker, encode_request(ApiKey.METADATA, version, MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False), correlation_id=5))
+            assert reply[4:8] == INT32.pack(5)
+            assert decode_response(ApiKey.METADATA, version, reply).topics == ()
+            if header_size == 5:
+                assert reply[8] == 0  # empty tagged fields of response header v1
+
+    with_broker(tmp_path, scenario)
