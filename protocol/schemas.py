@@ -26,7 +26,7 @@ from kio.serial import entity_reader, entity_writer
 
 from protocol import legacy
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.primitives import INT16, INT32
+from protocol.primitives import INT16, INT32, encode_uvarint
 
 
 class UnknownMessageError(LookupError):
@@ -59,7 +59,7 @@ def is_flexible(api_key: int, version: int) -> bool:
 
 
 def decode(entity_type: type, buf: memoryview, pos: int = 0) -> Any:
-    _check_array_counts(entity_type, buf, pos)
+    buf, pos = _prepare(entity_type, buf, pos)
     try:
         # kio's reader takes only read-only buffers; the view costs no copy.
         entity, _size = _reader(entity_type)(buf.toreadonly(), pos)
@@ -78,13 +78,16 @@ _reader = functools.cache(entity_reader)
 _writer = functools.cache(entity_writer)
 
 
-# Two things kio's native reader gets wrong, checked by walking the message first as its schema
-# lays it out: a compact array length of 2**31 or more makes it set out to allocate room for that
-# many items, and the allocation failure aborts the whole process where any other bad length
-# raises; and an array the schema does not allow to be null comes back as None when its length is
-# -1, which handlers then trip over. The walk refuses an array claiming more items than bytes
-# remain (every item takes at least one) and a null one where null is not allowed, and decides
-# nothing else: what it cannot follow (or a truncated field) ends it, and kio's reader judges.
+# Three things kio's native reader gets wrong, handled by walking the message first as its
+# schema lays it out: a compact array length of 2**31 or more makes it set out to allocate room
+# for that many items, and the allocation failure aborts the whole process where any other bad
+# length raises; an array the schema does not allow to be null comes back as None when its
+# length is -1, which handlers then trip over; and a tagged field it does not know fails the
+# whole message, where the protocol says readers skip unknown tags (newer clients may send
+# them). The walk refuses an array claiming more items than bytes remain (every item takes at
+# least one) and a null one where null is not allowed, and notes unknown tagged fields so they
+# can be cut out before kio reads the message; it decides nothing else: what it cannot follow
+# (or a truncated field) ends it, and kio's reader judges.
 
 _FIXED_SIZES = {
     "int8": 1, "bool": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4,
@@ -98,21 +101,44 @@ class _StopWalk(Exception):
     """The walk cannot follow the message further; kio's reader decides."""
 
 
-def _check_array_counts(entity_type: type, buf: memoryview, pos: int) -> None:
+def _prepare(entity_type: type, buf: memoryview, pos: int) -> tuple[memoryview, int]:
+    """The message as kio may read it: checked, and without tagged fields kio does not know."""
+    walker = _Walker(buf, pos, entity_type.__flexible__)
     try:
-        _walk_entity(entity_type, _Walker(buf, pos, entity_type.__flexible__))
+        _walk_entity(entity_type, walker)
     except _StopWalk:
         pass
     except ProtocolError as exc:
         raise ProtocolError(f"malformed {entity_type.__name__}: {exc}") from None
+    if not walker.unknown_tags:
+        return buf, pos
+    return memoryview(_without_unknown_tags(buf, pos, walker.unknown_tags)), 0
+
+
+def _without_unknown_tags(buf: memoryview, pos: int, sections: list) -> bytes:
+    """A copy of the message from `pos` with the unknown tagged fields cut out and each tag
+    count lowered to match."""
+    out = bytearray()
+    cursor = pos
+    for count_start, count_end, kept, cut in sections:
+        out += buf[cursor:count_start]
+        out += encode_uvarint(kept)
+        cursor = count_end
+        for start, end in cut:
+            out += buf[cursor:start]
+            cursor = end
+    out += buf[cursor:]
+    return bytes(out)
 
 
 class _Walker:
-    __slots__ = ("buf", "pos", "end", "flexible")
+    __slots__ = ("buf", "pos", "end", "flexible", "unknown_tags")
 
     def __init__(self, buf: memoryview, pos: int, flexible: bool, end: int | None = None) -> None:
         self.buf, self.pos, self.flexible = buf, pos, flexible
         self.end = len(buf) if end is None else end
+        # (count start, count end, tags kept, [(start, end) of each unknown tagged field])
+        self.unknown_tags: list[tuple[int, int, int, list[tuple[int, int]]]] = []
 
     def uvarint(self) -> int:
         value = shift = 0
@@ -158,14 +184,25 @@ def _walk_entity(entity_type: type, walker: _Walker) -> None:
             walk(walker, name)
     if not walker.flexible:
         return
-    for _ in range(walker.uvarint()):
+    count_start = walker.pos
+    count = walker.uvarint()
+    count_end = walker.pos
+    unknown = []
+    for _ in range(count):
+        field_start = walker.pos
         tag = walker.uvarint()
         size = walker.uvarint()
         start = walker.pos
         walker.skip(size)
         if tag in tagged:
             name, walk = tagged[tag]
+            # Unknown tags inside a known tagged field would also change that field's size;
+            # this nested walk keeps its notes to itself, and kio judges such a message.
             walk(_Walker(walker.buf, start, True, start + size), name)
+        else:
+            unknown.append((field_start, walker.pos))
+    if unknown:
+        walker.unknown_tags.append((count_start, count_end, count - len(unknown), unknown))
 
 
 @functools.cache

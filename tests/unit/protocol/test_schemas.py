@@ -72,3 +72,27 @@ def test_decode_accepts_writable_buffers_and_reports_malformed_input():
     assert schemas.decode(request_type, memoryview(bytearray(b"\xff\xff\xff\xff"))).topics is None
     with pytest.raises(ProtocolError):
         schemas.decode(request_type, memoryview(b"\x00\x00\x00\x05"))
+
+
+def test_unknown_tagged_fields_are_skipped_as_the_protocol_says():
+    from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+
+    request = MetadataRequest(
+        topics=(
+            MetadataRequestTopic(topic_id=None, name="a"),
+            MetadataRequestTopic(topic_id=None, name="b"),
+        ),
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    plain = schemas.encode(request)
+    # Each topic entry ends with an empty tag section (0x00); give the first topic two unknown
+    # tags and the request itself one, as a newer client could.
+    first_topic_end = plain.index(b"a") + 1
+    with_tags = (
+        plain[:first_topic_end]
+        + bytes([2, 40, 1, 0xFF, 41, 0])
+        + plain[first_topic_end + 1 : -1]
+        + bytes([1, 99, 3, 1, 2, 3])
+    )
+    assert schemas.decode(MetadataRequest, memoryview(with_tags)) == request
