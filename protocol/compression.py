@@ -11,11 +11,13 @@ write it:
 - LZ4: the LZ4 frame format (magic 0x184D2204) with independent blocks.
 - ZSTD: zstd frames, whose header may lack the content size (Java and librdkafka stream them).
 
-Every failure to decode comes out as CorruptRecordError, whatever library raised it.
+Every failure to decode comes out as CorruptRecordError, whatever library raised it. A caller
+that decompresses untrusted input may bound the content: `decompress(..., max_size=n)` stops with
+RecordsTooLargeError as soon as more than n bytes come out, so a few compressed bytes that expand
+to gigabytes (a "compression bomb") never reach memory.
 """
 
 import enum
-import gzip
 import struct
 import zlib
 from collections.abc import Callable
@@ -25,7 +27,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from protocol.errors import CorruptRecordError
+from protocol.errors import CorruptRecordError, RecordsTooLargeError
 
 __all__ = ["Compression", "compress", "decompress"]
 
@@ -66,6 +68,8 @@ _XERIAL_BLOCK_SIZE = 32 * 1024
 _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 
 _ZSTD_LEVEL = 3
+_ZSTD_READ_BYTES = 1 << 20
+_GZIP_WBITS = 31  # zlib's window bits for the gzip container
 
 
 def compress(codec: Compression, data: bytes | bytearray | memoryview) -> bytes:
@@ -86,26 +90,29 @@ def compress(codec: Compression, data: bytes | bytearray | memoryview) -> bytes:
     raise ValueError(f"unknown compression codec {codec!r}")
 
 
-def decompress(codec: Compression | int, data: bytes | bytearray | memoryview) -> bytes:
+def decompress(
+    codec: Compression | int, data: bytes | bytearray | memoryview, max_size: int | None = None
+) -> bytes:
     """Decompress a records section; raise CorruptRecordError if it does not decode.
 
-    An empty input is corrupt for every real codec: each container has a non-empty header.
+    With `max_size`, content longer than that raises RecordsTooLargeError before more than about
+    `max_size` bytes are held. An empty input is corrupt for every real codec: each container has
+    a non-empty header.
     """
     try:
         codec = Compression(codec)
     except ValueError:
         raise CorruptRecordError(f"unknown compression codec {codec}") from None
     if codec == Compression.NONE:
+        _check_size(len(data), max_size, codec)
         return bytes(data)
     if not len(data):
         raise CorruptRecordError(f"empty {codec.name} payload")
     try:
-        return _DECOMPRESSORS[codec](data)
-    except CorruptRecordError:
+        return _DECOMPRESSORS[codec](data, max_size)
+    except (CorruptRecordError, RecordsTooLargeError):
         raise
     except (
-        OSError,  # gzip.BadGzipFile and friends
-        EOFError,
         zlib.error,
         cramjam.DecompressionError,
         RuntimeError,  # lz4.frame
@@ -114,9 +121,16 @@ def decompress(codec: Compression | int, data: bytes | bytearray | memoryview) -
         raise CorruptRecordError(f"{codec.name} payload does not decompress: {exc}") from None
 
 
+def _check_size(size: int, max_size: int | None, codec: Compression) -> None:
+    if max_size is not None and size > max_size:
+        raise RecordsTooLargeError(
+            f"{codec.name} records section decompresses to more than {max_size} bytes"
+        )
+
+
 def _gzip_compress(data: bytes | bytearray | memoryview) -> bytes:
-    # wbits=31 selects the gzip container; zlib leaves mtime at 0, so output is deterministic.
-    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, 31)
+    # zlib leaves mtime at 0 in the gzip header, so output is deterministic.
+    compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, _GZIP_WBITS)
     return compressor.compress(data) + compressor.flush()
 
 
@@ -130,20 +144,40 @@ def _xerial_snappy_compress(data: bytes | bytearray | memoryview) -> bytes:
     return b"".join(chunks)
 
 
-def _snappy_decompress(data: bytes | bytearray | memoryview) -> bytes:
+def _gzip_decompress(data: bytes | bytearray | memoryview, max_size: int | None) -> bytes:
+    # Zero bytes between and after members are skipped, as the gzip module does.
+    return _decompress_frames(
+        data,
+        lambda: zlib.decompressobj(_GZIP_WBITS),
+        Compression.GZIP,
+        max_size,
+        padding=b"\x00",
+    )
+
+
+def _snappy_decompress(data: bytes | bytearray | memoryview, max_size: int | None) -> bytes:
     view = memoryview(data)
     if view[: len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
-        return _xerial_snappy_decompress(view)
+        return _xerial_snappy_decompress(view, max_size)
+    return _raw_snappy_decompress(view, max_size, 0)
+
+
+def _raw_snappy_decompress(view: memoryview, max_size: int | None, size_so_far: int) -> bytes:
+    # A raw snappy block starts with its content length: check it before decompressing.
+    if max_size is not None:
+        declared = cramjam.snappy.decompress_raw_len(view)
+        _check_size(size_so_far + declared, max_size, Compression.SNAPPY)
     return bytes(cramjam.snappy.decompress_raw(view))
 
 
-def _xerial_snappy_decompress(view: memoryview) -> bytes:
+def _xerial_snappy_decompress(view: memoryview, max_size: int | None) -> bytes:
     """Decode xerial framing. The version fields are not checked: some writers get their byte
     order wrong, and there has only ever been one version of the framing."""
     if len(view) < len(_XERIAL_HEADER):
         raise CorruptRecordError("xerial snappy header is truncated")
     pos = len(_XERIAL_HEADER)
     blocks = []
+    size = 0
     while pos < len(view):
         if len(view) - pos < _XERIAL_BLOCK_LENGTH.size:
             raise CorruptRecordError(f"xerial snappy block length truncated at byte {pos}")
@@ -151,42 +185,78 @@ def _xerial_snappy_decompress(view: memoryview) -> bytes:
         pos += _XERIAL_BLOCK_LENGTH.size
         if length < 0 or length > len(view) - pos:
             raise CorruptRecordError(f"xerial snappy block of {length} bytes at byte {pos}")
-        blocks.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + length])))
+        block = _raw_snappy_decompress(view[pos : pos + length], max_size, size)
+        blocks.append(block)
+        size += len(block)
         pos += length
     return b"".join(blocks)
 
 
-def _lz4_decompress(data: bytes | bytearray | memoryview) -> bytes:
-    return _decompress_frames(data, lz4.frame.LZ4FrameDecompressor, "lz4")
+def _lz4_decompress(data: bytes | bytearray | memoryview, max_size: int | None) -> bytes:
+    return _decompress_frames(
+        data, lz4.frame.LZ4FrameDecompressor, Compression.LZ4, max_size
+    )
 
 
-def _zstd_decompress(data: bytes | bytearray | memoryview) -> bytes:
+def _zstd_decompress(data: bytes | bytearray | memoryview, max_size: int | None) -> bytes:
     # A streaming decompressor, because one-shot decompress() needs the content size in the frame
-    # header, and Java and librdkafka leave it out.
-    return _decompress_frames(data, zstandard.ZstdDecompressor().decompressobj, "zstd")
+    # header, and Java and librdkafka leave it out. Its decompressobj cannot stop at a length, so
+    # a bounded call first measures the content with a reader that can; the reader, though, does
+    # not tell a truncated frame from a whole one, which the second pass does.
+    if max_size is not None:
+        _check_size(_zstd_content_size(data, max_size + 1), max_size, Compression.ZSTD)
+    return _decompress_frames(
+        data, zstandard.ZstdDecompressor().decompressobj, Compression.ZSTD, None
+    )
+
+
+def _zstd_content_size(data: bytes | bytearray | memoryview, limit: int) -> int:
+    """The content size of zstd frames, counted up to `limit` bytes at most."""
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    size = 0
+    while size < limit:
+        chunk = reader.read(min(limit - size, _ZSTD_READ_BYTES))
+        if not chunk:
+            break
+        size += len(chunk)
+    return size
 
 
 def _decompress_frames(
-    data: bytes | bytearray | memoryview, new_decompressor: Callable[[], Any], codec_name: str
+    data: bytes | bytearray | memoryview,
+    new_decompressor: Callable[[], Any],
+    codec: Compression,
+    max_size: int | None,
+    padding: bytes = b"",
 ) -> bytes:
     """Decode back-to-back frames (their concatenation is the content); a frame must end cleanly.
 
-    `new_decompressor()` returns an object with decompress(), eof and unused_data, as the lz4
-    and zstandard streaming decompressors do.
+    `new_decompressor()` returns an object with decompress(), eof and unused_data, as zlib's and
+    the lz4 and zstandard streaming decompressors do. With `max_size`, decompress() is also given
+    the most it may return. Bytes of `padding` between and after frames are skipped.
     """
     chunks = []
+    size = 0
     remaining: bytes | memoryview | None = data
     while remaining:
         decompressor = new_decompressor()
-        chunks.append(decompressor.decompress(remaining))
+        if max_size is None:
+            chunk = decompressor.decompress(remaining)
+        else:
+            chunk = decompressor.decompress(remaining, max_size - size + 1)
+        size += len(chunk)
+        _check_size(size, max_size, codec)
+        chunks.append(chunk)
         if not decompressor.eof:
-            raise CorruptRecordError(f"{codec_name} frame is truncated")
+            raise CorruptRecordError(f"{codec.name} frame is truncated")
         remaining = decompressor.unused_data
+        if remaining and padding:
+            remaining = remaining.lstrip(padding)
     return b"".join(chunks)
 
 
-_DECOMPRESSORS = {
-    Compression.GZIP: gzip.decompress,
+_DECOMPRESSORS: dict[Compression, Callable[[memoryview | bytes | bytearray, int | None], bytes]] = {
+    Compression.GZIP: _gzip_decompress,
     Compression.SNAPPY: _snappy_decompress,
     Compression.LZ4: _lz4_decompress,
     Compression.ZSTD: _zstd_decompress,

@@ -17,6 +17,7 @@ __all__ = [
     "KafkaError",
     "CorruptRecordError",
     "InvalidRecordError",
+    "RecordsTooLargeError",
     "UnsupportedMessageFormatError",
 ]
 
@@ -46,6 +47,13 @@ class InvalidRecordError(KafkaError):
     """A well-formed record batch that breaks a rule of the log (INVALID_RECORD)."""
 
     error_code = ErrorCode.invalid_record
+
+
+class RecordsTooLargeError(KafkaError):
+    """Records that decompress to more than the bound they were decoded under
+    (MESSAGE_TOO_LARGE, as for a batch over max.message.bytes)."""
+
+    error_code = ErrorCode.message_too_large
 
 
 class UnsupportedMessageFormatError(KafkaError):

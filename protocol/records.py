@@ -1,9 +1,9 @@
 """The records inside a v2 record batch: decoding and building whole batches.
 
 Off the hot path (the broker stores and serves batches without opening them): this is for tools,
-tests, compaction, ListOffsets by timestamp and the like. The batch header is described in
-protocol.record_batch. After it, `recordsCount` records follow, compressed together as one blob
-when the codec is not NONE. Each record:
+tests, compaction, the key check of compacted topics, ListOffsets by timestamp and the like. The
+batch header is described in protocol.record_batch. After it, `recordsCount` records follow,
+compressed together as one blob when the codec is not NONE. Each record:
 
     length          varint   bytes in the record after this field
     attributes      int8     unused, 0
@@ -27,8 +27,9 @@ maxTimestamp. Control batches (transaction markers) hold one record whose key is
 
 import enum
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from protocol.compression import Compression, compress, decompress
 from protocol.errors import (
@@ -41,7 +42,9 @@ from protocol.primitives import encode_varint, read_varint
 from protocol.record_batch import (
     BATCH_HEADER_SIZE,
     BATCH_HEADER_STRUCT,
+    COMPRESSION_MASK,
     CONTROL_FLAG,
+    DELETE_HORIZON_FLAG,
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PARTITION_LEADER_EPOCH,
@@ -59,7 +62,9 @@ __all__ = [
     "Header",
     "Record",
     "iter_records",
+    "iter_keys",
     "build_batch",
+    "rebuild_batch",
     "ControlRecordType",
     "control_record",
     "control_record_type",
@@ -69,6 +74,7 @@ _INT32_MAX = 2**31 - 1
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _NULL_LENGTH = encode_varint(-1)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,38 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
     as they are consumed. Anything malformed raises CorruptRecordError. The CRC is not checked
     (see record_batch.crc_is_valid).
     """
+    header, section = _records_section(batch, None)
+    return _decode_records(section, header)
+
+
+def iter_keys(
+    batch: bytes | bytearray | memoryview, max_section_bytes: int | None = None
+) -> Iterator[tuple[int, bytes | None, bool]]:
+    """(offset, key, whether the value is not null) of each record of `batch`, values and
+    headers skipped unread: what compaction and the key check of compacted topics need, for less
+    work than `iter_records`.
+
+    Records are walked by their length fields, so a malformed record is caught only as far as its
+    key and value length go. With `max_section_bytes`, a records section that decompresses to
+    more raises RecordsTooLargeError before it is held in memory.
+    """
+    header, section = _records_section(batch, max_section_bytes)
+    base_offset = header.base_offset
+
+    def decode(data: memoryview, pos: int, end: int) -> tuple[int, bytes | None, bool]:
+        offset_delta, _, key, pos = _decode_record_start(data, pos, end)
+        value_length, pos = read_varint(data, pos)
+        if pos > end:
+            raise CorruptRecordError(f"value length at byte {pos} runs past its record")
+        return base_offset + offset_delta, key, value_length >= 0
+
+    return _walk_records(section, header, decode)
+
+
+def _records_section(
+    batch: bytes | bytearray | memoryview, max_size: int | None
+) -> tuple[BatchHeader, memoryview]:
+    """The checked header of `batch` and its records section, decompressed."""
     header = BatchHeader.from_buffer(batch)
     if header.magic != MAGIC_V2:
         raise UnsupportedMessageFormatError(f"batch has magic {header.magic}, not {MAGIC_V2}")
@@ -106,14 +144,25 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
         raise CorruptRecordError(f"negative record count {header.record_count}")
     section = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
     if header.compression != Compression.NONE:
-        section = memoryview(decompress(header.compression, section))
-    return _decode_records(section, header)
+        section = memoryview(decompress(header.compression, section, max_size))
+    return header, section
 
 
 def _decode_records(data: memoryview, header: BatchHeader) -> Iterator[Record]:
     fixed_timestamp = None
     if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
         fixed_timestamp = header.max_timestamp
+
+    def decode(data: memoryview, pos: int, end: int) -> Record:
+        return _decode_record(data, pos, end, header, fixed_timestamp)
+
+    return _walk_records(data, header, decode)
+
+
+def _walk_records(
+    data: memoryview, header: BatchHeader, decode: Callable[[memoryview, int, int], _T]
+) -> Iterator[_T]:
+    """`decode(data, start, end)` of each record of the section, framed by its length field."""
     pos = 0
     for index in range(header.record_count):
         if pos >= len(data):
@@ -121,10 +170,16 @@ def _decode_records(data: memoryview, header: BatchHeader) -> Iterator[Record]:
                 f"batch declares {header.record_count} records but holds only {index}"
             )
         try:
-            record, pos = _decode_record(data, pos, header, fixed_timestamp)
+            length, pos = read_varint(data, pos)
+            if length < 0 or length > len(data) - pos:
+                raise CorruptRecordError(
+                    f"record of {length} bytes at byte {pos} runs past the batch"
+                )
+            item = decode(data, pos, pos + length)
         except ProtocolError as exc:  # from the varint readers
             raise CorruptRecordError(f"record {index}: {exc}") from None
-        yield record
+        yield item
+        pos += length
     if pos != len(data):
         raise CorruptRecordError(
             f"{len(data) - pos} bytes left after the {header.record_count} records declared"
@@ -132,16 +187,9 @@ def _decode_records(data: memoryview, header: BatchHeader) -> Iterator[Record]:
 
 
 def _decode_record(
-    data: memoryview, pos: int, header: BatchHeader, fixed_timestamp: int | None
-) -> tuple[Record, int]:
-    length, pos = read_varint(data, pos)
-    if length < 0 or length > len(data) - pos:
-        raise CorruptRecordError(f"record of {length} bytes at byte {pos} runs past the batch")
-    end = pos + length
-    pos += 1  # attributes: no bit of them is used yet
-    timestamp_delta, pos = read_varint(data, pos)
-    offset_delta, pos = read_varint(data, pos)
-    key, pos = _decode_nullable_bytes(data, pos, end)
+    data: memoryview, pos: int, end: int, header: BatchHeader, fixed_timestamp: int | None
+) -> Record:
+    offset_delta, timestamp_delta, key, pos = _decode_record_start(data, pos, end)
     value, pos = _decode_nullable_bytes(data, pos, end)
     headers, pos = _decode_headers(data, pos, end)
     if pos != end:
@@ -149,7 +197,18 @@ def _decode_record(
     timestamp = header.base_timestamp + timestamp_delta
     if fixed_timestamp is not None:
         timestamp = fixed_timestamp
-    return Record(header.base_offset + offset_delta, timestamp, key, value, headers), pos
+    return Record(header.base_offset + offset_delta, timestamp, key, value, headers)
+
+
+def _decode_record_start(
+    data: memoryview, pos: int, end: int
+) -> tuple[int, int, bytes | None, int]:
+    """(offsetDelta, timestampDelta, key, position after the key) of the record at `pos`."""
+    pos += 1  # attributes: no bit of them is used yet
+    timestamp_delta, pos = read_varint(data, pos)
+    offset_delta, pos = read_varint(data, pos)
+    key, pos = _decode_nullable_bytes(data, pos, end)
+    return offset_delta, timestamp_delta, key, pos
 
 
 def _decode_nullable_bytes(data: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
@@ -200,14 +259,7 @@ def build_batch(
     """
     if not records:
         raise ValueError("a batch holds at least one record")
-    base_offset = records[0].offset
-    base_timestamp = records[0].timestamp
     _check_offsets(records)
-    max_timestamp = _check_timestamps(records)
-    body = bytearray()
-    for record in records:
-        _encode_record(body, record, record.offset - base_offset, record.timestamp - base_timestamp)
-    records_section = body if compression == Compression.NONE else compress(compression, body)
     attributes = int(compression)
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_FLAG
@@ -215,47 +267,104 @@ def build_batch(
         attributes |= TRANSACTIONAL_FLAG
     if is_control:
         attributes |= CONTROL_FLAG
-    batch = bytearray(BATCH_HEADER_SIZE)
-    batch += records_section
-    try:
-        BATCH_HEADER_STRUCT.pack_into(
-            batch,
-            0,
-            base_offset,
-            len(batch) - LOG_OVERHEAD,
-            partition_leader_epoch,
-            MAGIC_V2,
-            0,  # the CRC, written last as it covers the rest of the header
-            attributes,
-            records[-1].offset - base_offset,
-            base_timestamp,
-            max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(records),
+    base_timestamp = records[0].timestamp
+    template = BatchHeader(
+        base_offset=records[0].offset,
+        batch_length=0,
+        partition_leader_epoch=partition_leader_epoch,
+        magic=MAGIC_V2,
+        crc=0,
+        attributes=attributes,
+        last_offset_delta=records[-1].offset - records[0].offset,
+        base_timestamp=base_timestamp,
+        max_timestamp=_check_timestamps(records, base_timestamp),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=len(records),
+    )
+    return _assemble(template, records)
+
+
+def rebuild_batch(
+    header: BatchHeader,
+    records: Sequence[Record],
+    *,
+    compression: Compression | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """The batch `header` heads, now holding `records`: all of its records, or those compaction
+    keeps.
+
+    What the header says stays: baseOffset and lastOffsetDelta (so the batch spans the same
+    offsets and, with baseSequence, the producer's sequence numbers are unchanged), producer
+    fields, flags, timestamp type and partition leader epoch. maxTimestamp becomes that of
+    `records`. `compression` replaces the codec.
+
+    A delete horizon (KIP-534) the batch carries stays, and `delete_horizon_ms` sets one: the
+    DELETE_HORIZON_FLAG attribute, with baseTimestamp holding the horizon; record timestamps are
+    unchanged, as their deltas are taken from it. Without records, the result is a header-only
+    batch, uncompressed, stamped with the old maxTimestamp: what compaction keeps of a producer's
+    last batch.
+    """
+    attributes = header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_FLAG)
+    if not records:
+        template = header._replace(
+            attributes=attributes, base_timestamp=header.max_timestamp, record_count=0
         )
-    except struct.error as exc:
-        raise ValueError(f"batch header field out of range: {exc}") from None
-    write_crc(batch)
-    return bytes(batch)
+        return _assemble(template, records)
+    _check_offsets(records)
+    if records[0].offset < header.base_offset or records[-1].offset > header.last_offset:
+        raise ValueError(
+            f"records {records[0].offset}..{records[-1].offset} are not all within the batch's "
+            f"offsets {header.base_offset}..{header.last_offset}"
+        )
+    attributes |= header.compression if compression is None else compression
+    if delete_horizon_ms is None and header.has_delete_horizon:
+        delete_horizon_ms = header.base_timestamp
+    base_timestamp = records[0].timestamp
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
+        base_timestamp = delete_horizon_ms
+    template = header._replace(
+        attributes=attributes,
+        base_timestamp=base_timestamp,
+        max_timestamp=_check_timestamps(records, base_timestamp),
+        record_count=len(records),
+    )
+    return _assemble(template, records)
 
 
 def recompress_batch(batch: bytes | bytearray | memoryview, compression: Compression) -> bytes:
     """The same batch, records and producer fields and flags alike, compressed with
     `compression` (a topic whose compression.type names a codec stores its batches that way)."""
-    header = BatchHeader.from_buffer(batch)
-    return build_batch(
-        list(iter_records(batch)),
-        compression=compression,
-        timestamp_type=header.timestamp_type,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        partition_leader_epoch=header.partition_leader_epoch,
+    return rebuild_batch(
+        BatchHeader.from_buffer(batch), list(iter_records(batch)), compression=compression
     )
+
+
+def _assemble(template: BatchHeader, records: Sequence[Record]) -> bytes:
+    """The batch with `template`'s header fields (its length and CRC aside) and `records`, whose
+    offset and timestamp deltas are taken from the template's base offset and timestamp."""
+    body = bytearray()
+    for record in records:
+        _encode_record(
+            body,
+            record,
+            record.offset - template.base_offset,
+            record.timestamp - template.base_timestamp,
+        )
+    codec = Compression(template.attributes & COMPRESSION_MASK)
+    batch = bytearray(BATCH_HEADER_SIZE)
+    batch += body if codec == Compression.NONE else compress(codec, body)
+    # The CRC field is written last, as it covers the rest of the header.
+    fields = template._replace(batch_length=len(batch) - LOG_OVERHEAD, magic=MAGIC_V2, crc=0)
+    try:
+        BATCH_HEADER_STRUCT.pack_into(batch, 0, *fields)
+    except struct.error as exc:
+        raise ValueError(f"batch header field out of range: {exc}") from None
+    write_crc(batch)
+    return bytes(batch)
 
 
 def _check_offsets(records: Sequence[Record]) -> None:
@@ -268,9 +377,9 @@ def _check_offsets(records: Sequence[Record]) -> None:
         raise ValueError(f"offsets {base_offset}..{previous_offset} span more than an int32")
 
 
-def _check_timestamps(records: Sequence[Record]) -> int:
-    """Check every timestamp delta fits a varlong; return the batch maxTimestamp."""
-    base_timestamp = records[0].timestamp
+def _check_timestamps(records: Sequence[Record], base_timestamp: int) -> int:
+    """Check every timestamp delta from `base_timestamp` fits a varlong; return the batch
+    maxTimestamp."""
     timestamps = [record.timestamp for record in records]
     max_timestamp = max(timestamps)
     for delta in (min(timestamps) - base_timestamp, max_timestamp - base_timestamp):

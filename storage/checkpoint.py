@@ -1,5 +1,5 @@
 """Kafka's offset checkpoint files (recovery-point-offset-checkpoint, log-start-offset-checkpoint,
-replication-offset-checkpoint): one per log directory.
+cleaner-offset-checkpoint, replication-offset-checkpoint): one per log directory.
 
 Format (text): a version line "0", a line with the entry count, then one "<topic> <partition>
 <offset>" line per partition. Written to "<name>.tmp", fsynced and renamed over the old file, so a
@@ -13,6 +13,7 @@ from storage.topic_partition import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # the log cleaner's first dirty offsets
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 _VERSION = 0
 

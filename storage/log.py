@@ -13,9 +13,14 @@ Offsets:
 - recovery point: everything below it has been fsynced. After an unclean shutdown, loading
   re-validates the segments from the one holding the recovery point onwards.
 
+Compaction (storage.cleaner) rewrites inactive segments elsewhere and hands back segments to
+put in place of those they were made from (`replace_segments`); `load` completes a swap that a
+crash interrupted.
+
 Thread-safety: the event loop owns a Log. Blocking work is requested from a `LogScheduler`
 (fsync, deleting files), which runs it elsewhere and reports back on the loop; `Log.load` runs in
-a worker thread before the log is shared.
+a worker thread before the log is shared. The log cleaner's threads read inactive segments through
+their file descriptors only, and change nothing of the log.
 """
 
 import logging
@@ -38,11 +43,13 @@ from protocol.record_batch import (
 from protocol.records import recompress_batch
 from storage.errors import OffsetOutOfRangeError
 from storage.log_config import LogConfig
-from storage.records_file import FileRegion
+from storage.records_file import FileRegion, RecordsFile
 from storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     AppendedBatch,
     LogSegment,
@@ -54,7 +61,9 @@ from storage.validation import validate_produced_records
 log = logging.getLogger(__name__)
 
 _base_offset = attrgetter("base_offset")
-_TEMP_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".tmp")
+_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_BASE_OFFSET_DIGITS = 20
 
 
 class LogScheduler(Protocol):
@@ -131,12 +140,14 @@ class Log:
     ) -> "Log":
         """Open a partition directory (creating it if missing) and recover it if needed.
 
-        Blocking: call from a worker thread. Leftovers of interrupted deletions are removed;
-        after an unclean shutdown the segments from the recovery point on are re-validated and
-        a torn or corrupt tail is cut, along with every segment after it.
+        Blocking: call from a worker thread. Leftovers of interrupted deletions and cleanings are
+        removed and interrupted swaps completed; after an unclean shutdown the segments from the
+        recovery point on are re-validated and a torn or corrupt tail is cut, along with every
+        segment after it.
         """
         os.makedirs(directory, exist_ok=True)
         _remove_leftovers(directory)
+        _complete_swaps(directory)
         bases = _segment_base_offsets(directory)
         if bases:
             segments = [cls._open_segment(directory, base, config) for base in bases]
@@ -239,7 +250,7 @@ class Log:
         if (
             segment.size + size > self.config.segment_bytes
             or segment.time_waited_for_roll(now_ms, max_timestamp)
-            > self.config.segment_ms - self._roll_jitter_ms
+            > self.config.max_segment_ms - self._roll_jitter_ms
             or segment.is_full()
             or not segment.can_hold_offset(last_offset)
         ):
@@ -257,7 +268,7 @@ class Log:
         self.scheduler.flush(self, new_base)
 
     def _pick_roll_jitter(self) -> int:
-        jitter = min(self.config.segment_jitter_ms, self.config.segment_ms)
+        jitter = min(self.config.segment_jitter_ms, self.config.max_segment_ms)
         return random.randrange(jitter) if jitter > 0 else 0
 
     # ------------------------------------------------------------------------------ reading
@@ -336,10 +347,12 @@ class Log:
         return self.log_start_offset
 
     def apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete the oldest segments breaching the log start offset, retention.ms or
-        retention.bytes; return how many went."""
+        """Delete the oldest segments breaching the log start offset, and with the delete
+        cleanup policy retention.ms or retention.bytes; return how many went."""
         now_ms = _now_ms() if now_ms is None else now_ms
         deleted = self._delete_segments_below_log_start()
+        if not self.config.delete:
+            return deleted
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             deleted += self._delete_oldest(
@@ -386,6 +399,25 @@ class Log:
             segment.rename_to_deleted()
         self.scheduler.delete_segments(self, doomed)
         return len(doomed)
+
+    # ---------------------------------------------------------------------------- compaction
+
+    def replace_segments(self, cleaned: LogSegment, replaced: Sequence[LogSegment]) -> None:
+        """Put a segment the cleaner wrote (files <base>.*.cleaned, fsynced, with the base offset
+        of the first replaced segment) in place of the run of segments it was made from.
+
+        The renames go in an order `load` can finish from any point a crash stops them at:
+        .cleaned to .swap, the replaced segments to .deleted, .swap to the plain names. The
+        replaced segments are deleted after file.delete.delay.ms; a fetch response holding a
+        region of one still sends its bytes.
+        """
+        first = self.segments.index(replaced[0])
+        cleaned.rename_with_suffix(SWAP_SUFFIX)
+        for segment in replaced:
+            segment.rename_to_deleted()
+        cleaned.rename_with_suffix("")
+        self.segments[first : first + len(replaced)] = [cleaned]
+        self.scheduler.delete_segments(self, list(replaced))
 
     # ------------------------------------------------------------------------------ flushing
 
@@ -438,3 +470,52 @@ def _remove_leftovers(directory: str) -> None:
     for name in os.listdir(directory):
         if name.endswith(_TEMP_SUFFIXES):
             os.unlink(os.path.join(directory, name))
+
+
+def _complete_swaps(directory: str) -> None:
+    """Finish the swaps of cleaned segments a crash interrupted (see `Log.replace_segments`).
+
+    A <base>.log.swap is a whole cleaned segment, fsynced before it got that name. It replaces the
+    segments whose files are named by offsets it spans, whatever step their renaming reached:
+    their files are removed and the .swap files renamed. A swapped index without its .log is
+    removed; missing indexes are rebuilt from the .log.
+    """
+    swapped = [
+        base
+        for base, suffix in map(_parse_segment_file_name, os.listdir(directory))
+        if suffix == LOG_SUFFIX + SWAP_SUFFIX
+    ]
+    for base in swapped:
+        end = max(_next_offset(segment_path(directory, base, LOG_SUFFIX + SWAP_SUFFIX)), base + 1)
+        for name in os.listdir(directory):
+            other_base, suffix = _parse_segment_file_name(name)
+            if suffix in _SEGMENT_FILE_SUFFIXES and base <= other_base < end:
+                os.unlink(os.path.join(directory, name))
+        log.info("completing the swap of cleaned segment %d in %s", base, directory)
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+            swap = segment_path(directory, base, suffix + SWAP_SUFFIX)
+            if os.path.exists(swap):
+                os.rename(swap, segment_path(directory, base, suffix))
+    for name in os.listdir(directory):
+        if name.endswith(SWAP_SUFFIX):
+            os.unlink(os.path.join(directory, name))
+
+
+def _parse_segment_file_name(name: str) -> tuple[int, str]:
+    """(base offset, suffix) of a segment's file name; (-1, name) for any other file."""
+    digits = name[:_BASE_OFFSET_DIGITS]
+    if len(digits) == _BASE_OFFSET_DIGITS and digits.isdigit():
+        return int(digits), name[_BASE_OFFSET_DIGITS:]
+    return -1, name
+
+
+def _next_offset(path: str) -> int:
+    """The offset after the last whole batch of a records file (-1 when it has none)."""
+    records = RecordsFile.open(path)
+    try:
+        next_offset = -1
+        for location in records.batches():
+            next_offset = location.header.next_offset
+        return next_offset
+    finally:
+        records.close()

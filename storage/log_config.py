@@ -506,6 +506,15 @@ class LogConfig:
         """True when the cleanup policy includes time/size based deletion."""
         return "delete" in self.cleanup_policy
 
+    @property
+    def max_segment_ms(self) -> int:
+        """How long the active segment may stay open (Kafka's maxSegmentMs): segment.ms, or
+        max.compaction.lag.ms when compacting and shorter, as the cleaner never touches the
+        active segment and a record must leave it to be compacted in time."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
     @classmethod
     def resolve(
         cls, overrides: Mapping[str, str], broker_settings: Mapping[str, str]

@@ -3,8 +3,12 @@
 Per log dir:
 - <topic>-<partition>/                 one directory per partition (storage.log)
 - <topic>-<partition>.<id>-delete/      a deleted partition, removed in the background
-- recovery-point-offset-checkpoint, log-start-offset-checkpoint   (storage.checkpoint)
+- recovery-point-offset-checkpoint, log-start-offset-checkpoint, cleaner-offset-checkpoint
+                                       (storage.checkpoint)
 - .kafka_cleanshutdown                 present only while the broker is cleanly stopped
+
+Logs whose cleanup.policy includes compact are compacted by the log cleaner (storage.cleaner),
+started with the manager when log.cleaner.enable is set and stopped first at shutdown.
 
 A new partition goes to the online dir holding the fewest partitions. When a dir fails (disk
 full, I/O error) it goes offline: its partitions stop serving with KAFKA_STORAGE_ERROR while the
@@ -12,7 +16,8 @@ other dirs carry on, and it is skipped by checkpoints and the clean-shutdown mar
 start recovers it.
 
 Thread-safety: the event loop owns the manager and its logs. fsync, loading, and file deletion
-run on a thread pool and come back with call_soon_threadsafe (via asyncio futures).
+run on a thread pool and come back with call_soon_threadsafe (via asyncio futures); the cleaner
+has threads of its own.
 """
 
 import asyncio
@@ -26,11 +31,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CorruptCheckpointError,
     OffsetCheckpointFile,
 )
+from storage.cleaner import CleanerConfig, LogCleaner
 from storage.errors import KafkaStorageError
 from storage.log import Log
 from storage.log_config import LogConfig
@@ -60,6 +67,7 @@ class LogManagerSettings:
     flush_check_interval_ms: int = 2**63 - 1
     checkpoint_interval_ms: int = 60_000
     recovery_threads_per_dir: int = 1
+    cleaner: CleanerConfig = CleanerConfig()
 
 
 class LogManager:
@@ -78,9 +86,12 @@ class LogManager:
         workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
         self._executor = concurrent.futures.ThreadPoolExecutor(workers, "logway-storage")
         self._pending: set[asyncio.Future] = set()
-        self._checkpointing: set[str] = set()  # dirs whose periodic checkpoint is being written
+        self._checkpointing: set[str] = set()  # dirs whose checkpoints are being written
+        self._checkpoint_again: set[str] = set()  # ... and that changed since
+        self._shutting_down = False  # shutdown writes the last checkpoints itself
         self._periodic: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.cleaner = LogCleaner(self, settings.cleaner)
 
     # ----------------------------------------------------------------------------- startup
 
@@ -107,10 +118,13 @@ class LogManager:
             for interval, fn in schedule
             if interval < _NEVER_MS
         ]
+        self.cleaner.startup()
 
     async def _load_dir(self, log_dir: LogDir) -> None:
         try:
-            recovery_points, start_offsets = await self._run_blocking(_read_checkpoints, log_dir)
+            recovery_points, start_offsets, cleaner_offsets = await self._run_blocking(
+                _read_checkpoints, log_dir
+            )
             partition_dirs = await self._run_blocking(_partition_dirs, log_dir)
         except (OSError, CorruptCheckpointError) as exc:
             self._take_offline(log_dir, exc)
@@ -138,6 +152,9 @@ class LogManager:
             if isinstance(loaded, BaseException):
                 raise loaded
             self._register(tp, loaded, log_dir)
+        self.cleaner.load_checkpoint(
+            {tp: offset for tp, offset in cleaner_offsets.items() if tp in self.logs}
+        )
         await self._run_blocking(_remove_clean_shutdown_marker, log_dir)
 
     def _register(self, tp: TopicPartition, loaded: Log, log_dir: LogDir) -> None:
@@ -200,6 +217,7 @@ class LogManager:
     def delete(self, tp: TopicPartition) -> None:
         """Remove a partition: its directory is renamed at once and removed in the background."""
         self._unplaced.discard(tp)
+        self.cleaner.forget(tp)
         removed = self.logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
         if removed is None or log_dir is None:
@@ -271,32 +289,54 @@ class LogManager:
                 partition_log.flush()
 
     def checkpoint(self) -> None:
-        """Write the recovery points and log start offsets of every online dir. A dir whose
-        previous write is still under way (a slow fsync) is skipped this round: two writes at
-        once would race over the same temporary files, and the loser's rename would fail."""
+        """Write the recovery points, log start offsets and cleaner offsets of every online
+        dir."""
         for log_dir in self.dirs.values():
-            if log_dir.online and log_dir.path not in self._checkpointing:
-                snapshot = self._checkpoint_snapshot(log_dir)
-                future = self._run_blocking(_write_checkpoints, log_dir, *snapshot)
-                self._checkpointing.add(log_dir.path)
-                future.add_done_callback(lambda f, d=log_dir: self._check_write(f, d))
+            self._checkpoint_dir(log_dir)
 
-    def _checkpoint_snapshot(self, log_dir: LogDir) -> tuple[dict, dict]:
+    def checkpoint_dir_of(self, tp: TopicPartition) -> None:
+        """Write the checkpoints of the dir holding `tp` (the cleaner moved its offset)."""
+        log_dir = self._log_dir_of.get(tp)
+        if log_dir is not None:
+            self._checkpoint_dir(log_dir)
+
+    def _checkpoint_dir(self, log_dir: LogDir) -> None:
+        """A dir whose previous write is still under way (a slow fsync) is written again once it
+        is done: two writes at once would race over the same temporary files, and the loser's
+        rename would fail."""
+        if not log_dir.online or self._shutting_down:
+            return
+        if log_dir.path in self._checkpointing:
+            self._checkpoint_again.add(log_dir.path)
+            return
+        snapshot = self._checkpoint_snapshot(log_dir)
+        future = self._run_blocking(_write_checkpoints, log_dir, *snapshot)
+        self._checkpointing.add(log_dir.path)
+        future.add_done_callback(lambda f, d=log_dir: self._check_write(f, d))
+
+    def _checkpoint_snapshot(self, log_dir: LogDir) -> tuple[dict, dict, dict]:
         logs = {tp: self.logs[tp] for tp in log_dir.logs if tp in self.logs}
         return (
             {tp: partition_log.recovery_point for tp, partition_log in logs.items()},
             {tp: partition_log.log_start_offset for tp, partition_log in logs.items()},
+            self.cleaner.checkpoint_offsets(set(logs)),
         )
 
     def _check_write(self, future: asyncio.Future, log_dir: LogDir) -> None:
         self._checkpointing.discard(log_dir.path)
         if not future.cancelled() and isinstance(future.exception(), OSError):
             self._take_offline(log_dir, future.exception())
+        elif log_dir.path in self._checkpoint_again:
+            self._checkpoint_again.discard(log_dir.path)
+            self._checkpoint_dir(log_dir)
 
     # ---------------------------------------------------------------------------- shutdown
 
     async def shutdown(self) -> None:
-        """Flush everything, checkpoint, close, and mark each online dir cleanly shut down."""
+        """Stop the cleaner; flush everything, checkpoint, close, and mark each online dir
+        cleanly shut down."""
+        await self.cleaner.shutdown()
+        self._shutting_down = True
         for task in self._periodic:
             task.cancel()
         await asyncio.gather(*self._periodic, return_exceptions=True)
@@ -349,16 +389,34 @@ def _prepare_dir(log_dir: LogDir) -> None:
     log_dir.had_clean_shutdown = os.path.exists(os.path.join(log_dir.path, CLEAN_SHUTDOWN_FILE))
 
 
-def _read_checkpoints(log_dir: LogDir) -> tuple[dict, dict]:
+def _read_checkpoints(log_dir: LogDir) -> tuple[dict, dict, dict]:
     return (
         OffsetCheckpointFile(os.path.join(log_dir.path, RECOVERY_POINT_CHECKPOINT)).read(),
         OffsetCheckpointFile(os.path.join(log_dir.path, LOG_START_OFFSET_CHECKPOINT)).read(),
+        _read_cleaner_checkpoint(log_dir),
     )
 
 
-def _write_checkpoints(log_dir: LogDir, recovery_points: dict, start_offsets: dict) -> None:
-    OffsetCheckpointFile(os.path.join(log_dir.path, RECOVERY_POINT_CHECKPOINT)).write(recovery_points)
-    OffsetCheckpointFile(os.path.join(log_dir.path, LOG_START_OFFSET_CHECKPOINT)).write(start_offsets)
+def _read_cleaner_checkpoint(log_dir: LogDir) -> dict:
+    """A corrupt cleaner checkpoint is only a loss of work: cleaning starts over from the log
+    start, which is always safe."""
+    path = os.path.join(log_dir.path, CLEANER_OFFSET_CHECKPOINT)
+    try:
+        return OffsetCheckpointFile(path).read()
+    except CorruptCheckpointError as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return {}
+
+
+def _write_checkpoints(
+    log_dir: LogDir, recovery_points: dict, start_offsets: dict, cleaner_offsets: dict
+) -> None:
+    for name, offsets in (
+        (RECOVERY_POINT_CHECKPOINT, recovery_points),
+        (LOG_START_OFFSET_CHECKPOINT, start_offsets),
+        (CLEANER_OFFSET_CHECKPOINT, cleaner_offsets),
+    ):
+        OffsetCheckpointFile(os.path.join(log_dir.path, name)).write(offsets)
 
 
 def _partition_dirs(log_dir: LogDir) -> list[TopicPartition]:

@@ -9,6 +9,10 @@ An index entry is added before a batch once more than index.interval.bytes were 
 the last entry, so a lookup lands at most about that many bytes before its target and the
 remaining distance is covered by reading batch headers.
 
+While the log cleaner writes a segment, and until it is swapped in, its files carry a suffix
+after those names (<base>.log.cleaned, then <base>.log.swap: see storage.cleaner); a segment
+being deleted carries .deleted.
+
 Invariants: batches have increasing offsets, all at or above the base offset and below the
 next segment's base; every offset index entry points at the start of a batch holding that
 offset; the largest timestamp in the segment is the time index's last entry once the segment
@@ -33,6 +37,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
 
 
@@ -71,20 +77,32 @@ class LogSegment:
 
     @classmethod
     def open(
-        cls, directory: str, base_offset: int, config: LogConfig, active: bool
+        cls,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        active: bool,
+        file_suffix: str = "",
     ) -> "LogSegment":
-        """Open the segment's files, creating any that is missing.
+        """Open the segment's files (their names followed by `file_suffix`), creating any that is
+        missing.
 
-        Only the active segment maps its indexes writable and preallocated to
-        segment.index.bytes; older segments map them as they are on disk.
+        Only the active segment (or one the cleaner writes) maps its indexes writable and
+        preallocated to segment.index.bytes; older segments map them as they are on disk.
         """
-        records = RecordsFile.open(segment_path(directory, base_offset, LOG_SUFFIX))
+        records = RecordsFile.open(segment_path(directory, base_offset, LOG_SUFFIX + file_suffix))
         size = config.segment_index_bytes
         offset_index = OffsetIndex(
-            segment_path(directory, base_offset, INDEX_SUFFIX), base_offset, size, writable=active
+            segment_path(directory, base_offset, INDEX_SUFFIX + file_suffix),
+            base_offset,
+            size,
+            writable=active,
         )
         time_index = TimeIndex(
-            segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, size, writable=active
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX + file_suffix),
+            base_offset,
+            size,
+            writable=active,
         )
         return cls(directory, base_offset, config, records, offset_index, time_index)
 
@@ -115,7 +133,10 @@ class LogSegment:
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
             self._offset_of_max_timestamp = batch.last_offset
-        if self._bytes_since_last_index_entry > self._index_interval_bytes:
+        # A full index can only be met by a segment the cleaner merges from several (the active
+        # segment rolls first) or one rebuilt under a smaller segment.index.bytes; an entry left
+        # out only makes lookups scan a little further.
+        if self._bytes_since_last_index_entry > self._index_interval_bytes and not self.is_full():
             self.offset_index.append(batch.last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
@@ -278,9 +299,16 @@ class LogSegment:
 
     def rename_to_deleted(self) -> None:
         """First step of deletion, atomic per file: a restart finishes deleting .deleted files."""
-        self.records.rename(self.records.path + DELETED_SUFFIX)
-        self.offset_index.rename(str(self.offset_index.path) + DELETED_SUFFIX)
-        self.time_index.rename(str(self.time_index.path) + DELETED_SUFFIX)
+        self.rename_with_suffix(DELETED_SUFFIX)
+
+    def rename_with_suffix(self, suffix: str) -> None:
+        """Rename the segment's files to their plain names followed by `suffix` ("" for none)."""
+        for file, plain_suffix in (
+            (self.records, LOG_SUFFIX),
+            (self.offset_index, INDEX_SUFFIX),
+            (self.time_index, TIME_INDEX_SUFFIX),
+        ):
+            file.rename(segment_path(self.directory, self.base_offset, plain_suffix + suffix))
 
     def delete(self) -> None:
         """Unmap the indexes and unlink every file of the segment (gone already is fine). The

@@ -1,7 +1,10 @@
-"""Checks on a produced record set before it is appended (Kafka's LogValidator, per batch only).
+"""Checks on a produced record set before it is appended (Kafka's LogValidator).
 
 Only the 61-byte batch header and the CRC are looked at: decoding records would cap the broker
-at a few tens of MB/s (see benchmarks/RESULTS.md), so nothing here touches individual records.
+at a few tens of MB/s (see benchmarks/RESULTS.md). The one exception is compacted topics, where
+Kafka refuses records without a key: there every record's key is looked at, with a walk that
+skips values and headers, and a compressed batch may decompress to max.message.bytes at most
+(MESSAGE_TOO_LARGE beyond), so that a few bytes expanding to gigabytes cannot exhaust memory.
 """
 
 from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
@@ -13,6 +16,7 @@ from protocol.record_batch import (
     magic_of,
     split_batches,
 )
+from protocol.records import iter_keys
 from storage.errors import InvalidTimestampError, MessageTooLargeError, RecordListTooLargeError
 from storage.log_config import LogConfig
 
@@ -37,6 +41,8 @@ def validate_produced_records(records: memoryview, config: LogConfig, now_ms: in
     _check_counts(header)
     if header.is_control:
         raise InvalidRecordError("clients may not produce control batches")
+    if config.compact:
+        _check_keys(records, config)
     if config.message_timestamp_type != "LogAppendTime":
         _check_timestamp(header, config, now_ms)
     return header
@@ -70,6 +76,15 @@ def _check_counts(header: BatchHeader) -> None:
             f"record batch of {header.record_count} records has lastOffsetDelta "
             f"{header.last_offset_delta}"
         )
+
+
+def _check_keys(records: memoryview, config: LogConfig) -> None:
+    keys = iter_keys(records, max_section_bytes=config.max_message_bytes)
+    for index, (_, key, _) in enumerate(keys):
+        if key is None:
+            raise InvalidRecordError(
+                f"compacted topics accept only records with a key; record {index} has none"
+            )
 
 
 def _check_timestamp(header: BatchHeader, config: LogConfig, now_ms: int) -> None:

@@ -1,5 +1,6 @@
 import gzip
 import struct
+import tracemalloc
 
 import cramjam
 import lz4.frame
@@ -7,7 +8,7 @@ import pytest
 import zstandard
 
 from protocol.compression import Compression, compress, decompress
-from protocol.errors import CorruptRecordError
+from protocol.errors import CorruptRecordError, RecordsTooLargeError
 
 COMPRESSIBLE = b"".join(b"record %d with a repetitive payload; " % i for i in range(5000))
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -218,3 +219,58 @@ def test_broken_xerial_framing_raises_corrupt_record(frame):
 def test_unknown_codec_is_corrupt(code):
     with pytest.raises(CorruptRecordError):
         decompress(code, b"data")
+
+
+def test_gzip_skips_zero_padding_between_and_after_members():
+    members = gzip.compress(b"first ") + bytes(5) + gzip.compress(b"second") + bytes(3)
+    assert decompress(Compression.GZIP, members) == b"first second"
+
+
+# --------------------------------------------------------------------- bounded decompression
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_content_up_to_max_size_decompresses(codec):
+    compressed = compress(codec, COMPRESSIBLE)
+    assert decompress(codec, compressed, max_size=len(COMPRESSIBLE)) == COMPRESSIBLE
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_content_over_max_size_is_refused(codec):
+    with pytest.raises(RecordsTooLargeError):
+        decompress(codec, compress(codec, COMPRESSIBLE), max_size=len(COMPRESSIBLE) - 1)
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD])
+def test_the_limit_spans_every_frame(codec):
+    frames = compress(codec, b"a" * 600) + compress(codec, b"b" * 600)
+    assert decompress(codec, frames, max_size=1200) == b"a" * 600 + b"b" * 600
+    with pytest.raises(RecordsTooLargeError):
+        decompress(codec, frames, max_size=1000)
+
+
+def test_the_limit_spans_every_xerial_block():
+    frame = xerial_frame(b"a" * 600, b"b" * 600)
+    assert len(decompress(Compression.SNAPPY, frame, max_size=1200)) == 1200
+    with pytest.raises(RecordsTooLargeError):
+        decompress(Compression.SNAPPY, frame, max_size=1000)
+
+
+@pytest.mark.parametrize("codec", REAL_CODECS)
+def test_a_compression_bomb_is_stopped_early(codec):
+    bomb = compress(codec, bytes(64 << 20))  # 64 MiB of zeros in a few kilobytes or less
+    assert len(bomb) < 4 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordsTooLargeError):
+            decompress(codec, bomb, max_size=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
+@pytest.mark.parametrize("codec", REAL_CODECS)
+def test_a_bounded_decompression_still_finds_truncation(codec):
+    with pytest.raises(CorruptRecordError):
+        decompress(codec, compress(codec, COMPRESSIBLE)[:-1], max_size=1 << 20)

@@ -5,7 +5,12 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from protocol.compression import Compression, compress
-from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
+from protocol.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordsTooLargeError,
+    UnsupportedMessageFormatError,
+)
 from protocol.record_batch import (
     ATTRIBUTES,
     BATCH_HEADER_SIZE,
@@ -22,7 +27,9 @@ from protocol.records import (
     build_batch,
     control_record,
     control_record_type,
+    iter_keys,
     iter_records,
+    rebuild_batch,
 )
 
 ALL_CODECS = list(Compression)
@@ -439,3 +446,87 @@ def test_we_read_kafka_python_producer_state():
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (5, 1, 40)
     assert header.is_transactional
     assert header.record_count == 1
+
+
+# ------------------------------------------------------------------ keys, and rebuilt batches
+
+
+@pytest.mark.parametrize("codec", ALL_CODECS)
+def test_iter_keys_gives_offsets_keys_and_whether_a_value_is_there(codec):
+    batch = build_batch(sample_records(), compression=codec)
+    assert list(iter_keys(batch)) == [
+        (r.offset, r.key, r.value is not None) for r in sample_records()
+    ]
+
+
+def test_iter_keys_finds_malformed_records():
+    good = build_batch([Record(0, 0, b"k", b"good")])[BATCH_HEADER_SIZE:]
+    batch = hand_made_batch(good + b"\x7f", record_count=2, base_offset=0, base_timestamp=0)
+    with pytest.raises(CorruptRecordError):
+        list(iter_keys(batch))
+    cut_short = hand_made_record(b"\x00" + varint(0) + varint(0) + varint(1) + b"k")
+    with pytest.raises(CorruptRecordError):
+        list(iter_keys(hand_made_batch(cut_short, record_count=1)))
+
+
+def test_iter_keys_can_bound_the_decompressed_size():
+    batch = build_batch([Record(0, 0, b"k", bytes(100_000))], compression=Compression.ZSTD)
+    assert len(batch) < 1000
+    assert [key for _, key, _ in iter_keys(batch, max_section_bytes=200_000)] == [b"k"]
+    with pytest.raises(RecordsTooLargeError):
+        list(iter_keys(batch, max_section_bytes=50_000))
+
+
+def producer_batch(codec: Compression = Compression.LZ4, **kwargs) -> bytes:
+    return build_batch(
+        sample_records(),
+        compression=codec,
+        producer_id=12345,
+        producer_epoch=6,
+        base_sequence=700,
+        partition_leader_epoch=9,
+        **kwargs,
+    )
+
+
+def test_a_rebuilt_batch_keeps_its_header_but_holds_fewer_records():
+    original = BatchHeader.from_buffer(producer_batch())
+    kept = [sample_records()[1], sample_records()[2]]
+    rebuilt = rebuild_batch(original, kept)
+    header = BatchHeader.from_buffer(rebuilt)
+    assert crc_is_valid(rebuilt) and list(iter_records(rebuilt)) == kept
+    same = ("base_offset", "last_offset_delta", "producer_id", "producer_epoch", "base_sequence")
+    assert [getattr(header, f) for f in same] == [getattr(original, f) for f in same]
+    assert header.partition_leader_epoch == 9 and header.compression is Compression.LZ4
+    assert (header.record_count, header.base_timestamp, header.max_timestamp) == (2, 990, 1_500)
+    assert not header.has_delete_horizon
+
+
+def test_a_rebuilt_batch_may_carry_a_delete_horizon():
+    original = BatchHeader.from_buffer(producer_batch())
+    rebuilt = rebuild_batch(original, sample_records(), delete_horizon_ms=99_000)
+    header = BatchHeader.from_buffer(rebuilt)
+    assert header.has_delete_horizon and header.base_timestamp == 99_000
+    assert list(iter_records(rebuilt)) == sample_records()  # record timestamps unchanged
+    again = rebuild_batch(header, sample_records()[2:])
+    assert BatchHeader.from_buffer(again).base_timestamp == 99_000  # the horizon stays
+
+
+def test_a_rebuilt_batch_without_records_is_a_header():
+    original = BatchHeader.from_buffer(producer_batch(is_transactional=True))
+    empty = rebuild_batch(original, [])
+    header = BatchHeader.from_buffer(empty)
+    assert len(empty) == BATCH_HEADER_SIZE and crc_is_valid(empty)
+    assert (header.base_offset, header.last_offset) == (original.base_offset, original.last_offset)
+    assert header.record_count == 0 and header.compression is Compression.NONE
+    assert header.base_timestamp == header.max_timestamp == original.max_timestamp
+    assert header.is_transactional and header.base_sequence == 700
+    assert list(iter_records(empty)) == []
+
+
+def test_a_rebuilt_batch_holds_only_its_own_offsets():
+    original = BatchHeader.from_buffer(producer_batch())
+    with pytest.raises(ValueError):
+        rebuild_batch(original, [Record(9, 0, None, None)])
+    with pytest.raises(ValueError):
+        rebuild_batch(original, [Record(17, 0, None, None)])

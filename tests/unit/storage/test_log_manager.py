@@ -1,8 +1,10 @@
 import asyncio
 import os
+import threading
 
 import pytest
 
+import storage.log_manager as log_manager_module
 from storage.checkpoint import OffsetCheckpointFile
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
@@ -158,5 +160,40 @@ def test_a_partition_in_two_dirs_refuses_to_start(tmp_path):
         logs = manager(tmp_path / "a", tmp_path / "b")
         with pytest.raises(KafkaStorageError, match="both"):
             await logs.startup()
+
+    run(scenario())
+
+
+def test_a_checkpoint_asked_for_while_one_is_written_follows_it(tmp_path, monkeypatch):
+    real_write = log_manager_module._write_checkpoints
+    writes, running, release = [], [], threading.Event()
+
+    def slow_write(*args):
+        running.append(True)
+        assert len(running) == 1, "two checkpoint writes at once"
+        release.wait(10)
+        writes.append(args)
+        running.pop()
+        real_write(*args)
+
+    monkeypatch.setattr(log_manager_module, "_write_checkpoints", slow_write)
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        tp = TopicPartition("t", 0)
+        log = logs.create(tp, LogConfig())
+        append(log, b"v")
+        logs.checkpoint()
+        log.delete_records_before(1)
+        logs.checkpoint()  # the first write is still under way: this one follows it
+        await asyncio.sleep(0.1)
+        release.set()
+        for _ in range(100):
+            if len(writes) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert [start_offsets for _, _, start_offsets, _ in writes] == [{tp: 0}, {tp: 1}]
+        await logs.shutdown()
 
     run(scenario())
