@@ -541,6 +541,8 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("offsets.load.buffer.size", _I, 5242880,
        "Batch size for reading __consumer_offsets when a broker becomes coordinator.",
        minimum=1),
+    _c("offset.metadata.max.bytes", _I, 4096,
+       "Longest metadata string a committed offset may carry."),
     _c("group.initial.rebalance.delay.ms", _I, 3000,
        "Wait for more members before the first rebalance of an empty group."),
     _c("group.min.session.timeout.ms", _I, 6000,

@@ -61,6 +61,13 @@ class ReplicaManager:
         self._wake(tp)
         return result
 
+    async def append_committed(self, tp: TopicPartition, records: memoryview) -> AppendResult:
+        """Append `records` as the leader, before the first suspension, and return once they
+        are committed: what the group coordinator waits for before it answers. Standalone the
+        one replica is the whole ISR, so an appended batch is committed at once; replication
+        holds this until the ISR has it."""
+        return self.append(tp, records)
+
     def delete_records_before(self, tp: TopicPartition, offset: int) -> int:
         """Raise the partition's log start offset (DeleteRecords); returns the new one."""
         partition = self.get_partition(tp)

@@ -1,8 +1,9 @@
 """The broker: storage, topics and request handling wired together, serving its listeners.
 
 Start: load the cluster metadata and every log (recovering after a crash), open the partitions,
-then listen. Stop (SIGTERM/SIGINT or `stop()`): stop accepting, release waiting fetches, let
-in-flight requests finish and their responses go out, close connections, then flush and
+start the group coordinator (it loads __consumer_offsets in the background), then listen.
+Stop (SIGTERM/SIGINT or `stop()`): stop accepting, release waiting fetches and group requests,
+let in-flight requests finish and their responses go out, close connections, then flush and
 checkpoint every log and write the clean-shutdown markers.
 """
 
@@ -19,6 +20,8 @@ from broker.network import Connection, Listener
 from broker.replica_manager import ReplicaManager
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
+from coordinator.group_coordinator import GroupCoordinator
+from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,7 @@ class Broker:
         self.topics = TopicManager(
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
         )
+        self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
@@ -72,6 +76,7 @@ class Broker:
         await self.topic_store.save()
         await self.log_manager.startup()
         self.topics.open_partitions()
+        self.group_coordinator.start()
         self._listen()
         log.info(
             "broker %d of cluster %s serving %s",
@@ -115,6 +120,8 @@ class Broker:
         for connection in self._connections:
             connection.stop_reading()
         self.replica_manager.wake_all()
+        # Before draining: JoinGroup and SyncGroup requests waiting on their groups get answers.
+        await self.group_coordinator.shutdown()
         await self._drain_connections()
         for connection in list(self._connections):
             connection.close("broker shutting down")
@@ -148,4 +155,11 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
         flush_check_interval_ms=flush_interval,
         checkpoint_interval_ms=config.get("log.flush.offset.checkpoint.interval.ms"),
         recovery_threads_per_dir=config.get("num.recovery.threads.per.data.dir"),
+        cleaner=CleanerConfig(
+            enable=config.get("log.cleaner.enable"),
+            threads=config.get("log.cleaner.threads"),
+            dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
+            io_buffer_size=config.get("log.cleaner.io.buffer.size"),
+            backoff_ms=config.get("log.cleaner.backoff.ms"),
+        ),
     )

@@ -69,6 +69,10 @@ class TopicManager:
     def topics(self) -> dict[str, TopicInfo]:
         return self.store.topics
 
+    @property
+    def live_broker_count(self) -> int:
+        return len(self._broker_ids)
+
     def log_config(self, topic: str) -> LogConfig:
         config = self._log_configs.get(topic)
         if config is None:

@@ -266,6 +266,101 @@ class DescribeConfigsResponseV0:
     results: tuple[DescribeConfigsResultV0, ...]
 
 
+# OffsetCommit v0 and v1: no retention time; v0 is a commit without group membership (no
+# generation, no member id); v1 adds those and a commit timestamp per partition.
+
+
+def _offset_commit(version: int) -> tuple[type, type]:
+    if version == 0:
+
+        @_entity(ApiKey.OFFSET_COMMIT, 0, _nested)
+        class OffsetCommitRequestPartition:
+            partition_index: i32 = field(metadata=_INT32)
+            committed_offset: i64 = field(metadata=_INT64)
+            committed_metadata: str | None = field(metadata=_STRING)
+
+    else:
+
+        @_entity(ApiKey.OFFSET_COMMIT, 1, _nested)
+        class OffsetCommitRequestPartition:
+            partition_index: i32 = field(metadata=_INT32)
+            committed_offset: i64 = field(metadata=_INT64)
+            commit_timestamp: i64 = field(metadata=_INT64, default=i64(-1))
+            committed_metadata: str | None = field(metadata=_STRING)
+
+    @_entity(ApiKey.OFFSET_COMMIT, version, _nested)
+    class OffsetCommitRequestTopic:
+        name: str = field(metadata=_STRING)
+        partitions: tuple[OffsetCommitRequestPartition, ...]
+
+    if version == 0:
+
+        @_entity(ApiKey.OFFSET_COMMIT, 0, _request)
+        class OffsetCommitRequest:
+            group_id: str = field(metadata=_STRING)
+            topics: tuple[OffsetCommitRequestTopic, ...]
+
+    else:
+
+        @_entity(ApiKey.OFFSET_COMMIT, 1, _request)
+        class OffsetCommitRequest:
+            group_id: str = field(metadata=_STRING)
+            generation_id_or_member_epoch: i32 = field(metadata=_INT32, default=i32(-1))
+            member_id: str = field(metadata=_STRING)
+            topics: tuple[OffsetCommitRequestTopic, ...]
+
+    @_entity(ApiKey.OFFSET_COMMIT, version, _nested)
+    class OffsetCommitResponsePartition:
+        partition_index: i32 = field(metadata=_INT32)
+        error_code: ErrorCode = field(metadata=_ERROR)
+
+    @_entity(ApiKey.OFFSET_COMMIT, version, _nested)
+    class OffsetCommitResponseTopic:
+        name: str = field(metadata=_STRING)
+        partitions: tuple[OffsetCommitResponsePartition, ...]
+
+    @_entity(ApiKey.OFFSET_COMMIT, version, _response)
+    class OffsetCommitResponse:
+        topics: tuple[OffsetCommitResponseTopic, ...]
+
+    return OffsetCommitRequest, OffsetCommitResponse
+
+
+# OffsetFetch v0: as v1 (Kafka read v0's offsets from ZooKeeper, v1's from the coordinator; logway
+# serves both from the coordinator).
+
+
+@_entity(ApiKey.OFFSET_FETCH, 0, _nested)
+class OffsetFetchRequestTopicV0:
+    name: str = field(metadata=_STRING)
+    partition_indexes: tuple[i32, ...] = field(metadata=_INT32, default=())
+
+
+@_entity(ApiKey.OFFSET_FETCH, 0, _request)
+class OffsetFetchRequestV0:
+    group_id: str = field(metadata=_STRING)
+    topics: tuple[OffsetFetchRequestTopicV0, ...]
+
+
+@_entity(ApiKey.OFFSET_FETCH, 0, _nested)
+class OffsetFetchResponsePartitionV0:
+    partition_index: i32 = field(metadata=_INT32)
+    committed_offset: i64 = field(metadata=_INT64)
+    metadata: str | None = field(metadata=_STRING)
+    error_code: ErrorCode = field(metadata=_ERROR)
+
+
+@_entity(ApiKey.OFFSET_FETCH, 0, _nested)
+class OffsetFetchResponseTopicV0:
+    name: str = field(metadata=_STRING)
+    partitions: tuple[OffsetFetchResponsePartitionV0, ...]
+
+
+@_entity(ApiKey.OFFSET_FETCH, 0, _response)
+class OffsetFetchResponseV0:
+    topics: tuple[OffsetFetchResponseTopicV0, ...]
+
+
 MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.PRODUCE, 0): _produce(0),
     (ApiKey.PRODUCE, 1): _produce(1),
@@ -275,4 +370,7 @@ MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.CREATE_TOPICS, 1): _create_topics(1),
     (ApiKey.DELETE_TOPICS, 0): (DeleteTopicsRequestV0, DeleteTopicsResponseV0),
     (ApiKey.DESCRIBE_CONFIGS, 0): (DescribeConfigsRequestV0, DescribeConfigsResponseV0),
+    (ApiKey.OFFSET_COMMIT, 0): _offset_commit(0),
+    (ApiKey.OFFSET_COMMIT, 1): _offset_commit(1),
+    (ApiKey.OFFSET_FETCH, 0): (OffsetFetchRequestV0, OffsetFetchResponseV0),
 }

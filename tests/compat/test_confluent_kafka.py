@@ -1,8 +1,7 @@
 """confluent-kafka (librdkafka) against a real broker process, over real sockets.
 
-Consumers use assign()/seek only: consumer groups do not exist yet. librdkafka insists on a
-group.id, but with auto-commit off and no subscribe() it never talks to a group coordinator (the
-broker does not advertise FindCoordinator, so librdkafka does not ask for one).
+Consumers use assign()/seek only (consumer groups have tests of their own). librdkafka insists on
+a group.id; with auto-commit off and no subscribe() it never joins that group.
 """
 
 import os

@@ -1,6 +1,6 @@
 """KafkaJS (Node.js) against a real broker process: admin createTopics / fetchTopicOffsets /
 fetchTopicOffsetsByTimestamp and a GZIP producer, run by js/scenario.js; confluent-kafka then
-reads the records back. KafkaJS only consumes through groups, which do not exist yet.
+reads the records back (KafkaJS only consumes through groups, which have tests of their own).
 
 The npm packages are pinned in js/package-lock.json; `.ci/setup test` installs them with npm ci.
 """

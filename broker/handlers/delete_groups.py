@@ -1,0 +1,31 @@
+"""DeleteGroups (api key 42), versions 0-2.
+
+Deletes groups that have no members, with all their committed offsets: tombstones for each
+offset and for the group's metadata go to __consumer_offsets, and the answer comes once they are
+in the log. The empty group id is allowed, as Kafka allows it.
+
+Errors, per group: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members are still in it),
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
+
+Version notes: v1 is v0; v2 is flexible.
+"""
+
+import datetime
+
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_groups.v2.response import DeletableGroupResult, DeleteGroupsResponse
+
+from protocol.api_keys import ApiKey
+
+from broker.handlers.registry import RequestContext, api
+
+
+@api(ApiKey.DELETE_GROUPS, versions=(0, 2))
+async def handle_delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    errors = await ctx.broker.group_coordinator.delete_groups(request.groups_names)
+    return DeleteGroupsResponse(
+        throttle_time=datetime.timedelta(0),
+        results=tuple(
+            DeletableGroupResult(group_id=group_id, error_code=errors[group_id]) for group_id in request.groups_names
+        ),
+    )

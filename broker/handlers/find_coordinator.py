@@ -1,0 +1,73 @@
+"""FindCoordinator (api key 10), versions 0-4.
+
+Says which broker coordinates a key: for a consumer group (key type 0, GROUP), the leader of the
+group's __consumer_offsets partition, which standalone is this broker. The first request creates
+__consumer_offsets. Group ids are not checked here, as Kafka does not check them: the empty id
+maps to partition 0.
+
+Errors: COORDINATOR_NOT_AVAILABLE when __consumer_offsets cannot be created or the broker is
+shutting down, and for transactional ids (key type 1, TRANSACTION) until transactions are served
+(clients retry); INVALID_REQUEST for any other key type (as Kafka answers share groups' when they
+are off).
+
+Version notes: v1 adds key_type, throttle time and an error message; v3 is flexible; v4 asks for
+several keys at once (coordinator_keys) and answers one coordinator entry per key.
+"""
+
+import datetime
+
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as SingleKeyRequest
+from kio.schema.find_coordinator.v3.response import FindCoordinatorResponse as SingleKeyResponse
+from kio.schema.find_coordinator.v4.response import Coordinator, FindCoordinatorResponse
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.schemas import adapt
+
+from broker.handlers.registry import RequestContext, api, as_sent
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+FIRST_BATCHED_VERSION = 4
+_MESSAGES = {
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.invalid_request: "Unknown coordinator key type.",
+}
+
+
+# v0-3 name one key, v4 a list of them: copying fields by name cannot map one to the other.
+@api(ApiKey.FIND_COORDINATOR, versions=(0, 4), parse=as_sent(ApiKey.FIND_COORDINATOR))
+async def handle_find_coordinator(ctx: RequestContext, request):
+    if ctx.api_version >= FIRST_BATCHED_VERSION:
+        coordinators = [await _find(ctx, request.key_type, key) for key in request.coordinator_keys]
+        return FindCoordinatorResponse(throttle_time=datetime.timedelta(0), coordinators=tuple(coordinators))
+    request = adapt(request, SingleKeyRequest)
+    found = await _find(ctx, request.key_type, request.key)
+    return SingleKeyResponse(
+        throttle_time=datetime.timedelta(0),
+        error_code=found.error_code,
+        error_message=found.error_message,
+        node_id=found.node_id,
+        host=found.host,
+        port=found.port,
+    )
+
+
+async def _find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
+    if key_type == GROUP_KEY_TYPE:
+        error = await ctx.broker.group_coordinator.find_coordinator()
+    elif key_type == TRANSACTION_KEY_TYPE:
+        error = ErrorCode.coordinator_not_available
+    else:
+        error = ErrorCode.invalid_request
+    if error is not ErrorCode.none:
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=_MESSAGES.get(error))
+    endpoint = ctx.broker.endpoint
+    return Coordinator(
+        key=key,
+        node_id=endpoint.node_id,
+        host=endpoint.host,
+        port=endpoint.port,
+        error_code=ErrorCode.none,
+        error_message=None,
+    )

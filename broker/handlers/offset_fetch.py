@@ -1,0 +1,115 @@
+"""OffsetFetch (api key 9), versions 0-8.
+
+A group's committed offsets, served from the coordinator's memory: for the partitions asked, or
+(v2+, topics null) for every partition the group has an offset for. A partition without one
+answers offset -1 and empty metadata, with no error. From v8 one request asks for several
+groups. The empty group id is allowed, as Kafka allows it for old clients.
+
+Errors: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS (retry): before
+v2 on every partition asked (offset -1), then as the response's error (v8: the group's).
+
+Version notes: v0 is v1's layout (Kafka read v0's offsets from ZooKeeper; logway serves both
+from the coordinator); v2 adds the top-level error and null topics; v3 throttle time; v5 leader
+epochs; v6 is flexible; v7 require_stable (no transactional commits yet, so every offset is
+stable); v8 lists groups.
+"""
+
+import datetime
+
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as SingleGroupRequest
+from kio.schema.offset_fetch.v7.response import (
+    OffsetFetchResponse as SingleGroupResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from kio.schema.offset_fetch.v8.response import (
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopics,
+)
+
+from coordinator.group import CommittedOffset
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.schemas import adapt
+from storage.topic_partition import TopicPartition
+
+from broker.handlers.registry import RequestContext, api, as_sent
+
+FIRST_VERSION_WITH_TOP_LEVEL_ERROR = 2
+FIRST_MULTI_GROUP_VERSION = 8
+NO_OFFSET = -1
+NO_LEADER_EPOCH = -1
+
+Fetched = dict[TopicPartition, CommittedOffset | None]
+
+
+# v0-7 ask for one group, v8 for a list of them: copying fields by name cannot map them.
+@api(ApiKey.OFFSET_FETCH, versions=(0, 8), parse=as_sent(ApiKey.OFFSET_FETCH))
+async def handle_offset_fetch(ctx: RequestContext, request):
+    if ctx.api_version >= FIRST_MULTI_GROUP_VERSION:
+        groups = [
+            await _fetch_group(ctx, group.group_id, group.topics, OffsetFetchResponsePartitions, OffsetFetchResponseTopics)
+            for group in request.groups
+        ]
+        return OffsetFetchResponse(
+            throttle_time=datetime.timedelta(0),
+            groups=tuple(
+                OffsetFetchResponseGroup(group_id=group.group_id, topics=topics, error_code=error)
+                for group, (error, topics) in zip(request.groups, groups)
+            ),
+        )
+    request = adapt(request, SingleGroupRequest)
+    error, topics = await _fetch_group(
+        ctx, request.group_id, request.topics, OffsetFetchResponsePartition, OffsetFetchResponseTopic
+    )
+    if error is not ErrorCode.none and ctx.api_version < FIRST_VERSION_WITH_TOP_LEVEL_ERROR:
+        topics = _errors_per_partition(request.topics, error)
+    return SingleGroupResponse(throttle_time=datetime.timedelta(0), topics=topics, error_code=error)
+
+
+async def _fetch_group(ctx: RequestContext, group_id: str, topics, partition_type: type, topic_type: type):
+    """(error, response topics) for one group, in the response classes given."""
+    partitions = None
+    if topics is not None:
+        partitions = [TopicPartition(t.name, index) for t in topics for index in t.partition_indexes]
+    error, fetched = await ctx.broker.group_coordinator.fetch_offsets(group_id, partitions)
+    if error is not ErrorCode.none:
+        return error, ()
+    return ErrorCode.none, _response_topics(fetched, partition_type, topic_type)
+
+
+def _response_topics(fetched: Fetched, partition_type: type, topic_type: type) -> tuple:
+    by_topic: dict[str, list] = {}
+    for tp, committed in fetched.items():
+        by_topic.setdefault(tp.topic, []).append(
+            partition_type(
+                partition_index=tp.partition,
+                committed_offset=NO_OFFSET if committed is None else committed.offset,
+                committed_leader_epoch=NO_LEADER_EPOCH if committed is None else committed.leader_epoch,
+                metadata="" if committed is None else committed.metadata,
+                error_code=ErrorCode.none,
+            )
+        )
+    return tuple(topic_type(name=name, partitions=tuple(partitions)) for name, partitions in by_topic.items())
+
+
+def _errors_per_partition(topics, error: ErrorCode) -> tuple[OffsetFetchResponseTopic, ...]:
+    """Before v2 the only place for an error is each partition asked."""
+    return tuple(
+        OffsetFetchResponseTopic(
+            name=topic.name,
+            partitions=tuple(
+                OffsetFetchResponsePartition(
+                    partition_index=index,
+                    committed_offset=NO_OFFSET,
+                    committed_leader_epoch=NO_LEADER_EPOCH,
+                    metadata="",
+                    error_code=error,
+                )
+                for index in topic.partition_indexes
+            ),
+        )
+        for topic in topics
+    )

@@ -1,0 +1,754 @@
+"""The group coordinator: the consumer groups of the __consumer_offsets partitions this broker
+leads (standalone: all of them), their committed offsets, and their records in that topic.
+
+Each group belongs to one partition, chosen as Kafka chooses it (Java's String.hashCode of the
+group id, modulo the partition count), so a group's records stay in one place whoever leads it.
+__consumer_offsets is created on first use (FindCoordinator or any group request) with
+offsets.topic.num.partitions partitions, compacted, segments of offsets.topic.segment.bytes.
+
+State machines and the event loop: each group is a coordinator.group.Group, which knows nothing
+of asyncio. Requests that must wait (JoinGroup, SyncGroup) hand it a callback that settles a
+future the handler awaits; its deadlines become one loop timer per group, re-armed after every
+change (a heartbeat only moves its member's deadline later, so an armed timer stays early
+enough and is left alone); storing its metadata goes through `store_group`, whose append completes the
+group's callback from the loop.
+
+Persistence: every record goes through ReplicaManager.append_committed, which returns once the
+record is committed. Group metadata is written when a rebalance completes (the leader's
+assignment, before any SyncGroup is answered) and when a group empties; OffsetCommit is answered
+once its records are in the log; DeleteGroups, OffsetDelete and offset expiry (checked every
+offsets.retention.check.interval.ms) write tombstones. Committed offsets are served from memory.
+
+Loading: a partition that exists when the broker starts (or, with replication, whose leadership
+this broker takes) is replayed from its log in a worker thread, then its groups and offsets are
+installed on the loop; until then requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
+(except Heartbeat, answered NONE, and SyncGroup, answered REBALANCE_IN_PROGRESS, as Kafka
+answers clients that predate that code). A load that fails is logged and tried again.
+"""
+
+import asyncio
+import enum
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from protocol.errors import ErrorCode, KafkaError, ProtocolError
+from protocol.record_batch import BatchHeader, split_batches
+from protocol.records import Record, build_batch, iter_records
+from storage.log import Log
+from storage.topic_partition import TopicPartition
+
+from coordinator import records
+from coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from coordinator.group import (
+    UNKNOWN_MEMBER_ID,
+    CommittedOffset,
+    Group,
+    GroupConfig,
+    GroupDescription,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    Member,
+    SyncResult,
+)
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.replica_manager import ReplicaManager
+    from broker.topic_manager import TopicManager
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_INT32_MIN = -(2**31)
+_NEVER_MS = 2**31  # intervals this long (Kafka's "never", Long.MAX_VALUE) are not scheduled
+_LOAD_RETRY_S = 5.0
+_DEAD_GROUP = GroupDescription(GroupState.DEAD.value, "", "", ())
+_NO_GROUP = GroupDescription("", "", "", ())
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: 31 * h + c over UTF-16 code units, wrapping as an int32."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
+def partition_for(group_id: str, partition_count: int) -> int:
+    """The __consumer_offsets partition of a group, as Kafka computes it (Utils.abs maps
+    Integer.MIN_VALUE, which has no positive counterpart, to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == _INT32_MIN else abs(h)) % partition_count
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _java_length(text: str) -> int:
+    """String.length() in Java: UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+class _Load(enum.Enum):
+    LOADING = enum.auto()
+    LOADED = enum.auto()
+
+
+class GroupOverview(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+Entry = tuple[bytes, bytes | None]  # a record's key and value (None: a tombstone)
+
+
+@dataclass
+class PartitionContents:
+    """What replaying an offsets partition leaves: the last metadata of each group and the last
+    offset of each (group, partition), tombstoned ones removed."""
+
+    groups: dict[str, records.GroupMetadataValue] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, records.OffsetCommitValue]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
+
+    def apply(self, record: Record) -> None:
+        if record.key is None:
+            return
+        key = records.decode_key(record.key)
+        if isinstance(key, records.OffsetCommitKey):
+            tp = TopicPartition(key.topic, key.partition)
+            if record.value is None:
+                self.offsets[key.group].pop(tp, None)
+            else:
+                self.offsets[key.group][tp] = records.decode_offset_commit_value(record.value)
+        elif isinstance(key, records.GroupMetadataKey):
+            if record.value is None:
+                self.groups.pop(key.group, None)
+            else:
+                self.groups[key.group] = records.decode_group_metadata_value(record.value)
+
+
+def read_offsets_partition(partition_log: Log, start: int, end: int, buffer_bytes: int) -> PartitionContents:
+    """Replay offsets [start, end) of an offsets partition's log. Blocking: runs in a worker
+    thread. Nothing appends to the partition meanwhile: only the coordinator writes to it, and
+    not before it is loaded. A record that does not decode is logged and skipped."""
+    contents = PartitionContents()
+    offset = start
+    while offset < end:
+        region = partition_log.read(offset, buffer_bytes, end, min_one_batch=True)
+        if region is None:
+            break
+        data = memoryview(region.read())
+        for position, size in split_batches(data):
+            batch = data[position : position + size]
+            header = BatchHeader.from_buffer(batch)
+            offset = header.next_offset
+            if header.is_control:
+                continue  # transaction markers: transactional commits are a later issue
+            for record in iter_records(batch):
+                try:
+                    contents.apply(record)
+                except (ProtocolError, ValueError) as exc:
+                    log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
+    return contents
+
+
+def _group_store_error(error: ErrorCode) -> ErrorCode:
+    """What members see when storing group metadata failed (Kafka's mapping)."""
+    if error in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
+        return ErrorCode.coordinator_not_available
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return ErrorCode.unknown_server_error
+    return error
+
+
+def _offset_store_error(error: ErrorCode) -> ErrorCode:
+    """What OffsetCommit answers when appending the offsets failed (Kafka's mapping)."""
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return ErrorCode.invalid_commit_offset_size
+    return _group_store_error(error)
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: "BrokerConfig",
+        topics: "TopicManager",
+        replica_manager: "ReplicaManager",
+        clock: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.clock = clock
+        self._config = config
+        self._topics = topics
+        self._replica_manager = replica_manager
+        self._group_config = GroupConfig(
+            min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
+            initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
+            max_size=config.get("group.max.size"),
+        )
+        self._groups: dict[str, Group] = {}
+        self._partition_count: int | None = None
+        self._partitions: dict[int, _Load] = {}  # the offsets partitions this broker leads
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._creating: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()  # loads and the expiry loop
+        self._writes: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.active = False
+
+    # ------------------------------------------------------------------------- life cycle
+
+    def start(self) -> None:
+        """Serve groups: load the offsets partitions, if the topic exists, and start expiring
+        offsets. Call once the logs and partitions are up."""
+        self._loop = asyncio.get_running_loop()
+        self.active = True
+        info = self._topics.topics.get(OFFSETS_TOPIC)
+        if info is not None:
+            self._take_over(info.partitions, is_new=False)
+        if self._config.get("offsets.retention.check.interval.ms") < _NEVER_MS:
+            self._spawn(self._expire_offsets_periodically())
+
+    async def shutdown(self) -> None:
+        """Stop serving: waiting JoinGroup and SyncGroup requests are answered NOT_COORDINATOR,
+        writes under way finish. Call before the log manager shuts down."""
+        self.active = False
+        for task in self._background:
+            task.cancel()
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for group in self._groups.values():
+            group.unload()
+        self._groups.clear()
+        await asyncio.gather(*self._background, *self._writes, return_exceptions=True)
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = self._loop.create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def _now(self) -> int:
+        return self.clock()
+
+    # ------------------------------------------------------------------- the offsets topic
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self._partition_count)
+
+    async def _ensure_offsets_topic(self) -> bool:
+        """Whether __consumer_offsets is ready, creating it on first use."""
+        if self._partition_count is not None:
+            return True
+        if self._creating is None:
+            self._creating = self._loop.create_task(self._create_offsets_topic())
+        return await asyncio.shield(self._creating)
+
+    async def _create_offsets_topic(self) -> bool:
+        try:
+            info = self._topics.topics.get(OFFSETS_TOPIC)
+            if info is not None:  # made with CreateTopics since the broker started
+                self._take_over(info.partitions, is_new=False)
+                return True
+            count = self._config.get("offsets.topic.num.partitions")
+            replication_factor = min(
+                self._config.get("offsets.topic.replication.factor"), self._topics.live_broker_count
+            )
+            configs = {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self._config.get("offsets.topic.segment.bytes")),
+                "compression.type": "producer",
+            }
+            self._topics.check_new_topic(
+                OFFSETS_TOPIC,
+                count,
+                replication_factor,
+                {},
+                configs,
+                default_partitions=count,
+                default_replication_factor=replication_factor,
+            )
+            await self._topics.create(OFFSETS_TOPIC, count, configs)
+        except KafkaError as exc:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+            return False
+        finally:
+            self._creating = None
+        self._take_over(count, is_new=True)
+        return True
+
+    def _take_over(self, partition_count: int, is_new: bool) -> None:
+        """Lead every partition (standalone); a new topic has nothing to load."""
+        self._partition_count = partition_count
+        for partition in range(partition_count):
+            if is_new:
+                self._partitions[partition] = _Load.LOADED
+            else:
+                self._partitions[partition] = _Load.LOADING
+                self._spawn(self._load(partition))
+
+    # ---------------------------------------------------------------------------- loading
+
+    async def _load(self, partition: int) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        started = time.monotonic()
+        while True:
+            try:
+                replica = self._replica_manager.get_partition(tp)
+                contents = await asyncio.to_thread(
+                    read_offsets_partition,
+                    replica.log,
+                    replica.log.log_start_offset,
+                    replica.high_watermark,
+                    self._config.get("offsets.load.buffer.size"),
+                )
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, and clients retry.
+                log.exception("loading %s failed; retrying in %.0f s", tp, _LOAD_RETRY_S)
+                await asyncio.sleep(_LOAD_RETRY_S)
+        self._install(contents)
+        self._partitions[partition] = _Load.LOADED
+        log.info(
+            "loaded %d group(s) and the offsets of %d group(s) from %s in %.0f ms",
+            len(contents.groups),
+            len(contents.offsets),
+            tp,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _install(self, contents: PartitionContents) -> None:
+        for group_id, value in contents.groups.items():
+            self._groups[group_id] = Group.restore(
+                group_id,
+                self._group_config,
+                self._now,
+                self,
+                generation_id=value.generation,
+                protocol_type=value.protocol_type or None,
+                protocol_name=value.protocol,
+                leader_id=value.leader,
+                state_timestamp=(
+                    None if value.current_state_timestamp == records.NO_TIMESTAMP else value.current_state_timestamp
+                ),
+                members=[_restored_member(m, value.protocol) for m in value.members],
+            )
+        for group_id, offsets in contents.offsets.items():
+            if not offsets:
+                continue
+            group = self._groups.get(group_id) or self._add_group(group_id)
+            for tp, value in offsets.items():
+                group.offsets[tp] = CommittedOffset(
+                    value.offset,
+                    value.leader_epoch,
+                    value.metadata,
+                    value.commit_timestamp,
+                    None if value.expire_timestamp == records.NO_TIMESTAMP else value.expire_timestamp,
+                )
+        for group_id in contents.groups:
+            self._reschedule(self._groups[group_id])
+
+    # ------------------------------------------------------------------- request checks
+
+    async def _check(self, group_id: str, empty_id_allowed: bool) -> ErrorCode:
+        """Whether this broker can serve the group now. The empty group id is allowed by the
+        offset APIs, DescribeGroups and DeleteGroups, for clients of old."""
+        if not group_id and not empty_id_allowed:
+            return ErrorCode.invalid_group_id
+        if not self.active or not await self._ensure_offsets_topic() or not self.active:
+            return ErrorCode.coordinator_not_available
+        state = self._partitions.get(self.partition_for(group_id))
+        if state is None:
+            return ErrorCode.not_coordinator
+        if state is _Load.LOADING:
+            return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.none
+
+    def _add_group(self, group_id: str) -> Group:
+        group = self._groups[group_id] = Group(group_id, self._group_config, self._now, self)
+        return group
+
+    def _forget(self, group: Group) -> None:
+        self._groups.pop(group.group_id, None)
+        timer = self._timers.pop(group.group_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    # ------------------------------------------------------------------------- timers
+
+    def _reschedule(self, group: Group) -> None:
+        timer = self._timers.pop(group.group_id, None)
+        if timer is not None:
+            timer.cancel()
+        if self._groups.get(group.group_id) is not group:
+            return
+        deadline = group.next_deadline()
+        if deadline is not None:
+            delay_s = max(deadline - self.clock(), 0) / 1000
+            self._timers[group.group_id] = self._loop.call_later(delay_s, self._on_timer, group)
+
+    def _arm(self, group: Group) -> None:
+        """After a change that only moves a member's session deadline later (a heartbeat, a
+        commit), an armed timer is still early enough: arm one only if there is none."""
+        if group.group_id not in self._timers:
+            self._reschedule(group)
+
+    def _on_timer(self, group: Group) -> None:
+        self._timers.pop(group.group_id, None)
+        group.on_time(self.clock())
+        self._reschedule(group)
+
+    async def _wait(self, group: Group, start: Callable[[Callable], None]):
+        """Start a request that answers through a callback, and wait for the answer."""
+        answer = self._loop.create_future()
+
+        def settle(result) -> None:
+            if not answer.done():
+                answer.set_result(result)
+
+        start(settle)
+        self._reschedule(group)
+        return await answer
+
+    # ------------------------------------------------------------------------- the APIs
+
+    async def find_coordinator(self) -> ErrorCode:
+        """Whether this broker coordinates groups (standalone it leads every offsets
+        partition, so every group's)."""
+        if not self.active or not await self._ensure_offsets_topic():
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
+
+    async def join_group(self, group_id: str, request: JoinRequest) -> JoinResult:
+        error = await self._check(group_id, empty_id_allowed=False)
+        if error is not ErrorCode.none:
+            return JoinResult(error, request.member_id)
+        group = self._groups.get(group_id)
+        if group is None:
+            if request.member_id != UNKNOWN_MEMBER_ID:
+                return JoinResult(ErrorCode.unknown_member_id, request.member_id)
+            group = self._add_group(group_id)
+        return await self._wait(group, lambda respond: group.join(request, respond))
+
+    async def sync_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+    ) -> SyncResult:
+        error = await self._check(group_id, empty_id_allowed=False)
+        if error is ErrorCode.coordinator_load_in_progress:
+            # The rebalance's state is lost with the old coordinator: start over from JoinGroup.
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        if error is not ErrorCode.none:
+            return SyncResult(error)
+        group = self._groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.unknown_member_id)
+        return await self._wait(
+            group,
+            lambda respond: group.sync(
+                member_id, group_instance_id, generation_id, protocol_type, protocol_name, assignments, respond
+            ),
+        )
+
+    async def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        error = await self._check(group_id, empty_id_allowed=False)
+        if error is ErrorCode.coordinator_load_in_progress:
+            return ErrorCode.none  # the member cannot be judged yet; its session starts once loaded
+        if error is not ErrorCode.none:
+            return error
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        error = group.heartbeat(member_id, group_instance_id, generation_id)
+        self._arm(group)
+        return error
+
+    async def leave_group(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        error = await self._check(group_id, empty_id_allowed=False)
+        if error is not ErrorCode.none:
+            return error, []
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)
+        result = group.leave(members)
+        self._reschedule(group)
+        return result
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Store the offsets; answers once they are in the log."""
+        error = await self._check(group_id, empty_id_allowed=True)
+        if error is not ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A member of a generation this coordinator does not know.
+                return dict.fromkeys(offsets, ErrorCode.illegal_generation)
+            group = self._add_group(group_id)  # a simple consumer's group: offsets only
+        error = group.check_offset_commit(member_id, group_instance_id, generation_id)
+        self._arm(group)
+        if error is not ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        limit = self._config.get("offset.metadata.max.bytes")
+        results = {tp: ErrorCode.offset_metadata_too_large for tp, c in offsets.items() if _java_length(c.metadata) > limit}
+        accepted = {tp: c for tp, c in offsets.items() if tp not in results}
+        if accepted:
+            stored = await asyncio.shield(self._store_offsets(group, accepted))
+            results.update(dict.fromkeys(accepted, _offset_store_error(stored)))
+        return {tp: results[tp] for tp in offsets}
+
+    def _store_offsets(self, group: Group, offsets: Mapping[TopicPartition, CommittedOffset]) -> asyncio.Task:
+        group.prepare_offset_commit(offsets)
+        entries = [
+            (
+                records.encode_offset_commit_key(records.OffsetCommitKey(group.group_id, tp.topic, tp.partition)),
+                records.encode_offset_commit_value(
+                    records.OffsetCommitValue(
+                        committed.offset,
+                        committed.metadata,
+                        committed.commit_timestamp,
+                        committed.leader_epoch,
+                        records.NO_TIMESTAMP if committed.expire_timestamp is None else committed.expire_timestamp,
+                    )
+                ),
+            )
+            for tp, committed in offsets.items()
+        ]
+        write = self._write(self.partition_for(group.group_id), entries)
+
+        def installed(task: asyncio.Task) -> None:
+            if not task.cancelled():
+                group.complete_offset_commit(offsets, task.result() is ErrorCode.none)
+
+        write.add_done_callback(installed)
+        return write
+
+    async def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:
+        """The committed offsets of `partitions` (None: every partition the group has one
+        for); None for a partition without one."""
+        error = await self._check(group_id, empty_id_allowed=True)
+        if error is not ErrorCode.none:
+            return error, {}
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, dict.fromkeys(partitions or ())
+        if partitions is None:
+            partitions = sorted(group.offsets)
+        return ErrorCode.none, {tp: group.offsets.get(tp) for tp in partitions}
+
+    async def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription]:
+        error = await self._check(group_id, empty_id_allowed=True)
+        if error is not ErrorCode.none:
+            return error, _NO_GROUP
+        group = self._groups.get(group_id)
+        return ErrorCode.none, _DEAD_GROUP if group is None else group.describe()
+
+    def list_groups(self, states: Collection[str]) -> tuple[ErrorCode, list[GroupOverview]]:
+        """Every group, or those in `states` (matched ignoring case); COORDINATOR_LOAD_IN_PROGRESS
+        with the groups known so far while partitions are loading."""
+        if not self.active:
+            return ErrorCode.coordinator_not_available, []
+        loading = any(state is _Load.LOADING for state in self._partitions.values())
+        wanted = {state.lower() for state in states}
+        return (
+            ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none,
+            [
+                GroupOverview(group.group_id, group.protocol_type or "", group.state.value)
+                for group in self._groups.values()
+                if not wanted or group.state.value.lower() in wanted
+            ],
+        )
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        """Delete Empty groups with their offsets: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP."""
+        errors = {group_id: await self._check(group_id, empty_id_allowed=True) for group_id in group_ids}
+        writes: dict[str, asyncio.Task] = {}
+        for group_id in group_ids:
+            if errors[group_id] is not ErrorCode.none:
+                continue
+            group = self._groups.get(group_id)
+            if group is None:
+                errors[group_id] = ErrorCode.group_id_not_found
+            elif group.state is not GroupState.EMPTY:
+                errors[group_id] = ErrorCode.non_empty_group
+            else:
+                group.mark_dead()
+                tombstones = self._clean_up(group, list(group.offset_partitions))
+                if tombstones:
+                    writes[group_id] = self._write(self.partition_for(group_id), tombstones)
+        for group_id, write in writes.items():
+            errors[group_id] = _group_store_error(await asyncio.shield(write))
+        return errors
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: any offsets of an Empty group; of a consumer group, those of topics it
+        does not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC for the others)."""
+        error = await self._check(group_id, empty_id_allowed=False)
+        if error is not ErrorCode.none:
+            return error, {}
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.group_id_not_found, {}
+        if group.state is GroupState.EMPTY:
+            results = {}
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            results = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions if group.is_subscribed_to(tp.topic)}
+        else:
+            return ErrorCode.non_empty_group, {}
+        eligible = [tp for tp in partitions if tp not in results]
+        tombstones = self._clean_up(group, eligible)
+        stored = ErrorCode.none
+        if tombstones:
+            stored = _group_store_error(await asyncio.shield(self._write(self.partition_for(group_id), tombstones)))
+        results.update(dict.fromkeys(eligible, stored))
+        return ErrorCode.none, {tp: results[tp] for tp in partitions}
+
+    # -------------------------------------------------------------------------- expiry
+
+    async def _expire_offsets_periodically(self) -> None:
+        interval_s = self._config.get("offsets.retention.check.interval.ms") / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self.expire_offsets()
+
+    async def expire_offsets(self) -> None:
+        """Remove the offsets past offsets.retention.minutes, and the Empty groups left with
+        none, writing their tombstones."""
+        now = self.clock()
+        retention_ms = self._config.get("offsets.retention.minutes") * 60_000
+        tombstones: dict[int, list[Entry]] = defaultdict(list)
+        expired = 0
+        for group in list(self._groups.values()):
+            partitions = group.expired_offsets(now, retention_ms)
+            expired += len(partitions)
+            tombstones[self.partition_for(group.group_id)] += self._clean_up(group, partitions)
+        if expired:
+            log.info("removed %d expired offset(s)", expired)
+        writes = [self._write(partition, entries) for partition, entries in tombstones.items() if entries]
+        await asyncio.gather(*writes)
+
+    def _clean_up(self, group: Group, partitions: list[TopicPartition]) -> list[Entry]:
+        """Remove these offsets of the group; an Empty group left without offsets dies. Returns
+        the tombstones to write (the group's own only if it ever stored metadata)."""
+        entries: list[Entry] = [
+            (records.encode_offset_commit_key(records.OffsetCommitKey(group.group_id, tp.topic, tp.partition)), None)
+            for tp in group.remove_offsets(partitions)
+        ]
+        if group.state is GroupState.EMPTY and not group.offset_partitions:
+            group.mark_dead()
+        if group.state is GroupState.DEAD:
+            self._forget(group)
+            if group.generation_id > 0:
+                entries.append((records.encode_group_metadata_key(records.GroupMetadataKey(group.group_id)), None))
+        return entries
+
+    # -------------------------------------------------------------------------- writing
+
+    def store_group(
+        self, group: Group, assignment: Mapping[str, bytes], on_stored: Callable[[ErrorCode], None]
+    ) -> None:
+        """GroupStore: write the group's metadata with this assignment."""
+        value = records.GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=records.NO_TIMESTAMP if group.state_timestamp is None else group.state_timestamp,
+            members=tuple(
+                records.MemberMetadata(
+                    member.member_id,
+                    member.group_instance_id,
+                    member.client_id,
+                    member.client_host,
+                    member.rebalance_timeout_ms,
+                    member.session_timeout_ms,
+                    member.metadata(group.protocol_name),
+                    assignment.get(member.member_id, b""),
+                )
+                for member in group.members.values()
+            ),
+        )
+        entry = (
+            records.encode_group_metadata_key(records.GroupMetadataKey(group.group_id)),
+            records.encode_group_metadata_value(value),
+        )
+        write = self._write(self.partition_for(group.group_id), [entry])
+
+        def stored(task: asyncio.Task) -> None:
+            if not task.cancelled():
+                on_stored(_group_store_error(task.result()))
+                self._reschedule(group)
+
+        write.add_done_callback(stored)
+
+    def _write(self, partition: int, entries: Sequence[Entry]) -> asyncio.Task:
+        """Append the entries as one batch; the task gives NONE once they are committed, or
+        the error of the append. Writes reach the log in the order they were asked for."""
+        now = self.clock()
+        batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(entries)])
+        task = self._loop.create_task(self._append(TopicPartition(OFFSETS_TOPIC, partition), batch))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return task
+
+    async def _append(self, tp: TopicPartition, batch: bytes) -> ErrorCode:
+        try:
+            await self._replica_manager.append_committed(tp, memoryview(bytearray(batch)))
+        except KafkaError as exc:
+            log.warning("writing to %s failed: %s", tp, exc)
+            return exc.error_code
+        return ErrorCode.none
+
+
+def _restored_member(stored: records.MemberMetadata, protocol: str | None) -> Member:
+    return Member(
+        stored.member_id,
+        stored.group_instance_id,
+        stored.client_id,
+        stored.client_host,
+        stored.session_timeout,
+        stored.rebalance_timeout,
+        ((protocol, stored.subscription),) if protocol is not None else (),
+        stored.assignment,
+    )
