@@ -361,7 +361,211 @@ class OffsetFetchResponseV0:
     topics: tuple[OffsetFetchResponseTopicV0, ...]
 
 
+# Inter-broker requests of ZooKeeper mode (Kafka 4 removed them with ZooKeeper): the controller
+# tells brokers what to lead and follow (LeaderAndIsr v3), what the cluster looks like
+# (UpdateMetadata v5) and what to stop serving (StopReplica v1); a broker stopping cleanly asks it
+# to move its leaderships away first (ControlledShutdown v2). docs/cluster.md has the protocol.
+
+_INT32_ARRAY = {"kafka_type": "int32"}
+
+
+@_entity(ApiKey.LEADER_AND_ISR, 3, _nested)
+class LeaderAndIsrPartitionState:
+    partition_index: i32 = field(metadata=_INT32)
+    controller_epoch: i32 = field(metadata=_INT32)
+    leader: i32 = field(metadata=_INT32)
+    leader_epoch: i32 = field(metadata=_INT32)
+    isr: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+    zk_version: i32 = field(metadata=_INT32)
+    replicas: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+    adding_replicas: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+    removing_replicas: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+    is_new: bool = field(metadata=_BOOL, default=False)
+
+
+@_entity(ApiKey.LEADER_AND_ISR, 3, _nested)
+class LeaderAndIsrTopicState:
+    topic_name: str = field(metadata=_STRING)
+    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+
+
+@_entity(ApiKey.LEADER_AND_ISR, 3, _nested)
+class LeaderAndIsrLiveLeader:
+    broker_id: i32 = field(metadata=_INT32)
+    host_name: str = field(metadata=_STRING)
+    port: i32 = field(metadata=_INT32)
+
+
+@_entity(ApiKey.LEADER_AND_ISR, 3, _request)
+class LeaderAndIsrRequest:
+    controller_id: i32 = field(metadata=_INT32)
+    controller_epoch: i32 = field(metadata=_INT32)
+    broker_epoch: i64 = field(metadata=_INT64, default=i64(-1))
+    topic_states: tuple[LeaderAndIsrTopicState, ...]
+    live_leaders: tuple[LeaderAndIsrLiveLeader, ...]
+
+
+@_entity(ApiKey.LEADER_AND_ISR, 3, _nested)
+class LeaderAndIsrPartitionError:
+    topic_name: str = field(metadata=_STRING)
+    partition_index: i32 = field(metadata=_INT32)
+    error_code: ErrorCode = field(metadata=_ERROR)
+
+
+@_entity(ApiKey.LEADER_AND_ISR, 3, _response)
+class LeaderAndIsrResponse:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    partition_errors: tuple[LeaderAndIsrPartitionError, ...]
+
+
+@_entity(ApiKey.UPDATE_METADATA, 5, _nested)
+class UpdateMetadataPartitionState:
+    partition_index: i32 = field(metadata=_INT32)
+    controller_epoch: i32 = field(metadata=_INT32)
+    leader: i32 = field(metadata=_INT32)
+    leader_epoch: i32 = field(metadata=_INT32)
+    isr: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+    zk_version: i32 = field(metadata=_INT32)
+    replicas: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+    offline_replicas: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+
+
+@_entity(ApiKey.UPDATE_METADATA, 5, _nested)
+class UpdateMetadataTopicState:
+    topic_name: str = field(metadata=_STRING)
+    partition_states: tuple[UpdateMetadataPartitionState, ...]
+
+
+@_entity(ApiKey.UPDATE_METADATA, 5, _nested)
+class UpdateMetadataEndpoint:
+    port: i32 = field(metadata=_INT32)
+    host: str = field(metadata=_STRING)
+    listener: str = field(metadata=_STRING)
+    security_protocol: i16 = field(metadata=_INT16)
+
+
+@_entity(ApiKey.UPDATE_METADATA, 5, _nested)
+class UpdateMetadataBroker:
+    id: i32 = field(metadata=_INT32)
+    endpoints: tuple[UpdateMetadataEndpoint, ...]
+    rack: str | None = field(metadata=_STRING, default=None)
+
+
+@_entity(ApiKey.UPDATE_METADATA, 5, _request)
+class UpdateMetadataRequest:
+    controller_id: i32 = field(metadata=_INT32)
+    controller_epoch: i32 = field(metadata=_INT32)
+    broker_epoch: i64 = field(metadata=_INT64, default=i64(-1))
+    topic_states: tuple[UpdateMetadataTopicState, ...]
+    live_brokers: tuple[UpdateMetadataBroker, ...]
+
+
+@_entity(ApiKey.UPDATE_METADATA, 5, _response)
+class UpdateMetadataResponse:
+    error_code: ErrorCode = field(metadata=_ERROR)
+
+
+@_entity(ApiKey.STOP_REPLICA, 1, _nested)
+class StopReplicaTopic:
+    name: str = field(metadata=_STRING)
+    partition_indexes: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+
+
+@_entity(ApiKey.STOP_REPLICA, 1, _request)
+class StopReplicaRequest:
+    controller_id: i32 = field(metadata=_INT32)
+    controller_epoch: i32 = field(metadata=_INT32)
+    broker_epoch: i64 = field(metadata=_INT64, default=i64(-1))
+    delete_partitions: bool = field(metadata=_BOOL)
+    topics: tuple[StopReplicaTopic, ...]
+
+
+@_entity(ApiKey.STOP_REPLICA, 1, _nested)
+class StopReplicaPartitionError:
+    topic_name: str = field(metadata=_STRING)
+    partition_index: i32 = field(metadata=_INT32)
+    error_code: ErrorCode = field(metadata=_ERROR)
+
+
+@_entity(ApiKey.STOP_REPLICA, 1, _response)
+class StopReplicaResponse:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    partition_errors: tuple[StopReplicaPartitionError, ...]
+
+
+@_entity(ApiKey.CONTROLLED_SHUTDOWN, 2, _request)
+class ControlledShutdownRequest:
+    broker_id: i32 = field(metadata=_INT32)
+    broker_epoch: i64 = field(metadata=_INT64, default=i64(-1))
+
+
+@_entity(ApiKey.CONTROLLED_SHUTDOWN, 2, _nested)
+class RemainingPartition:
+    topic_name: str = field(metadata=_STRING)
+    partition_index: i32 = field(metadata=_INT32)
+
+
+@_entity(ApiKey.CONTROLLED_SHUTDOWN, 2, _response)
+class ControlledShutdownResponse:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    remaining_partitions: tuple[RemainingPartition, ...]
+
+
+# OffsetForLeaderEpoch v0-1 (kio ships v2+): no current leader epoch in requests and no throttle
+# time in responses; v1 answers with the leader epoch of the end offset.
+
+
+def _offset_for_leader_epoch(version: int) -> tuple[type, type]:
+    @_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, _nested)
+    class OffsetForLeaderPartition:
+        partition: i32 = field(metadata=_INT32)
+        leader_epoch: i32 = field(metadata=_INT32)
+
+    @_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, _nested)
+    class OffsetForLeaderTopic:
+        topic: str = field(metadata=_STRING)
+        partitions: tuple[OffsetForLeaderPartition, ...]
+
+    @_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, _request)
+    class OffsetForLeaderEpochRequest:
+        topics: tuple[OffsetForLeaderTopic, ...]
+
+    if version == 0:
+
+        @_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, _nested)
+        class EpochEndOffset:
+            error_code: ErrorCode = field(metadata=_ERROR)
+            partition: i32 = field(metadata=_INT32)
+            end_offset: i64 = field(metadata=_INT64, default=i64(-1))
+
+    else:
+
+        @_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, 1, _nested)
+        class EpochEndOffset:
+            error_code: ErrorCode = field(metadata=_ERROR)
+            partition: i32 = field(metadata=_INT32)
+            leader_epoch: i32 = field(metadata=_INT32, default=i32(-1))
+            end_offset: i64 = field(metadata=_INT64, default=i64(-1))
+
+    @_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, _nested)
+    class OffsetForLeaderTopicResult:
+        topic: str = field(metadata=_STRING)
+        partitions: tuple[EpochEndOffset, ...]
+
+    @_entity(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, _response)
+    class OffsetForLeaderEpochResponse:
+        topics: tuple[OffsetForLeaderTopicResult, ...]
+
+    return OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+
+
 MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
+    (ApiKey.LEADER_AND_ISR, 3): (LeaderAndIsrRequest, LeaderAndIsrResponse),
+    (ApiKey.UPDATE_METADATA, 5): (UpdateMetadataRequest, UpdateMetadataResponse),
+    (ApiKey.STOP_REPLICA, 1): (StopReplicaRequest, StopReplicaResponse),
+    (ApiKey.CONTROLLED_SHUTDOWN, 2): (ControlledShutdownRequest, ControlledShutdownResponse),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0): _offset_for_leader_epoch(0),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 1): _offset_for_leader_epoch(1),
     (ApiKey.PRODUCE, 0): _produce(0),
     (ApiKey.PRODUCE, 1): _produce(1),
     (ApiKey.PRODUCE, 2): _produce(2),

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.handlers import HANDLERS
-from protocol import schemas
+from protocol import legacy, schemas
 from protocol.errors import ErrorCode
 
 _INTEGERS = {
@@ -69,10 +69,13 @@ def _field(field: dataclasses.Field, hint) -> st.SearchStrategy:
 
 
 def _schemas():
-    for handler in HANDLERS.values():
-        for version in range(handler.min_version, handler.max_version + 1):
-            yield schemas.request_type(handler.api_key, version)
-            yield schemas.response_type(handler.api_key, version)
+    """Every served version's schemas, and every schema declared in protocol.legacy (the
+    inter-broker ones included, served or not)."""
+    versions = {(h.api_key, v) for h in HANDLERS.values() for v in range(h.min_version, h.max_version + 1)}
+    versions |= set(legacy.MESSAGES)
+    for api_key, version in sorted(versions):
+        yield schemas.request_type(api_key, version)
+        yield schemas.response_type(api_key, version)
 
 
 @pytest.mark.parametrize("schema", list(_schemas()), ids=lambda s: f"{s.__module__.split('.')[-2]}.{s.__name__}")
