@@ -404,7 +404,7 @@ class Bench:
 
     def logway_extras(self) -> None:
         a, report, lw = self.args, self.report, self.logway
-        n, s = a.records, a.size
+        s = a.size
         section("logway only")
         low, high = clients.watermarks(lw.bootstrap, "l-a1-r1")
         report.add("ck_consume_all", "logway", self.profiled("ck-consume-100B-all", True, lambda: clients.ck_consume(

@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Awaitable, Callable, Sized
+from collections.abc import Callable, Sized
 from typing import Any
 
 import asyncio

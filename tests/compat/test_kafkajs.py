@@ -6,12 +6,9 @@ The npm packages are pinned in js/package-lock.json; `.ci/setup test` installs t
 """
 
 import json
-import shutil
 import time
 import uuid
-from pathlib import Path
 
-import pytest
 from confluent_kafka import (
     OFFSET_BEGINNING,
     TIMESTAMP_CREATE_TIME,
@@ -20,20 +17,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from tests.compat.kafkajs_support import JS_DIR, KAFKAJS_MARKS
 from tests.harness import run
 
-JS_DIR = Path(__file__).resolve().parent / "js"
-
-pytestmark = [
-    pytest.mark.compat,
-    pytest.mark.skipif(
-        shutil.which("node") is None, reason="node is not installed (.ci/setup test)"
-    ),
-    pytest.mark.skipif(
-        not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-        reason="kafkajs is not installed: npm ci --prefix tests/compat/js (.ci/setup test does it)",
-    ),
-]
+pytestmark = KAFKAJS_MARKS
 
 TIMEOUT_S = 20
 

@@ -4,8 +4,6 @@ import asyncio
 import os
 import socket
 
-import pytest
-
 from broker.network import Connection
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
