@@ -451,18 +451,22 @@ class LocalCluster:
         return [*([self.zookeeper] if self.own_zookeeper else []), *self.brokers.values()]
 
     def start(self) -> LocalCluster:
-        """ZooKeeper, then every broker at once; returns when all listen (all killed if one fails)."""
+        """ZooKeeper, then the brokers; returns when all listen (all killed if one fails)."""
         try:
             if self.own_zookeeper:
                 self.zookeeper.start()
-            for broker in self.brokers.values():
-                broker.launch()
-            for broker in self.brokers.values():
-                broker.wait_until_listening()
+            self.start_brokers()
         except BaseException:
             self.kill()
             raise
         return self
+
+    def start_brokers(self) -> None:
+        """Every broker at once, then wait until each listens."""
+        for broker in self.brokers.values():
+            broker.launch()
+        for broker in self.brokers.values():
+            broker.wait_until_listening()
 
     def stop(self) -> None:
         """Brokers first (SIGTERM to all, then waiting for each), then ZooKeeper."""
