@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kazoo.client import KazooClient
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from broker.local_cluster import (
     BrokerServer,
@@ -66,6 +67,9 @@ from broker.local_cluster import (
     broker_settings,
     free_port,
 )
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.kafka_wire import decode_response, encode_request
 
 # ZooKeeper grants session timeouts of 2 to 20 ticks: with 500 ms ticks, 1 s to 10 s, so fault
 # tests can wait out a session without waiting long.
@@ -91,6 +95,33 @@ def wait_until(condition: Callable[[], T], timeout: float, what: str, interval: 
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{what}: not within {timeout}s")
         time.sleep(interval)
+
+
+# ------------------------------------------------------------------ a Kafka client, raw
+
+
+def send_api_versions(sock: socket.socket) -> None:
+    """An ApiVersions v3 request on `sock` (a broker's answer proves it serves requests)."""
+    request = ApiVersionsRequest(client_software_name="harness", client_software_version="1")
+    sock.sendall(encode_request(ApiKey.API_VERSIONS, 3, request))
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One whole response frame, its size included."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
+
+
+def api_versions_error(host: str, port: int, timeout: float = 10.0) -> ErrorCode:
+    """ApiVersions v3 on a new connection to host:port: the response's error code."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        send_api_versions(sock)
+        return decode_response(ApiKey.API_VERSIONS, 3, read_frame(sock)).error_code
 
 
 # ------------------------------------------------------------------ ZooKeeper from outside

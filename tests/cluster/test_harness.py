@@ -12,7 +12,6 @@ import uuid
 
 import pytest
 from kazoo.client import KazooState
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from broker.local_cluster import BrokerServer
 from protocol.api_keys import ApiKey
@@ -22,42 +21,20 @@ from tests.cluster.harness import (
     ZOOKEEPER,
     ZOOKEEPER_PORT,
     Network,
+    api_versions_error,
     expire_session,
     expire_sessions_of,
     kazoo_client,
     live_sessions,
     namespaces_unavailable,
     process_sessions,
+    read_frame,
+    send_api_versions,
     wait_until,
 )
-from tests.kafka_wire import decode_response, encode_request
+from tests.kafka_wire import decode_response
 
 WAIT_S = 20
-
-
-# ------------------------------------------------------------------ a Kafka client, raw
-
-
-def send_api_versions(sock: socket.socket) -> None:
-    request = ApiVersionsRequest(client_software_name="harness", client_software_version="1")
-    sock.sendall(encode_request(ApiKey.API_VERSIONS, 3, request))
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    data = b""
-    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return data
-
-
-def api_versions_error(broker: BrokerServer) -> ErrorCode:
-    """ApiVersions v3 on a new connection to `broker`: the response's error code."""
-    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
-        send_api_versions(sock)
-        return decode_response(ApiKey.API_VERSIONS, 3, read_frame(sock)).error_code
 
 
 def cluster_id(broker: BrokerServer) -> str:
@@ -84,7 +61,7 @@ def test_brokers_start_with_zookeeper_connect_and_answer_api_versions(cluster):
         assert broker.settings["zookeeper.connect"] == cluster.zookeeper_connect
         command_line = open(f"/proc/{broker.pid}/cmdline", "rb").read().split(b"\0")
         assert f"zookeeper.connect={cluster.zookeeper_connect}".encode() in command_line
-        assert api_versions_error(broker) == ErrorCode.none
+        assert api_versions_error(broker.host, broker.port) == ErrorCode.none
         assert "Unknown broker config" not in broker.log()
     assert len({broker.port for broker in cluster.brokers.values()}) == 3
     assert len({str(dir) for broker in cluster.brokers.values() for dir in broker.data_dirs}) == 3
@@ -117,7 +94,7 @@ def test_kill_then_start_on_the_same_port_and_data(cluster_factory):
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((broker.host, broker.port), timeout=2)
     broker.start()
-    assert api_versions_error(broker) == ErrorCode.none
+    assert api_versions_error(broker.host, broker.port) == ErrorCode.none
     assert cluster_id(broker) == identity
 
 
@@ -125,7 +102,7 @@ def test_restart_and_stop_are_clean(cluster_factory):
     broker = cluster_factory(brokers=1).broker(1)
     broker.restart()
     assert broker.log().count("stopped cleanly") == 1
-    assert api_versions_error(broker) == ErrorCode.none
+    assert api_versions_error(broker.host, broker.port) == ErrorCode.none
     assert broker.stop() == 0
     assert broker.log().count("stopped cleanly") == 2
     assert not broker.running
@@ -192,7 +169,7 @@ def test_every_host_has_its_namespace_and_address(cluster_factory):
         assert identify.stdout.strip() == cluster.host(name).namespace
     for broker in cluster.brokers.values():
         assert broker.port == BROKER_PORT
-        assert api_versions_error(broker) == ErrorCode.none  # from the test's own namespace, via the bridge
+        assert api_versions_error(broker.host, broker.port) == ErrorCode.none  # from the test's own namespace, via the bridge
 
 
 def test_a_cut_stops_tcp_between_two_hosts_and_heal_restores_it(cluster_factory):
