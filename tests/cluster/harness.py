@@ -172,21 +172,6 @@ def live_sessions(zookeeper: ZooKeeperServer) -> set[int]:
     return {int(sid, 16) for sid in re.findall(r"^\s+0x([0-9a-f]+)\s*$", text, re.M)}
 
 
-def ephemerals(zookeeper: ZooKeeperServer) -> dict[int, list[str]]:
-    """Ephemeral znodes (full paths, chroot included) by owning session (the middle of `dump`)."""
-    text = zookeeper.four_letter_word("dump")
-    part = text.split("ephemeral nodes dump:")[-1].split("Connections dump:")[0]
-    result: dict[int, list[str]] = {}
-    session = None
-    for line in part.splitlines():
-        if match := re.match(r"^0x([0-9a-f]+):\s*$", line):
-            session = int(match.group(1), 16)
-            result[session] = []
-        elif line.startswith(("\t", " ")) and session is not None and line.strip():
-            result[session].append(line.strip())
-    return result
-
-
 def session_password(session_id: int) -> bytes:
     """The password ZooKeeper gives session `session_id`: 16 bytes of java.util.Random seeded
     with the id xor ZooKeeperServer's constant 0xB3415C00 (generatePasswd, ZooKeeper 3.x)."""
@@ -309,7 +294,6 @@ class ZooKeeperProbe(ManagedProcess):
 class Host:
     """Where a process runs: its address, and its network namespace (None: this machine's)."""
 
-    name: str
     address: str
     namespace: str | None = None
 
@@ -408,7 +392,7 @@ class Network:
         namespace, veth = f"logway-{self.index}-{name}", f"lw{self.index}-{name}"
         if len(veth) > 15:  # IFNAMSIZ - 1
             raise ValueError(f"host name {name!r} is too long for an interface name")
-        host = Host(name, f"{self.subnet}.{len(self.hosts) + 2}", namespace)
+        host = Host(f"{self.subnet}.{len(self.hosts) + 2}", namespace)
         _ip("netns", "add", namespace)
         _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace)
         _ip("link", "set", veth, "master", self.bridge, "up")
@@ -420,6 +404,8 @@ class Network:
 
     def cut(self, a: str, b: str) -> None:
         """No packet between hosts a and b any more, either way."""
+        if a == b:
+            raise ValueError(f"host {a!r} cannot be cut off from itself")
         if frozenset((a, b)) in self.cuts:
             return
         host_a, host_b = self.hosts[a], self.hosts[b]
@@ -496,7 +482,7 @@ class Cluster(LocalCluster):
         try:
             names = [ZOOKEEPER, *(str(broker_id) for broker_id in range(1, brokers + 1))]
             if network is None:
-                hosts = {name: Host(name, LOOPBACK) for name in names}
+                hosts = {name: Host(LOOPBACK) for name in names}
             else:
                 hosts = {name: network.add_host(_short_name(name)) for name in names}
             if zookeeper is None:

@@ -144,6 +144,15 @@ def test_expire_sessions_of_a_process(cluster_factory):
     probe.wait_for("^state CONNECTED$", WAIT_S, after=probe.events().index(lost.string))
 
 
+def test_expire_session_of_a_broker(cluster):
+    try:
+        sessions = cluster.expire_session(1, timeout=3)
+    except TimeoutError:
+        pytest.skip("brokers do not hold ZooKeeper sessions yet (issue 5: the controller and replication)")
+    assert not sessions & live_sessions(cluster.zookeeper)
+    assert api_versions_error(cluster.broker(1).host, cluster.broker(1).port) == ErrorCode.none
+
+
 def test_a_pause_longer_than_the_session_timeout_expires_the_session(cluster_factory):
     cluster = cluster_factory(brokers=1)
     probe = cluster.start_probe(1, "/paused", session_timeout_ms=2000)
@@ -186,10 +195,24 @@ def test_a_cut_stops_tcp_between_two_hosts_and_heal_restores_it(cluster_factory)
     assert cluster.can_connect(2, 1, BROKER_PORT)
 
 
+def test_a_client_host_can_be_cut_off_and_heal_all_restores_every_cut(cluster_factory):
+    cluster = cluster_factory(brokers=2, namespaces=True)
+    cluster.add_host("client")
+    assert cluster.can_connect("client", 1, BROKER_PORT)
+    cluster.cut("client", 1)
+    cluster.cut(2, ZOOKEEPER)
+    assert not cluster.can_connect("client", 1, BROKER_PORT)
+    assert cluster.can_connect("client", 2, BROKER_PORT)
+    assert not cluster.can_connect(2, ZOOKEEPER, ZOOKEEPER_PORT)
+    cluster.heal_all()
+    assert cluster.can_connect("client", 1, BROKER_PORT)
+    assert cluster.can_connect(2, ZOOKEEPER, ZOOKEEPER_PORT)
+
+
 def test_a_cut_from_zookeeper_loses_the_session_of_a_client_on_that_host(cluster_factory):
     cluster = cluster_factory(brokers=2, namespaces=True)
     cut_off = cluster.start_probe(1, "/cut-off", session_timeout_ms=2000)
-    bystander = cluster.start_probe(2, "/bystander", session_timeout_ms=2000)
+    bystander = cluster.start_probe(2, "/bystander", session_timeout_ms=10000)  # no spurious suspension on a busy machine
     cluster.cut(1, ZOOKEEPER)
     cut_off.wait_for("^state SUSPENDED$", WAIT_S)
     wait_until(lambda: cut_off.session_id not in live_sessions(cluster.zookeeper), WAIT_S,
