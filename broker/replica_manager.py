@@ -304,6 +304,13 @@ class ReplicaManager:
                 if not waiters:
                     del self._commit_waiters[tp]
 
+    def commit_status(self, tp: TopicPartition, last_offset: int) -> ErrorCode | None:
+        """What a delayed produce of records up to `last_offset` would answer now; None while
+        it must wait."""
+        partition = self.partitions.get(tp)
+        min_insync = partition.log.config.min_insync_replicas if partition is not None else 1
+        return _commit_outcome(partition, _CommitWaiter(last_offset + 1, min_insync, None))
+
     def _complete_commits(self, tp: TopicPartition) -> None:
         waiters = self._commit_waiters.get(tp)
         if not waiters:

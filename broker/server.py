@@ -54,6 +54,9 @@ class Broker:
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
         )
         self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
+        self.replica_manager.add_leadership_listener(
+            self.group_coordinator.on_become_leader, self.group_coordinator.on_resign
+        )
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []

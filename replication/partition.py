@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
-from storage.leader_epoch import UNDEFINED_EPOCH
 from storage.log import AppendResult, Log
 from storage.topic_partition import TopicPartition
 
@@ -302,7 +301,3 @@ class Partition:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch, from the leader epoch cache."""
         return self.log.leader_epochs.end_offset_for(epoch, self.log.log_end_offset)
-
-    @property
-    def latest_epoch(self) -> int:
-        return self.log.leader_epochs.latest_epoch if self.log.leader_epochs.entries else UNDEFINED_EPOCH
