@@ -51,7 +51,7 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import PartitionResult
-from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.topic_partition import TopicPartition
 
 from replication.broker_client import BrokerClient, BrokerClientError
@@ -100,6 +100,29 @@ class FetchState:
 
 
 ClientFactory = Callable[[LeaderEndpoint, str], BrokerClient]
+
+
+def truncation_for(
+    leader_epoch: int,
+    leader_end: int,
+    epochs: LeaderEpochCache,
+    log_end_offset: int,
+    high_watermark: int,
+) -> tuple[int, bool]:
+    """Where a follower truncates once the leader said `leader_epoch` ends at `leader_end`,
+    and whether that completes its truncation (Kafka's getOffsetTruncationState)."""
+    if leader_end == UNDEFINED_EPOCH_OFFSET:
+        return high_watermark, True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, log_end_offset), True
+    follower_epoch, follower_end = epochs.end_offset_for(leader_epoch, log_end_offset)
+    if follower_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, log_end_offset), True
+    if follower_epoch != leader_epoch:
+        # We never had the leader's epoch: cut to where our largest epoch below it ends, and
+        # ask again about that one (our latest, then).
+        return min(follower_end, log_end_offset), False
+    return min(leader_end, follower_end), True
 
 
 class ReplicaFetcherManager:
@@ -278,43 +301,26 @@ class ReplicaFetcher:
         for topic in response.topics:
             for answer in topic.partitions:
                 tp = TopicPartition(topic.topic, answer.partition)
-                state, epoch = asked.get(tp, (None, None))
-                if state is None or self.states.get(tp) is not state:
+                still = self._still_fetched(tp, asked)
+                if still is None:
                     continue
-                partition = self._partition(tp, state)
-                if partition is None:
-                    continue
+                state, _epoch, partition = still
                 if answer.error_code != ErrorCode.none:
                     self._partition_error(tp, state, ErrorCode(answer.error_code))
                     continue
                 self._apply_epoch_end(partition, state, answer.leader_epoch, answer.end_offset)
 
     def _apply_epoch_end(self, partition: "Partition", state: FetchState, leader_epoch: int, leader_end: int) -> None:
-        """Truncate after the leader said where `leader_epoch` ends (Kafka's
-        getOffsetTruncationState)."""
+        """Truncate after the leader said where `leader_epoch` ends."""
         log_ = partition.log
-        if leader_end == UNDEFINED_EPOCH_OFFSET:
-            self._truncate_to_high_watermark(partition, state)
-            return
-        if leader_epoch == UNDEFINED_EPOCH:
-            self._finish_truncation(partition, state, min(leader_end, log_.log_end_offset))
-            return
-        follower_epoch, follower_end = log_.leader_epochs.end_offset_for(leader_epoch, log_.log_end_offset)
-        if follower_epoch == UNDEFINED_EPOCH:
-            self._finish_truncation(partition, state, min(leader_end, log_.log_end_offset))
-        elif follower_epoch != leader_epoch:
-            # We never had the leader's epoch: cut to where our older epoch ends, and ask again
-            # about that one (our latest now).
-            self._replicas.truncate(partition, follower_end)
-            state.truncating = True
-        else:
-            self._finish_truncation(partition, state, min(leader_end, follower_end))
+        offset, complete = truncation_for(
+            leader_epoch, leader_end, log_.leader_epochs, log_.log_end_offset, log_.high_watermark
+        )
+        self._replicas.truncate(partition, offset)
+        state.truncating = not complete
 
     def _truncate_to_high_watermark(self, partition: "Partition", state: FetchState) -> None:
-        self._finish_truncation(partition, state, partition.log.high_watermark)
-
-    def _finish_truncation(self, partition: "Partition", state: FetchState, offset: int) -> None:
-        self._replicas.truncate(partition, offset)
+        self._replicas.truncate(partition, partition.log.high_watermark)
         state.truncating = False
 
     # ----------------------------------------------------------------------------- fetch
@@ -334,12 +340,10 @@ class ReplicaFetcher:
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, result.partition_index)
-                state, fetch_offset = fetched.get(tp, (None, None))
-                if state is None or self.states.get(tp) is not state:
+                still = self._still_fetched(tp, fetched)
+                if still is None or still[2].log.log_end_offset != still[1]:
                     continue
-                partition = self._partition(tp, state)
-                if partition is None or partition.log.log_end_offset != fetch_offset:
-                    continue
+                state, _fetch_offset, partition = still
                 try:
                     await self._apply(partition, state, result)
                 except KafkaError as exc:
@@ -433,6 +437,14 @@ class ReplicaFetcher:
         else:
             log.warning("%s: the leader answered %s; not fetching until the controller says", tp, error.name)
             state.failed = True
+
+    def _still_fetched(self, tp: TopicPartition, asked: dict) -> "tuple[FetchState, int, Partition] | None":
+        """(state, what was asked, partition) if `tp` is still fetched as when it was asked."""
+        state, asked_value = asked.get(tp, (None, None))
+        if state is None or self.states.get(tp) is not state:
+            return None
+        partition = self._partition(tp, state)
+        return None if partition is None else (state, asked_value, partition)
 
     def _partition(self, tp: TopicPartition, state: FetchState) -> "Partition | None":
         """The partition, if this broker still follows it at the state's epoch."""

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
+from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log import AppendResult, Log
 from storage.topic_partition import TopicPartition
 
@@ -298,6 +299,24 @@ class Partition:
 
     # -------------------------------------------------------------------------- epochs
 
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """(epoch, end offset) when a follower's log diverged from ours before `fetch_offset`:
+        its last fetched epoch ends earlier here, or is not ours (Fetch v12, KIP-595)."""
+        return diverging_epoch(self.log.leader_epochs, self.log.log_end_offset, last_fetched_epoch, fetch_offset)
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch, from the leader epoch cache."""
         return self.log.leader_epochs.end_offset_for(epoch, self.log.log_end_offset)
+
+
+def diverging_epoch(
+    epochs: LeaderEpochCache, log_end_offset: int, last_fetched_epoch: int, fetch_offset: int
+) -> tuple[int, int] | None:
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = epochs.end_offset_for(last_fetched_epoch, log_end_offset)
+    if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
+        return None
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None

@@ -18,16 +18,14 @@ loop with a snapshot of the entries (`snapshot`), or directly while the log load
 """
 
 import bisect
-import os
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from storage.checkpoint import CorruptCheckpointError
+from storage.checkpoint import read_checkpoint, write_checkpoint
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-_VERSION = 0
 
 
 class EpochEntry(NamedTuple):
@@ -45,16 +43,8 @@ class LeaderEpochCache:
     @classmethod
     def read(cls, path: str) -> "LeaderEpochCache | None":
         """The checkpointed list; None when the file does not exist. Blocking."""
-        try:
-            with open(path, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        except FileNotFoundError:
-            return None
-        try:
-            entries = _parse(lines)
-        except (ValueError, IndexError) as exc:
-            raise CorruptCheckpointError(f"{path}: {exc}") from exc
-        return cls(path, entries)
+        entries = read_checkpoint(path, _parse_entry)
+        return None if entries is None else cls(path, entries)
 
     def snapshot(self) -> list[EpochEntry]:
         return list(self._entries)
@@ -62,13 +52,7 @@ class LeaderEpochCache:
     def write(self, entries: list[EpochEntry] | None = None) -> None:
         """Write `entries` (by default the current list) to the file. Blocking."""
         entries = self._entries if entries is None else entries
-        lines = [str(_VERSION), str(len(entries))] + [f"{e.epoch} {e.start_offset}" for e in entries]
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_checkpoint(self.path, [f"{e.epoch} {e.start_offset}" for e in entries])
 
     # ---------------------------------------------------------------------------- queries
 
@@ -154,14 +138,6 @@ def _start_offset(entry: EpochEntry) -> int:
     return entry.start_offset
 
 
-def _parse(lines: list[str]) -> list[EpochEntry]:
-    if int(lines[0]) != _VERSION:
-        raise ValueError(f"unknown leader epoch checkpoint version {lines[0]!r}")
-    count = int(lines[1])
-    entries = []
-    for line in lines[2 : 2 + count]:
-        epoch, start_offset = line.split(" ")
-        entries.append(EpochEntry(int(epoch), int(start_offset)))
-    if len(entries) != count:
-        raise ValueError(f"expected {count} entries, found {len(entries)}")
-    return entries
+def _parse_entry(line: str) -> EpochEntry:
+    epoch, start_offset = line.split(" ")
+    return EpochEntry(int(epoch), int(start_offset))

@@ -36,8 +36,6 @@ from kio.schema.fetch.v12.request import FetchRequest
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import MAX_VERSION, MIN_VERSION, PartitionResult, TopicResult, encode_fetch_response
-from replication.partition import Partition
-from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.registry import EncodedResponse, RequestContext, api
@@ -118,7 +116,7 @@ def _read_partition(
         partition = replica_manager.leader_partition(tp)
         partition.check_leader_epoch(wanted.current_leader_epoch)
         if follower_id is not None:
-            result.diverging_epoch = _diverging_epoch(partition, wanted)
+            result.diverging_epoch = partition.diverging_epoch(wanted.last_fetched_epoch, wanted.fetch_offset)
         if result.diverging_epoch is None:
             region = replica_manager.read(
                 partition,
@@ -142,18 +140,6 @@ def _read_partition(
     if read_committed:
         result.aborted_transactions = []
     return result
-
-
-def _diverging_epoch(partition: Partition, wanted) -> tuple[int, int] | None:
-    """(epoch, end offset) when the follower's log diverged from ours before its fetch offset."""
-    if wanted.last_fetched_epoch < 0:
-        return None
-    epoch, end_offset = partition.end_offset_for_epoch(wanted.last_fetched_epoch)
-    if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
-        return None
-    if epoch < wanted.last_fetched_epoch or end_offset < wanted.fetch_offset:
-        return epoch, end_offset
-    return None
 
 
 def _response(

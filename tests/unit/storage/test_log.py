@@ -4,7 +4,7 @@ import pytest
 
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
-from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter_batches, set_base_offset, write_crc
+from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter_batches, set_base_offset
 from protocol.records import iter_records
 from storage.errors import MessageTooLargeError, OffsetOutOfRangeError
 from storage.log_config import LogConfig
