@@ -8,7 +8,7 @@ from protocol.errors import ErrorCode, KafkaError
 from replication.partition import Partition, diverging_epoch
 from replication.partition_state import PartitionState
 from storage.leader_epoch import EpochEntry, LeaderEpochCache
-from tests.unit.storage.conftest import TP, batch, open_log  # noqa: F401  (a fixture)
+from tests.unit.storage.conftest import TP, batch
 
 LEADER = 1
 
