@@ -276,7 +276,7 @@ class ReplicaFetcher:
                 continue
             epoch = partition.log.leader_epochs.latest_epoch
             if epoch == UNDEFINED_EPOCH:
-                self._truncate_to_high_watermark(partition, state)
+                self._locally(state, self._truncate_to_high_watermark, partition, state)
                 continue
             asked[tp] = (state, epoch)
         if not asked:
@@ -308,7 +308,7 @@ class ReplicaFetcher:
                 if answer.error_code != ErrorCode.none:
                     self._partition_error(tp, state, ErrorCode(answer.error_code))
                     continue
-                self._apply_epoch_end(partition, state, answer.leader_epoch, answer.end_offset)
+                self._locally(state, self._apply_epoch_end, partition, state, answer.leader_epoch, answer.end_offset)
 
     def _apply_epoch_end(self, partition: "Partition", state: FetchState, leader_epoch: int, leader_end: int) -> None:
         """Truncate after the leader said where `leader_epoch` ends."""
@@ -347,8 +347,7 @@ class ReplicaFetcher:
                 try:
                     await self._apply(partition, state, result)
                 except KafkaError as exc:
-                    log.error("%s: cannot replicate: %s", tp, exc)
-                    state.failed = True
+                    self._local_failure(tp, state, exc)
 
     def _fetch_request(self, fetched: dict[TopicPartition, tuple[FetchState, int]]) -> FetchRequest:
         topics = {}
@@ -429,6 +428,18 @@ class ReplicaFetcher:
             self._partition_error(tp, state, ErrorCode(answer.error_code))
             return None
         return answer.offset
+
+    def _locally(self, state: FetchState, change: Callable, partition: "Partition", *args) -> None:
+        """Run a change of the local log; a failure (its log dir) stops fetching the partition."""
+        try:
+            change(partition, *args)
+        except KafkaError as exc:
+            self._local_failure(partition.topic_partition, state, exc)
+
+    @staticmethod
+    def _local_failure(tp: TopicPartition, state: FetchState, exc: KafkaError) -> None:
+        log.error("%s: cannot replicate: %s", tp, exc)
+        state.failed = True
 
     def _partition_error(self, tp: TopicPartition, state: FetchState, error: ErrorCode) -> None:
         if error in _RETRIABLE:
