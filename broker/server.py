@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from broker.config import BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.network import Connection, Listener
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
+from replication.fetcher import FetcherSettings
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
 
@@ -49,11 +50,14 @@ class Broker:
         self.log_manager = LogManager(
             config.log_dirs, self._log_config_for, _log_manager_settings(config)
         )
-        self.replica_manager = ReplicaManager(self.log_manager)
+        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id, _replication_settings(config))
         self.topics = TopicManager(
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
         )
         self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
+        self.replica_manager.add_leadership_listener(
+            self.group_coordinator.on_become_leader, self.group_coordinator.on_resign
+        )
         self.producer_ids = ProducerIdManager(
             FileProducerIdBlockStore(config.log_dirs), self.broker_id
         )
@@ -80,6 +84,7 @@ class Broker:
         await self.topic_store.save()
         await self.log_manager.startup()
         self.topics.open_partitions()
+        self.replica_manager.start()
         self.group_coordinator.start()
         self._listen()
         log.info(
@@ -129,6 +134,7 @@ class Broker:
         await self._drain_connections()
         for connection in list(self._connections):
             connection.close("broker shutting down")
+        await self.replica_manager.shutdown()
         await self.log_manager.shutdown()
         self.topic_store.close()
         log.info("broker %d stopped cleanly", self.broker_id)
@@ -150,6 +156,22 @@ class Broker:
         await self.stop()
 
 
+def _replication_settings(config: BrokerConfig) -> ReplicationSettings:
+    return ReplicationSettings(
+        replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
+        commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
+        fetcher=FetcherSettings(
+            num_fetchers=config.get("num.replica.fetchers"),
+            wait_max_ms=config.get("replica.fetch.wait.max.ms"),
+            min_bytes=config.get("replica.fetch.min.bytes"),
+            max_bytes=config.get("replica.fetch.max.bytes"),
+            response_max_bytes=config.get("replica.fetch.response.max.bytes"),
+            backoff_ms=config.get("replica.fetch.backoff.ms"),
+            socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+        ),
+    )
+
+
 def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
     flush_interval = config.get("log.flush.interval.ms")
     if flush_interval is None:
@@ -158,6 +180,7 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
         retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
         flush_check_interval_ms=flush_interval,
         checkpoint_interval_ms=config.get("log.flush.offset.checkpoint.interval.ms"),
+        high_watermark_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
         recovery_threads_per_dir=config.get("num.recovery.threads.per.data.dir"),
         producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
         producer_id_expiration_check_interval_ms=config.get(

@@ -23,12 +23,14 @@ from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRe
 from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 
 from coordinator import group_coordinator
+from coordinator.group import CommittedOffset
 from coordinator.group_coordinator import OFFSETS_TOPIC, partition_for
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value
 from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.primitives import INT16
+from replication.partition_state import LeaderEndpoint, PartitionState
 from storage.topic_partition import TopicPartition
 from tests.in_process import Client, offsets_log_records, running_broker
 
@@ -398,3 +400,29 @@ def test_shutdown_answers_waiting_joins(tmp_path):
             assert (await waiting).error_code is ErrorCode.not_coordinator
 
     run(scenario)
+
+
+def test_offsets_partitions_load_and_unload_with_leadership(tmp_path):
+    async def main():
+        async with running_broker(tmp_path, {"offsets.topic.num.partitions": "3"}) as broker:
+            coordinator = broker.group_coordinator
+            tp = TopicPartition("t", 0)
+            errors = await coordinator.commit_offsets("g", "", None, -1, {tp: CommittedOffset(7, -1, "", 0, None)})
+            assert errors == {tp: ErrorCode.none}
+            offsets_tp = TopicPartition(OFFSETS_TOPIC, coordinator.partition_for("g"))
+            replicas = broker.replica_manager
+
+            def state(leader: int, epoch: int) -> PartitionState:
+                return PartitionState(offsets_tp, 1, leader, epoch, (leader,), epoch, (0, 1))
+
+            replicas.become_leader_or_follower(1, [state(1, 1)], {1: LeaderEndpoint(1, "127.0.0.1", 9)}, 0)
+            assert (await coordinator.fetch_offsets("g", [tp]))[0] == ErrorCode.not_coordinator
+            replicas.become_leader_or_follower(1, [state(0, 2)], {}, 0)
+            for _ in range(100):
+                error, offsets = await coordinator.fetch_offsets("g", [tp])
+                if error is not ErrorCode.coordinator_load_in_progress:
+                    break
+                await asyncio.sleep(0.01)
+            assert error == ErrorCode.none and offsets[tp].offset == 7
+
+    asyncio.run(main())

@@ -1,0 +1,178 @@
+"""OffsetForLeaderEpoch, and the replication side of Fetch and Produce, on an in-process broker
+whose partition the test makes leader through the replica manager."""
+
+import asyncio
+import datetime
+
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.fetch import decode_fetch_response
+from replication.partition_state import PartitionState
+from storage.topic_partition import TopicPartition
+from tests.in_process import CLIENT_ADDRESS, Client, running_broker
+from tests.kafka_wire import encode_request
+from tests.unit.storage.conftest import batch
+
+TP = TopicPartition("t", 0)
+ME, FOLLOWER = 0, 5
+
+
+def lead(broker, epoch: int, isr=(ME, FOLLOWER)) -> None:
+    state = PartitionState(TP, 1, ME, epoch, isr, 0, (ME, FOLLOWER), is_new=True)
+    assert broker.replica_manager.become_leader_or_follower(1, [state], {}, ME) == {TP: ErrorCode.none}
+
+
+async def call(broker, api_key, version, request):
+    return await Client(broker).call(api_key, version, request)
+
+
+def epoch_request(epoch: int, current: int = -1, replica_id: int = -1) -> OffsetForLeaderEpochRequest:
+    return OffsetForLeaderEpochRequest(
+        replica_id=replica_id,
+        topics=(
+            OffsetForLeaderTopic(
+                topic=TP.topic,
+                partitions=(OffsetForLeaderPartition(partition=0, current_leader_epoch=current, leader_epoch=epoch),),
+            ),
+        ),
+    )
+
+
+def test_offset_for_leader_epoch_answers_from_the_epoch_cache_in_every_version(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=2)
+            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            lead(broker, epoch=4)
+            broker.replica_manager.append(TP, memoryview(batch(b"c")))
+            answers = {}
+            for version in range(5):
+                response = await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, version, epoch_request(3))
+                answers[version] = response.topics[0].partitions[0]
+            latest = (await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch_request(4))).topics[0].partitions[0]
+            fenced = (await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch_request(2, current=3))).topics[0].partitions[0]
+            future = (await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch_request(2, current=5))).topics[0].partitions[0]
+            beyond = (await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch_request(9))).topics[0].partitions[0]
+        assert answers[0].end_offset == 2 and answers[0].error_code == ErrorCode.none
+        for version in range(1, 5):
+            assert (answers[version].leader_epoch, answers[version].end_offset) == (2, 2)
+        assert (latest.leader_epoch, latest.end_offset) == (4, 3)
+        assert fenced.error_code == ErrorCode.fenced_leader_epoch
+        assert future.error_code == ErrorCode.unknown_leader_epoch
+        assert (beyond.leader_epoch, beyond.end_offset) == (-1, -1)
+
+    asyncio.run(main())
+
+
+def test_offset_for_leader_epoch_needs_the_leader_unless_debugging(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            follow = PartitionState(TP, 1, FOLLOWER, 2, (FOLLOWER,), 1, (ME, FOLLOWER))
+            broker.replica_manager.become_leader_or_follower(1, [follow], {}, ME)
+            consumer = await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch_request(1))
+            debugging = await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, epoch_request(1, replica_id=-2))
+        assert consumer.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
+        assert debugging.topics[0].partitions[0].error_code == ErrorCode.none
+
+    asyncio.run(main())
+
+
+async def fetch(broker, offset: int, replica_id: int = -1, last_fetched_epoch: int = -1):
+    request = FetchRequest(
+        replica_id=replica_id,
+        max_wait=datetime.timedelta(0),
+        min_bytes=1,
+        topics=(
+            FetchTopic(
+                topic=TP.topic,
+                partitions=(
+                    FetchPartition(
+                        partition=0,
+                        fetch_offset=offset,
+                        last_fetched_epoch=last_fetched_epoch,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    frame = encode_request(ApiKey.FETCH, 12, request)
+    chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_ADDRESS)
+    if asyncio.iscoroutine(chunks) or isinstance(chunks, asyncio.Future):
+        chunks = await chunks
+    body = memoryview(b"".join(bytes(c) if not hasattr(c, "read") else c.read() for c in chunks))
+    return decode_fetch_response(12, body[4 + 4 + 1 :]).topics[0].partitions[0]
+
+
+def test_follower_fetches_read_to_the_log_end_and_move_the_high_watermark(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            consumer = await fetch(broker, 0)
+            follower = await fetch(broker, 0, replica_id=FOLLOWER, last_fetched_epoch=-1)
+            caught_up = await fetch(broker, 2, replica_id=FOLLOWER, last_fetched_epoch=1)
+            consumer_after = await fetch(broker, 0)
+        assert (consumer.high_watermark, len(consumer.records)) == (0, 0)
+        assert len(follower.records) > 0 and follower.high_watermark == 0
+        assert caught_up.high_watermark == 2
+        assert len(consumer_after.records) == len(follower.records)
+
+    asyncio.run(main())
+
+
+def test_a_follower_whose_last_epoch_ended_earlier_gets_a_diverging_epoch(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            lead(broker, epoch=3)
+            broker.replica_manager.append(TP, memoryview(batch(b"c")))
+            # The follower wrote offsets 2-3 in epoch 2 as a leader nobody followed.
+            diverged = await fetch(broker, 4, replica_id=FOLLOWER, last_fetched_epoch=2)
+            fine = await fetch(broker, 2, replica_id=FOLLOWER, last_fetched_epoch=1)
+        assert diverged.diverging_epoch == (1, 2) and len(diverged.records) == 0
+        assert fine.diverging_epoch is None and len(fine.records) > 0
+
+    asyncio.run(main())
+
+
+def test_acks_all_waits_for_the_follower_and_times_out_without_it(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            produce = asyncio.ensure_future(produce_acks_all(broker, timeout_ms=5000))
+            await asyncio.sleep(0.05)
+            assert not produce.done()
+            await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1)
+            committed = await asyncio.wait_for(produce, 2)
+            timed_out = await produce_acks_all(broker, timeout_ms=50)
+        assert (committed.error_code, committed.base_offset) == (ErrorCode.none, 0)
+        assert timed_out.error_code == ErrorCode.request_timed_out
+
+    asyncio.run(main())
+
+
+async def produce_acks_all(broker, timeout_ms: int):
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
+        topic_data=(
+            TopicProduceData(
+                name=TP.topic, partition_data=(PartitionProduceData(index=0, records=bytes(batch(b"v"))),)
+            ),
+        ),
+    )
+    response = await call(broker, ApiKey.PRODUCE, 9, request)
+    return response.responses[0].partition_responses[0]

@@ -1,0 +1,194 @@
+"""The replica fetcher against a stand-in leader: a real leader log answered through a client
+double (the network path is covered by test_end_to_end.py), and a real follower replica manager."""
+
+import asyncio
+
+import pytest
+from kio.schema.offset_for_leader_epoch.v4.response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
+
+from broker.replica_manager import ReplicaManager, ReplicationSettings
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.fetch import FetchResponse, PartitionResult, TopicResult
+from replication.broker_client import BrokerConnectionError
+from replication.fetcher import FetcherSettings, ReplicaFetcherManager, truncation_for
+from replication.partition import Partition
+from replication.partition_state import LeaderEndpoint, PartitionState
+from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochCache
+from storage.log import InlineScheduler, Log
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.topic_partition import TopicPartition
+from tests.unit.storage.conftest import batch
+
+TP = TopicPartition("t", 0)
+ME, LEADER = 2, 1
+SOURCE = LeaderEndpoint(LEADER, "leader.invalid", 9092)
+FAST = FetcherSettings(wait_max_ms=10, backoff_ms=30)
+
+
+class StandInLeader:
+    """Answers OffsetForLeaderEpoch and Fetch from a real log, as the leader's handlers would;
+    `fail_with` makes every partition answer that error instead."""
+
+    def __init__(self, log: Log, epoch: int) -> None:
+        self.log = log
+        self.partition = Partition(TP, log, LEADER)
+        self.partition.make_leader(PartitionState(TP, 1, LEADER, epoch, (LEADER, ME), 0, (LEADER, ME)))
+        self.requests: list[int] = []
+        self.fail_with: ErrorCode | Exception | None = None
+        self.diverging: tuple[int, int] | None = None
+
+    async def send(self, api_key, version, request):
+        await asyncio.sleep(0.005)  # the network, and the leader's long poll
+        self.requests.append(api_key)
+        if isinstance(self.fail_with, Exception):
+            raise self.fail_with
+        if api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            return self._epoch_end(request)
+        return self._fetch(request)
+
+    def _epoch_end(self, request):
+        wanted = request.topics[0].partitions[0]
+        epoch, end_offset = self.partition.end_offset_for_epoch(wanted.leader_epoch)
+        answer = EpochEndOffset(
+            error_code=self.fail_with or ErrorCode.none, partition=0, leader_epoch=epoch, end_offset=end_offset
+        )
+        return OffsetForLeaderEpochResponse(
+            throttle_time=0, topics=(OffsetForLeaderTopicResult(topic=TP.topic, partitions=(answer,)),)
+        )
+
+    def _fetch(self, request):
+        wanted = request.topics[0].partitions[0]
+        result = PartitionResult(0, self.fail_with or ErrorCode.none, self.log.high_watermark, records=b"")
+        if self.fail_with is None:
+            result.diverging_epoch = self.diverging or self.partition.diverging_epoch(
+                wanted.last_fetched_epoch, wanted.fetch_offset
+            )
+            region = self.log.read(wanted.fetch_offset, wanted.partition_max_bytes, self.log.log_end_offset, True)
+            if result.diverging_epoch is None and region is not None:
+                result.records = memoryview(region.read())
+        return FetchResponse(0, ErrorCode.none, 0, [TopicResult(TP.topic, [result])])
+
+    async def close(self):
+        pass
+
+
+def leader_log(tmp_path, epochs_and_values) -> Log:
+    log = Log.load(str(tmp_path / "leader" / TP.dir_name), TP, LogConfig(), scheduler=InlineScheduler())
+    for epoch, values in epochs_and_values:
+        log.append_as_leader(memoryview(batch(*values)), leader_epoch=epoch)
+    log.high_watermark = log.log_end_offset
+    return log
+
+
+def run(tmp_path, leader: StandInLeader, follower_history, scenario):
+    """A follower whose log holds `follower_history` ((epoch, values) appended as leader)
+    becomes follower of `leader` at its epoch; then `scenario(manager, partition)`."""
+
+    async def main():
+        logs = LogManager([str(tmp_path / "follower")], lambda topic: LogConfig())
+        await logs.startup()
+        manager = ReplicaManager(logs, ME, ReplicationSettings(fetcher=FAST))
+        manager.fetchers = ReplicaFetcherManager(manager, ME, FAST, client_factory=lambda source, client_id: leader)
+        manager.become_leader_or_follower(1, [PartitionState(TP, 1, ME, 0, (ME,), 0, (LEADER, ME), is_new=True)], {}, ME)
+        partition = manager.partitions[TP]
+        for epoch, values in follower_history:
+            partition.leader_epoch = epoch
+            partition.log.append_as_leader(memoryview(batch(*values)), epoch)
+        follow = PartitionState(TP, 1, LEADER, leader.partition.leader_epoch, (LEADER, ME), 1, (LEADER, ME))
+        manager.become_leader_or_follower(1, [follow], {LEADER: SOURCE}, ME)
+        try:
+            await scenario(manager, partition)
+        finally:
+            await manager.shutdown()
+            await logs.shutdown()
+
+    asyncio.run(main())
+
+
+async def eventually(predicate, timeout_s: float = 5.0) -> None:
+    for _ in range(int(timeout_s / 0.01)):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+def log_bytes(log: Log) -> bytes:
+    region = log.read(log.log_start_offset, 1 << 30, log.log_end_offset, True)
+    return b"" if region is None else region.read()
+
+
+def test_a_new_follower_truncates_its_divergent_tail_by_epoch_then_replicates(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b")), (2, (b"c", b"d", b"e"))]), epoch=2)
+
+    async def scenario(manager, partition):
+        await eventually(lambda: partition.log.log_end_offset == 5)
+        assert log_bytes(partition.log) == log_bytes(leader.log)
+        assert partition.log.leader_epochs.entries == ((0, 0), (2, 2))
+        assert partition.high_watermark == 5
+        assert leader.requests[0] == ApiKey.OFFSET_FOR_LEADER_EPOCH
+
+    # Epoch 1 was this broker's own, never replicated: x and y must go.
+    run(tmp_path, leader, [(0, (b"a", b"b")), (1, (b"x", b"y"))], scenario)
+
+
+def test_a_diverging_epoch_in_a_fetch_answer_truncates_and_fetches_again(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a",)), (3, (b"b", b"c"))]), epoch=3)
+    leader.diverging = (0, 1)
+
+    async def scenario(manager, partition):
+        await eventually(lambda: ApiKey.FETCH in leader.requests)
+        leader.diverging = None
+        await eventually(lambda: partition.log.log_end_offset == 3)
+        assert log_bytes(partition.log) == log_bytes(leader.log)
+
+    run(tmp_path, leader, [(0, (b"a",)), (2, (b"z",))], scenario)
+
+
+def test_retriable_errors_back_off_and_fenced_epochs_stop_fetching(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a",))]), epoch=0)
+    leader.fail_with = ErrorCode.not_leader_or_follower
+
+    async def scenario(manager, partition):
+        await eventually(lambda: len(leader.requests) >= 2)  # asked again after the backoff
+        leader.fail_with = ErrorCode.fenced_leader_epoch
+        await asyncio.sleep(0.1)
+        asked = len(leader.requests)
+        await asyncio.sleep(0.1)
+        assert len(leader.requests) == asked  # fenced: nothing until the next LeaderAndIsr
+        assert manager.fetchers.partitions[TP].states[TP].failed
+
+    run(tmp_path, leader, [], scenario)
+
+
+def test_a_failed_request_is_retried_after_the_backoff(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b"))]), epoch=0)
+    leader.fail_with = BrokerConnectionError("connection refused")
+
+    async def scenario(manager, partition):
+        await eventually(lambda: len(leader.requests) >= 2)
+        leader.fail_with = None
+        await eventually(lambda: partition.log.log_end_offset == 2)
+
+    run(tmp_path, leader, [], scenario)
+
+
+@pytest.mark.parametrize(
+    "leader_answer, follower_epochs, log_end, expected",
+    [
+        ((UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET), [(0, 0)], 10, (4, True)),  # unknown: to the HW
+        ((UNDEFINED_EPOCH, 7), [(0, 0)], 10, (7, True)),
+        ((2, 8), [(0, 0), (2, 5)], 10, (8, True)),  # same epoch: the smaller end
+        ((2, 12), [(0, 0), (2, 5)], 10, (10, True)),
+        ((1, 8), [(0, 0), (2, 5)], 10, (5, False)),  # epoch 1 was never ours: cut, ask again
+    ],
+)
+def test_truncation_decisions(leader_answer, follower_epochs, log_end, expected):
+    epochs = LeaderEpochCache("unused", [EpochEntry(*e) for e in follower_epochs])
+    assert truncation_for(*leader_answer, epochs, log_end, 4) == expected
