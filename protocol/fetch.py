@@ -3,33 +3,38 @@
 The encoder returns the response body as a list of chunks: bytes it produced, with each
 partition's record payload left in place as the object the caller passed (anything with a
 length, such as a file region). The caller writes the bytes and sends the payloads with
-sendfile. Requests are ordinary and go through kio.
+sendfile. The decoder (a follower reading its leader's answer) leaves each partition's records
+as a memoryview slice of the received frame. Requests are ordinary and go through kio.
 
 Body: [v1+] throttle_time_ms INT32, [v7+] error_code INT16, [v7+] session_id INT32, responses
 ARRAY(topic STRING, partitions ARRAY(partition_index INT32, error_code INT16, high_watermark
 INT64, [v4+] last_stable_offset INT64, [v5+] log_start_offset INT64, [v4+] aborted_transactions
 NULLABLE ARRAY(producer_id INT64, first_offset INT64), [v11+] preferred_read_replica INT32,
 records NULLABLE_RECORDS)). v12 is flexible: compact forms and tagged fields closing every
-structure.
+structure; a partition's tagged field 0 is diverging_epoch (epoch INT32, end_offset INT64), the
+one we write and read (tags 1, current_leader, and 2, snapshot_id, are skipped when read).
 """
 
 from collections.abc import Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import (
     EMPTY_TAGGED_FIELDS,
     INT16,
     INT32,
     INT64,
+    Reader,
     encode_array_length,
     encode_bytes_length,
     encode_string,
+    encode_uvarint,
 )
 
 MIN_VERSION = 4
 MAX_VERSION = 12
 FIRST_FLEXIBLE_VERSION = 12
+DIVERGING_EPOCH_TAG = 0
 
 
 @dataclass(slots=True)
@@ -42,13 +47,23 @@ class PartitionResult:
     aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     records: Sized | None = None
-    tagged_fields: bytes = field(default=EMPTY_TAGGED_FIELDS)
+    # (epoch, end offset) when the follower's last fetched epoch ends before its fetch offset
+    # on the leader (v12): the follower must truncate to the end offset first.
+    diverging_epoch: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
 class TopicResult:
     topic: str
     partitions: list[PartitionResult]
+
+
+@dataclass(slots=True)
+class FetchResponse:
+    throttle_time_ms: int
+    error_code: ErrorCode
+    session_id: int
+    topics: list[TopicResult]
 
 
 def encode_fetch_response(
@@ -109,5 +124,64 @@ def _encode_partition(
         chunks.append(records)
         out = bytearray()
     if flexible:
-        out += partition.tagged_fields
+        out += _encode_partition_tags(partition)
     return out
+
+
+def _encode_partition_tags(partition: PartitionResult) -> bytes:
+    if partition.diverging_epoch is None:
+        return EMPTY_TAGGED_FIELDS
+    epoch, end_offset = partition.diverging_epoch
+    value = INT32.pack(epoch) + INT64.pack(end_offset) + EMPTY_TAGGED_FIELDS
+    return encode_uvarint(1) + encode_uvarint(DIVERGING_EPOCH_TAG) + encode_uvarint(len(value)) + value
+
+
+def decode_fetch_response(version: int, body: memoryview) -> FetchResponse:
+    """A Fetch response body; each partition's records are a slice of `body`, not a copy."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ProtocolError(f"Fetch v{version} responses are not decoded")
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    reader = Reader(body)
+    throttle_time_ms = reader.int32()
+    error_code, session_id = (reader.int16(), reader.int32()) if version >= 7 else (0, 0)
+    topics = []
+    for _ in range(reader.array_length(flexible)):
+        topic = reader.string(flexible)
+        partitions = [
+            _decode_partition(reader, version, flexible) for _ in range(reader.array_length(flexible))
+        ]
+        if flexible:
+            reader.skip_tagged_fields()
+        topics.append(TopicResult(topic, partitions))
+    if flexible:
+        reader.skip_tagged_fields()
+    return FetchResponse(throttle_time_ms, ErrorCode(error_code), session_id, topics)
+
+
+def _decode_partition(reader: Reader, version: int, flexible: bool) -> PartitionResult:
+    partition = PartitionResult(reader.int32(), ErrorCode(reader.int16()))
+    partition.high_watermark = reader.int64()
+    partition.last_stable_offset = reader.int64()
+    if version >= 5:
+        partition.log_start_offset = reader.int64()
+    count = reader.array_length(flexible)
+    if count >= 0:
+        partition.aborted_transactions = []
+        for _ in range(count):
+            partition.aborted_transactions.append((reader.int64(), reader.int64()))
+            if flexible:
+                reader.skip_tagged_fields()
+    if version >= 11:
+        partition.preferred_read_replica = reader.int32()
+    partition.records = reader.nullable_bytes(flexible)
+    if flexible:
+        _decode_partition_tags(reader, partition)
+    return partition
+
+
+def _decode_partition_tags(reader: Reader, partition: PartitionResult) -> None:
+    for _ in range(reader.uvarint()):
+        tag = reader.uvarint()
+        value = Reader(reader.take(reader.uvarint()))
+        if tag == DIVERGING_EPOCH_TAG:
+            partition.diverging_epoch = (value.int32(), value.int64())

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
-from protocol.primitives import EMPTY_TAGGED_FIELDS, INT32, Reader
+from protocol.primitives import EMPTY_TAGGED_FIELDS, INT32, Reader, encode_string
 
 _FIXED_PART = struct.Struct(">hhi")
 
@@ -52,3 +52,23 @@ def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
     if flexible:
         return INT32.pack(correlation_id) + EMPTY_TAGGED_FIELDS
     return INT32.pack(correlation_id)
+
+
+def encode_request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool
+) -> bytes:
+    """Request header v1, or v2 for flexible versions (`flexible`)."""
+    header = _FIXED_PART.pack(api_key, api_version, correlation_id)
+    header += encode_string(client_id, flexible=False)
+    if flexible:
+        header += EMPTY_TAGGED_FIELDS
+    return header
+
+
+def parse_response_header(frame: memoryview, flexible: bool) -> tuple[int, int]:
+    """(correlation_id, position where the response body starts)."""
+    reader = Reader(frame)
+    correlation_id = reader.int32()
+    if flexible:
+        reader.skip_tagged_fields()
+    return correlation_id, reader.pos

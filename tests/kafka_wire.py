@@ -13,18 +13,15 @@ response header v0, or v1 for flexible versions except ApiVersions, which always
 from typing import Any
 
 from protocol import schemas
-from protocol.headers import response_header_is_flexible
-from protocol.primitives import EMPTY_TAGGED_FIELDS, INT16, INT32, Reader, encode_string
+from protocol.headers import encode_request_header, parse_response_header, response_header_is_flexible
+from protocol.primitives import INT32
 
 
 def encode_request(
     api_key: int, version: int, entity: Any, correlation_id: int = 1, client_id: str | None = "test"
 ) -> bytes:
     flexible = schemas.is_flexible(api_key, version)
-    header = INT16.pack(api_key) + INT16.pack(version) + INT32.pack(correlation_id)
-    header += encode_string(client_id, flexible=False)
-    if flexible:
-        header += EMPTY_TAGGED_FIELDS
+    header = encode_request_header(api_key, version, correlation_id, client_id, flexible)
     body = schemas.encode(schemas.adapt(entity, schemas.request_type(api_key, version)))
     return INT32.pack(len(header) + len(body)) + header + body
 
@@ -33,8 +30,6 @@ def decode_response(api_key: int, version: int, frame_bytes: bytes) -> Any:
     (size,) = INT32.unpack_from(frame_bytes, 0)
     if size != len(frame_bytes) - INT32.size:
         raise ValueError(f"frame says {size} bytes but holds {len(frame_bytes) - INT32.size}")
-    reader = Reader(memoryview(frame_bytes), INT32.size)
-    reader.int32()  # correlation id
-    if response_header_is_flexible(api_key, schemas.is_flexible(api_key, version)):
-        reader.skip_tagged_fields()
-    return schemas.decode(schemas.response_type(api_key, version), reader.buf[reader.pos :])
+    flexible = response_header_is_flexible(api_key, schemas.is_flexible(api_key, version))
+    _correlation_id, body_start = parse_response_header(memoryview(frame_bytes)[INT32.size :], flexible)
+    return schemas.decode(schemas.response_type(api_key, version), memoryview(frame_bytes)[INT32.size + body_start :])

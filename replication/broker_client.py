@@ -1,0 +1,192 @@
+"""A client of another broker: Kafka requests over one connection, as followers and the
+controller send them.
+
+    client = BrokerClient("10.0.0.2", 9092, "broker-1-fetcher", connect_timeout_s=10, request_timeout_s=30)
+    response = await client.send(ApiKey.FETCH, 12, FetchRequest(...))
+    await client.close()
+
+`send` encodes the request (header v1, or v2 for flexible versions; bodies of kio entities or
+protocol/legacy.py declarations, adapted to the version sent), writes it at once and waits for
+the response with the same correlation id: several sends may be in flight on the connection
+(pipelining), and the broker answers them in order. Responses are decoded as the entity of the
+version sent; Fetch responses with protocol.fetch's decoder, so each partition's records are a
+memoryview slice of the received frame (the frame buffer is never reused while a slice of it
+lives).
+
+Failures raise `BrokerClientError`: `BrokerConnectionError` when the connection cannot be made or
+is lost (every request in flight on it fails), `BrokerRequestTimeoutError` when a response takes
+longer than request_timeout_s; a timeout closes the connection, as Kafka's NetworkClient does,
+since later responses on it could not be matched any more. The next `send` connects again.
+
+Not thread-safe: used from the event loop.
+"""
+
+import asyncio
+import itertools
+import logging
+from typing import Any
+
+from protocol import schemas
+from protocol.api_keys import ApiKey
+from protocol.errors import ProtocolError
+from protocol.fetch import decode_fetch_response
+from protocol.framing import FrameReader
+from protocol.headers import encode_request_header, parse_response_header, response_header_is_flexible
+from protocol.primitives import INT32
+
+log = logging.getLogger(__name__)
+
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+class BrokerClientError(Exception):
+    """A request to another broker failed without an answer."""
+
+
+class BrokerConnectionError(BrokerClientError):
+    pass
+
+
+class BrokerRequestTimeoutError(BrokerClientError):
+    pass
+
+
+class _Pending:
+    __slots__ = ("api_key", "version", "future")
+
+    def __init__(self, api_key: int, version: int, future: asyncio.Future) -> None:
+        self.api_key, self.version, self.future = api_key, version, future
+
+
+class _ResponseProtocol(asyncio.BufferedProtocol):
+    """Receives straight into a FrameReader's buffer and hands each response frame over."""
+
+    def __init__(self, on_frame, on_lost) -> None:
+        self._frames = FrameReader(MAX_RESPONSE_BYTES)
+        self._on_frame = on_frame
+        self._on_lost = on_lost
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.writable()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # Frames are never released: a frame's records may be kept (a follower appends them),
+        # so its buffer is left to the garbage collector once no slice of it is alive.
+        try:
+            frames = self._frames.received(nbytes)
+        except ProtocolError as exc:
+            self._on_lost(BrokerConnectionError(f"unreadable response: {exc}"))
+            return
+        for frame in frames:
+            self._on_frame(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_lost(BrokerConnectionError(f"connection lost: {exc or 'closed by the broker'}"))
+
+
+class BrokerClient:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        connect_timeout_s: float = 10.0,
+        request_timeout_s: float = 30.0,
+    ) -> None:
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self._transport: asyncio.Transport | None = None
+        self._connecting: asyncio.Lock = asyncio.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._correlation_ids = itertools.count(1)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def send(self, api_key: int, version: int, request: Any) -> Any:
+        """The decoded response to `request` sent as `version` of `api_key`."""
+        transport = await self._connected()
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        flexible = schemas.is_flexible(api_key, version)
+        header = encode_request_header(api_key, version, correlation_id, self.client_id, flexible)
+        body = schemas.encode(schemas.adapt(request, schemas.request_type(api_key, version)))
+        future = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = _Pending(api_key, version, future)
+        transport.write(INT32.pack(len(header) + len(body)) + header + body)
+        try:
+            return await asyncio.wait_for(future, self.request_timeout_s)
+        except TimeoutError:
+            timeout = BrokerRequestTimeoutError(
+                f"{ApiKey(api_key).name} to {self.address} had no answer in {self.request_timeout_s}s"
+            )
+            self._disconnect(transport, timeout)
+            raise timeout from None
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    async def close(self) -> None:
+        if self._transport is not None:
+            self._disconnect(self._transport, BrokerConnectionError(f"client to {self.address} closed"))
+
+    async def _connected(self) -> asyncio.Transport:
+        async with self._connecting:
+            if self._transport is not None and not self._transport.is_closing():
+                return self._transport
+            loop = asyncio.get_running_loop()
+            holder: list[asyncio.Transport] = []
+            try:
+                transport, _protocol = await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: _ResponseProtocol(self._on_frame, lambda exc: self._on_lost(holder, exc)),
+                        self.host,
+                        self.port,
+                    ),
+                    self.connect_timeout_s,
+                )
+            except (OSError, TimeoutError) as exc:
+                raise BrokerConnectionError(f"cannot connect to {self.address}: {exc or 'timed out'}") from exc
+            holder.append(transport)
+            self._transport = transport
+            return transport
+
+    def _on_frame(self, frame: memoryview) -> None:
+        try:
+            correlation_id, _ = parse_response_header(frame, False)
+        except ProtocolError:
+            return
+        pending = self._pending.pop(correlation_id, None)
+        if pending is None or pending.future.done():
+            return  # the request timed out meanwhile
+        try:
+            response = _decode(pending.api_key, pending.version, frame)
+        except ProtocolError as exc:
+            pending.future.set_exception(BrokerConnectionError(f"malformed response from {self.address}: {exc}"))
+        else:
+            pending.future.set_result(response)
+
+    def _on_lost(self, holder: list[asyncio.Transport], exc: BrokerClientError) -> None:
+        if holder:
+            self._disconnect(holder[0], exc)
+
+    def _disconnect(self, transport: asyncio.Transport, exc: BrokerClientError) -> None:
+        """Close `transport` and fail every request in flight on it."""
+        transport.abort()
+        if self._transport is not transport:
+            return
+        self._transport = None
+        pending, self._pending = self._pending, {}
+        for request in pending.values():
+            if not request.future.done():
+                request.future.set_exception(exc)
+
+
+def _decode(api_key: int, version: int, frame: memoryview) -> Any:
+    flexible = response_header_is_flexible(api_key, schemas.is_flexible(api_key, version))
+    _, body_start = parse_response_header(frame, flexible)
+    body = frame[body_start:]
+    if api_key == ApiKey.FETCH:
+        return decode_fetch_response(version, body)
+    return schemas.decode(schemas.response_type(api_key, version), body)

@@ -1,0 +1,165 @@
+"""The broker client against a real in-process broker over a loopback socket."""
+
+import asyncio
+import datetime
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.record_batch import iter_batches
+from protocol.records import iter_records
+from replication.broker_client import BrokerClient, BrokerConnectionError, BrokerRequestTimeoutError
+from storage.topic_partition import TopicPartition
+from tests.in_process import running_broker
+from tests.unit.storage.conftest import batch
+
+TOPIC = "replicated"
+API_VERSIONS = ApiVersionsRequest(client_software_name="logway", client_software_version="1")
+METADATA = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def fetch_request(offset: int, replica_id: int = -1, max_wait_ms: int = 0) -> FetchRequest:
+    return FetchRequest(
+        replica_id=replica_id,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        topics=(
+            FetchTopic(
+                topic=TOPIC,
+                partitions=(FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20),),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+
+
+async def broker_with_records(tmp_path, *values: bytes):
+    context = running_broker(tmp_path)
+    broker = await context.__aenter__()
+    await broker.topics.create(TOPIC, 1, {})
+    broker.replica_manager.append(TopicPartition(TOPIC, 0), memoryview(batch(*values)))
+    return context, broker
+
+
+def test_requests_of_flexible_and_legacy_header_versions_are_answered(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5)
+            versions = await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+            metadata = await client.send(ApiKey.METADATA, 12, METADATA)
+            old_metadata = await client.send(ApiKey.METADATA, 1, METADATA)
+            await client.close()
+            port = broker.port
+        assert versions.error_code == ErrorCode.none
+        assert [b.port for b in metadata.brokers] == [port]
+        assert [b.port for b in old_metadata.brokers] == [port]
+
+    asyncio.run(main())
+
+
+def test_fetch_records_are_slices_of_the_received_frame(tmp_path):
+    async def main():
+        context, broker = await broker_with_records(tmp_path, b"a", b"b", b"c")
+        try:
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5)
+            response = await client.send(ApiKey.FETCH, 12, fetch_request(0))
+            await client.close()
+        finally:
+            await context.__aexit__(None, None, None)
+        (partition,) = response.topics[0].partitions
+        assert partition.error_code == ErrorCode.none
+        assert partition.high_watermark == 3
+        assert isinstance(partition.records, memoryview)
+        assert partition.records.obj is not None and len(partition.records.obj) > len(partition.records)
+        data = partition.records
+        values = [
+            r.value for position, h in iter_batches(data) for r in iter_records(data[position : position + h.size])
+        ]
+        assert values == [b"a", b"b", b"c"]
+
+    asyncio.run(main())
+
+
+def test_pipelined_requests_get_their_own_answers(tmp_path):
+    async def main():
+        context, broker = await broker_with_records(tmp_path, b"a", b"b")
+        try:
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5)
+            # The long poll at the log end holds the connection: the others queue behind it.
+            responses = await asyncio.gather(
+                client.send(ApiKey.FETCH, 12, fetch_request(2, max_wait_ms=200)),
+                client.send(ApiKey.FETCH, 12, fetch_request(1)),
+                client.send(ApiKey.METADATA, 12, METADATA),
+                client.send(ApiKey.FETCH, 11, fetch_request(0)),
+            )
+            await client.close()
+        finally:
+            await context.__aexit__(None, None, None)
+        at_end, from_one, metadata, from_zero = responses
+        assert len(at_end.topics[0].partitions[0].records) == 0
+        assert len(from_one.topics[0].partitions[0].records) > 0
+        assert [t.name for t in metadata.topics] == [TOPIC]
+        assert len(from_zero.topics[0].partitions[0].records) == len(from_one.topics[0].partitions[0].records)
+
+    asyncio.run(main())
+
+
+def test_refused_connection_raises_and_a_later_send_connects(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            port = broker.port
+            client = BrokerClient("127.0.0.1", port, "test-client", 5, 5)
+            await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+        with pytest.raises(BrokerConnectionError):
+            await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+        async with running_broker(tmp_path, {"listeners": f"PLAINTEXT://127.0.0.1:{port}"}):
+            answer = await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+            await client.close()
+        assert answer.error_code == ErrorCode.none
+
+    asyncio.run(main())
+
+
+def test_a_silent_broker_times_out_and_every_request_in_flight_fails():
+    async def main():
+        accepted: list[asyncio.StreamWriter] = []
+
+        async def never_answer(_reader, writer):
+            accepted.append(writer)
+
+        server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = BrokerClient("127.0.0.1", port, "test-client", 5, 0.2)
+        results = await asyncio.gather(
+            client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS),
+            client.send(ApiKey.METADATA, 12, METADATA),
+            return_exceptions=True,
+        )
+        await client.close()
+        server.close()
+        for writer in accepted:
+            writer.close()
+        assert all(isinstance(r, BrokerRequestTimeoutError) for r in results), results
+
+    asyncio.run(main())
+
+
+def test_a_connection_closed_by_the_broker_fails_the_request_in_flight():
+    async def main():
+        async def hang_up(_reader, writer):
+            await _reader.read(4)
+            writer.close()
+
+        server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = BrokerClient("127.0.0.1", port, "test-client", 5, 5)
+        with pytest.raises(BrokerConnectionError):
+            await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+        await client.close()
+        server.close()
+
+    asyncio.run(main())
