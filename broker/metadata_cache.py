@@ -10,7 +10,8 @@ Metadata, DescribeCluster and FindCoordinator answer from it.
 Thread-safety: owned by the event loop.
 """
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from storage.topic_partition import TopicPartition
@@ -43,6 +44,7 @@ class MetadataCache:
         self.controller_epoch = -1
         self.brokers: dict[int, BrokerNode] = {}
         self._topics: dict[str, dict[int, PartitionInfo]] = {}
+        self._waiters: set[asyncio.Future] = set()
 
     def update(
         self,
@@ -62,7 +64,32 @@ class MetadataCache:
                     removed.append(tp)
             else:
                 self._topics.setdefault(tp.topic, {})[tp.partition] = info
+        self._wake()
         return removed
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until `condition` holds after an update (admin requests wait for their change
+        to reach this cache); False after `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not condition():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            woken = loop.create_future()
+            self._waiters.add(woken)
+            try:
+                await asyncio.wait_for(asyncio.shield(woken), remaining)
+            except TimeoutError:
+                pass
+            finally:
+                self._waiters.discard(woken)
+        return True
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _remove(self, tp: TopicPartition) -> bool:
         topic = self._topics.get(tp.topic)
@@ -75,6 +102,7 @@ class MetadataCache:
     def replace_topics(self, topics: Mapping[str, Mapping[int, PartitionInfo]]) -> None:
         """Standalone: the broker's own view of every topic."""
         self._topics = {name: dict(partitions) for name, partitions in topics.items()}
+        self._wake()
 
     # ------------------------------------------------------------------ queries
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from protocol.errors import ErrorCode, KafkaError
 from replication.partition import Partition
+from replication.partition_state import IsrWriter, LeaderEndpoint, PartitionState
 from storage.log import AppendResult
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -119,6 +120,57 @@ class ReplicaManager:
     def _wake(self, tp: TopicPartition) -> None:
         for waiter in self._append_waiters.pop(tp, ()):
             _resolve(waiter)
+
+
+    # STUB(cluster-controller): a minimal stand-in for the cluster-replica branch's
+    # become_leader_or_follower / stop_replicas / set_isr_writer (same signatures, the contract
+    # of replication/partition_state.py), so cluster mode runs before replication is merged:
+    # replicas are opened at the controller's leader epoch; a leader takes appends, a follower
+    # does not fetch. Replaced by cluster-replica's implementation at merge.
+
+    def set_isr_writer(self, writer: IsrWriter) -> None:
+        self.isr_writer = writer
+
+    def become_leader_or_follower(
+        self,
+        controller_epoch: int,
+        states: list[PartitionState],
+        leaders: dict[int, LeaderEndpoint],
+        broker_id: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        errors = {}
+        for state in states:
+            tp = state.topic_partition
+            if broker_id not in state.replicas:
+                errors[tp] = ErrorCode.none
+                continue
+            partition = self.partitions.get(tp)
+            if partition is not None and state.leader_epoch < partition.leader_epoch:
+                errors[tp] = ErrorCode.stale_controller_epoch
+                continue
+            try:
+                config = self.log_manager._config_for_topic(tp.topic)
+                partition = self.add_partition(tp, config, state.is_new)
+            except OSError:
+                partition = None
+            if partition is None:
+                errors[tp] = ErrorCode.kafka_storage_error
+                continue
+            partition.leader_epoch = state.leader_epoch
+            errors[tp] = ErrorCode.none
+        return errors
+
+    def stop_replicas(self, partitions, delete: bool) -> dict[TopicPartition, ErrorCode]:
+        errors = {}
+        for tp in partitions:
+            if delete:
+                if tp in self.partitions or self.log_manager.get(tp) is not None:
+                    self.remove_partition(tp)
+            else:
+                self.partitions.pop(tp, None)
+                self._wake(tp)
+            errors[tp] = ErrorCode.none
+        return errors
 
 
 def _resolve(future: asyncio.Future) -> None:

@@ -221,7 +221,7 @@ class GroupCoordinator:
         self._loop = asyncio.get_running_loop()
         self.active = True
         info = self._topics.topics.get(OFFSETS_TOPIC)
-        if info is not None:
+        if info is not None and self._topics.is_local:
             self._take_over(info.partitions, is_new=False)
         if self._config.get("offsets.retention.check.interval.ms") < _NEVER_MS:
             self._spawn(self._expire_offsets_periodically())
@@ -268,6 +268,8 @@ class GroupCoordinator:
             if info is not None:  # made with CreateTopics since the broker started
                 self._take_over(info.partitions, is_new=False)
                 return True
+            if not self._topics.is_local and self._topics.live_broker_count == 0:
+                return False  # this broker has no metadata yet
             count = self._config.get("offsets.topic.num.partitions")
             replication_factor = min(
                 self._config.get("offsets.topic.replication.factor"), self._topics.live_broker_count
@@ -286,7 +288,7 @@ class GroupCoordinator:
                 default_partitions=count,
                 default_replication_factor=replication_factor,
             )
-            await self._topics.create(OFFSETS_TOPIC, count, configs)
+            await self._topics.create(OFFSETS_TOPIC, count, configs, replication_factor)
         except KafkaError as exc:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
             return False
@@ -296,8 +298,11 @@ class GroupCoordinator:
         return True
 
     def _take_over(self, partition_count: int, is_new: bool) -> None:
-        """Lead every partition (standalone); a new topic has nothing to load."""
+        """Lead every partition (standalone); a new topic has nothing to load. In cluster mode
+        the partitions this broker leads are loaded when it becomes their leader."""
         self._partition_count = partition_count
+        if not self._topics.is_local:
+            return
         for partition in range(partition_count):
             if is_new:
                 self._partitions[partition] = _Load.LOADED
