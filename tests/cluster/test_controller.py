@@ -1,0 +1,186 @@
+"""The controller with three real broker processes and ZooKeeper (tests/cluster/harness.py):
+topic creation with three replicas, the same metadata from every broker, controller failover
+with a higher epoch, leader failover within the ISR, controlled shutdown, and the admin
+requests only the controller serves."""
+
+import json
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from tests.cluster.harness import wait_until
+from tests.harness import unique_topic
+
+_TIMEOUT_S = 60
+
+
+@pytest.fixture
+def cluster(cluster):
+    """Three brokers that all know each other and the controller (listening comes before
+    joining the cluster)."""
+
+    def formed() -> bool:
+        for broker_id in (1, 2, 3):
+            try:
+                metadata = _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5)
+            except KafkaException:
+                return False
+            if sorted(metadata.brokers) != [1, 2, 3] or metadata.controller_id < 0:
+                return False
+        return True
+
+    wait_until(formed, _TIMEOUT_S, "the cluster formed")
+    return cluster
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+
+
+def _partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] | None:
+    """partition -> (leader, replicas, isr) as the broker at `bootstrap` describes `topic`."""
+    try:
+        # All topics: naming one would let the client's Metadata request auto-create it.
+        metadata = _admin(bootstrap).list_topics(timeout=5)
+    except KafkaException:
+        return None
+    described = metadata.topics.get(topic)
+    if described is None or described.error is not None:
+        return None
+    return {
+        p: (info.leader, tuple(info.replicas), tuple(info.isrs)) for p, info in sorted(described.partitions.items())
+    }
+
+
+def _controller(cluster) -> tuple[int, int]:
+    """(controller id, controller epoch) from ZooKeeper."""
+    with cluster.zookeeper_client() as zk:
+        controller, _ = zk.get("/controller")
+        epoch, _ = zk.get("/controller_epoch")
+    return json.loads(controller)["brokerid"], int(epoch)
+
+
+def _create(cluster, topic: str, partitions: int, replication_factor: int) -> None:
+    admin = _admin(cluster.bootstrap)  # kept: the futures die with their client
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=30)
+    futures[topic].result(timeout=_TIMEOUT_S)
+
+
+def _agreed(cluster, topic: str, broker_ids, partitions: int):
+    """What every broker of `broker_ids` says of `topic`, when all say the same and every
+    partition has a leader."""
+    views = [_partitions(cluster.broker(b).bootstrap, topic) for b in broker_ids]
+    first = views[0]
+    if first is None or len(first) != partitions or any(view != first for view in views):
+        return None
+    if any(leader < 0 for leader, _, _ in first.values()):
+        return None
+    return first
+
+
+def test_a_topic_with_three_replicas_looks_the_same_from_every_broker(cluster):
+    topic = unique_topic("rf3")
+    _create(cluster, topic, 6, 3)
+    agreed = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 6), _TIMEOUT_S, "metadata agreement")
+    for leader, replicas, isr in agreed.values():
+        assert sorted(replicas) == [1, 2, 3]
+        assert leader == replicas[0]
+        assert sorted(isr) == [1, 2, 3]
+    assert sorted({replicas[0] for _, replicas, _ in agreed.values()}) == [1, 2, 3]  # leaders spread
+    metadata = _admin(cluster.broker(2).bootstrap).list_topics(timeout=10)
+    assert sorted(metadata.brokers) == [1, 2, 3]
+    assert metadata.controller_id == _controller(cluster)[0]
+
+
+def test_more_replicas_than_brokers_is_refused(cluster):
+    topic = unique_topic("rf4")
+    admin = _admin(cluster.bootstrap)
+    futures = admin.create_topics([NewTopic(topic, 1, 4)], operation_timeout=30)
+    with pytest.raises(KafkaException) as error:
+        futures[topic].result(timeout=_TIMEOUT_S)
+    assert error.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+
+
+def test_killing_the_controller_elects_another_with_a_higher_epoch(cluster):
+    old_controller, old_epoch = _controller(cluster)
+    cluster.broker(old_controller).kill()
+    # The winner creates /controller, then increments /controller_epoch.
+    new_controller, new_epoch = wait_until(
+        lambda: (c := _controller_or_none(cluster)) and c[0] != old_controller and c[1] > old_epoch and c,
+        _TIMEOUT_S, "a new controller with a higher epoch",
+    )
+    assert new_controller != old_controller and new_epoch == old_epoch + 1
+    survivors = [b for b in (1, 2, 3) if b != old_controller]
+    for broker_id in survivors:
+        wait_until(
+            lambda: _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5).controller_id == new_controller,
+            _TIMEOUT_S, f"broker {broker_id} names the new controller",
+        )
+    topic = unique_topic("after-failover")
+    _create(cluster, topic, 2, 2)
+    wait_until(lambda: _agreed(cluster, topic, survivors, 2), _TIMEOUT_S, "a topic made by the new controller")
+
+
+def _controller_or_none(cluster):
+    try:
+        return _controller(cluster)
+    except Exception:  # noqa: BLE001 (the znode is gone between controllers)
+        return None
+
+
+def test_killing_a_leader_elects_a_new_one_from_the_isr(cluster):
+    topic = unique_topic("leader-kill")
+    _create(cluster, topic, 3, 3)
+    before = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement")
+    controller, _ = _controller(cluster)
+    partition, (victim, _, isr) = next((p, s) for p, s in before.items() if s[0] != controller)
+    cluster.broker(victim).kill()
+    survivors = [b for b in (1, 2, 3) if b != victim]
+
+    def moved():
+        after = _agreed(cluster, topic, survivors, 3)
+        return after if after and after[partition][0] != victim else None
+
+    after = wait_until(moved, _TIMEOUT_S, "a new leader")
+    leader, replicas, new_isr = after[partition]
+    assert leader in isr and leader != victim
+    assert victim not in new_isr
+    assert replicas == before[partition][1]
+    cluster.broker(victim).start()
+    wait_until(
+        lambda: victim in _admin(cluster.broker(leader).bootstrap).list_topics(timeout=5).brokers,
+        _TIMEOUT_S, "the killed broker back in the metadata",
+    )
+
+
+def test_controlled_shutdown_moves_leadership_away_first(cluster):
+    topic = unique_topic("controlled")
+    _create(cluster, topic, 3, 3)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement")
+    stopping = 3
+    assert cluster.broker(stopping).stop() == 0
+    assert "controlled shutdown done" in cluster.broker(stopping).log()
+    after = wait_until(lambda: _agreed(cluster, topic, (1, 2), 3), _TIMEOUT_S, "metadata agreement")
+    for leader, _, isr in after.values():
+        assert leader != stopping and stopping not in isr
+
+
+def test_partitions_added_and_topic_deleted_through_the_controller(cluster):
+    topic = unique_topic("grow")
+    _create(cluster, topic, 2, 2)
+    admin = _admin(cluster.bootstrap)
+    admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
+    grown = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 5), _TIMEOUT_S, "five partitions everywhere")
+    assert all(len(replicas) == 2 for _, replicas, _ in grown.values())
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
+    wait_until(
+        lambda: all(_partitions(cluster.broker(b).bootstrap, topic) is None for b in (1, 2, 3)),
+        _TIMEOUT_S, "the topic gone from every broker",
+    )
+    with cluster.zookeeper_client() as zk:
+        wait_until(
+            lambda: not zk.exists(f"/brokers/topics/{topic}") and not zk.exists(f"/config/topics/{topic}"),
+            _TIMEOUT_S, "the topic's znodes removed once its replicas are deleted",
+        )
+        assert not zk.get_children("/admin/delete_topics")
