@@ -10,20 +10,35 @@
   every broker follows (broker/cluster.py).
 
 Each call returns once the change has reached this broker's metadata cache, or raises
-REQUEST_TIMED_OUT after `timeout_s` (the change still happens, as in Kafka).
+REQUEST_TIMED_OUT after `timeout_s` (the change still happens, as in Kafka). ZooKeeper failures
+are UNKNOWN_SERVER_ERROR.
 """
 
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 
 from protocol.errors import ErrorCode, KafkaError
 from replication import assignment, znodes
-from replication.zk import BadVersionError, NodeExistsError, NoNodeError, Op, ZkClient
+from replication.zk import BadVersionError, NodeExistsError, NoNodeError, Op, ZkClient, ZkError
 
 from broker.metadata_cache import MetadataCache
 from broker.topic_store import TopicInfo
 
 _CAS_ATTEMPTS = 5
+
+
+def _zookeeper_errors_answered(method):
+    """A ZooKeeper failure (connection or session lost) is the client's UNKNOWN_SERVER_ERROR."""
+
+    @functools.wraps(method)
+    async def guarded(*args, **kwargs):
+        try:
+            return await method(*args, **kwargs)
+        except ZkError as exc:
+            raise KafkaError(f"ZooKeeper failed: {exc}", ErrorCode.unknown_server_error) from exc
+
+    return guarded
 
 
 class ZkTopicAdmin:
@@ -35,6 +50,7 @@ class ZkTopicAdmin:
     def _live_brokers(self) -> dict[int, str | None]:
         return {broker_id: node.rack for broker_id, node in self._cache.brokers.items()}
 
+    @_zookeeper_errors_answered
     async def create(
         self,
         name: str,
@@ -62,6 +78,7 @@ class ZkTopicAdmin:
         known = self._cache.partitions(name)
         return len(known) >= count and all(info.leader >= 0 for info in known.values())
 
+    @_zookeeper_errors_answered
     async def delete(self, name: str) -> None:
         try:
             await self._zk.create(znodes.delete_topic_path(name), b"", makepath=True)
@@ -69,6 +86,7 @@ class ZkTopicAdmin:
             pass
         await self._wait(lambda: not self._cache.has_topic(name), f"deleting {name}")
 
+    @_zookeeper_errors_answered
     async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> None:
         for _ in range(_CAS_ATTEMPTS):
             try:
@@ -94,6 +112,7 @@ class ZkTopicAdmin:
             raise KafkaError(f"Topic {name} kept changing; try again.", ErrorCode.unknown_server_error)
         await self._wait(lambda: self._has_leaders(name, count), f"adding partitions to {name}")
 
+    @_zookeeper_errors_answered
     async def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
         data = znodes.encode_topic_config(configs)
         try:

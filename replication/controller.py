@@ -156,6 +156,12 @@ class Controller:
             name, handler, answer = await self._events.get()
             try:
                 result = await handler()
+            except ZkError as exc:
+                log.warning("controller event %s failed: %s", name, exc)
+                if answer is not None and not answer.done():
+                    answer.set_exception(exc)
+                if self.active:
+                    await self._step_down()
             except Exception as exc:
                 log.exception("controller event %s failed", name)
                 if answer is not None and not answer.done():
@@ -164,9 +170,13 @@ class Controller:
                 if answer is not None and not answer.done():
                     answer.set_result(result)
 
-    async def run(self, name: str, handler: Callable[[], Awaitable[Any]]) -> Any:
-        """Queue an event and wait for its result (for the request handlers)."""
-        return await self.enqueue(name, handler, with_result=True)
+    async def run(self, name: str, handler: Callable[[], Awaitable[Any]], if_failed: Any) -> Any:
+        """Queue an event and wait for its result (for the request handlers); `if_failed` when
+        ZooKeeper failed on the way (this broker is then no longer the controller)."""
+        try:
+            return await self.enqueue(name, handler, with_result=True)
+        except ZkError:
+            return if_failed
 
     # ------------------------------------------------------------------ election
 
@@ -234,6 +244,15 @@ class Controller:
                 await self._zk.delete(znodes.CONTROLLER, found[1].version)
             except ZkError:
                 pass
+
+    async def _step_down(self) -> None:
+        """After a failed ZooKeeper step the controller's view may be behind: resign and leave
+        /controller, so a fresh election (maybe this broker again) re-reads everything."""
+        await self._resign()
+        try:
+            await self._delete_own_controller_znode()
+        except ZkError:
+            pass  # the session is gone: so is the znode, and the session events follow
 
     async def _resign(self) -> None:
         if not self.active:
@@ -696,7 +715,9 @@ class Controller:
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         """Move leaderships off a stopping broker and take it out of ISRs; answers the
         partitions it still leads (no other in-sync replica)."""
-        return await self.run("controlled shutdown", lambda: self._controlled_shutdown(broker_id, broker_epoch))
+        return await self.run(
+            "controlled shutdown", lambda: self._controlled_shutdown(broker_id, broker_epoch), (ErrorCode.not_controller, [])
+        )
 
     async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         ctx = self._ctx
@@ -737,7 +758,9 @@ class Controller:
 
     async def elect_leaders(self, partitions: Iterable[TopicPartition], unclean: bool) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         wanted = list(partitions)
-        return await self.run("elect leaders", lambda: self._elect_leaders(wanted, unclean))
+        return await self.run(
+            "elect leaders", lambda: self._elect_leaders(wanted, unclean), {tp: (ErrorCode.not_controller, None) for tp in wanted}
+        )
 
     async def _elect_leaders(self, partitions: list[TopicPartition], unclean: bool) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         ctx = self._ctx
@@ -802,7 +825,9 @@ class Controller:
 
     async def alter_reassignments(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         wanted = dict(targets)
-        return await self.run("reassignment", lambda: self._alter_reassignments(wanted))
+        return await self.run(
+            "reassignment", lambda: self._alter_reassignments(wanted), {tp: (ErrorCode.not_controller, None) for tp in wanted}
+        )
 
     def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, assignment.ReassignmentPlan]:
         plans = self._ctx.reassigning

@@ -4,7 +4,8 @@ kazoo runs its own connection thread. Every call here returns an awaitable: kazo
 operations complete on that thread and their results are handed to the loop with
 `call_soon_threadsafe`; the few kazoo calls without an async form (recursive delete,
 ensure_path) run in a worker thread. Watches and session changes reach the loop the same way, so
-callers only ever see them on the loop.
+callers only ever see them on the loop. Watches fire for znode changes only (a session's end
+is a session event, and the session's watches are gone with it).
 
 Session states come out as `SessionEvent`s: CONNECTED (first connection, or reconnected within
 the session), SUSPENDED (connection lost, the session may survive), EXPIRED (the session is gone
@@ -81,7 +82,6 @@ class WatchKind(enum.Enum):
     DELETED = "deleted"
     CHANGED = "changed"
     CHILDREN = "children"
-    NONE = "none"
 
 
 class WatchEvent(NamedTuple):
@@ -304,8 +304,10 @@ class ZkClient:
         loop = self._loop or asyncio.get_running_loop()
 
         def on_kazoo_thread(event: Any) -> None:
-            kind = _WATCH_KINDS.get(event.type, WatchKind.NONE)
-            if not loop.is_closed():
+            kind = _WATCH_KINDS.get(event.type)
+            # kazoo also fires every watch when the session ends (type NONE): that news comes
+            # through the session listeners, and the watches are re-armed in the new session.
+            if kind is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(_call_watch, watch, WatchEvent(kind, event.path))
 
         return on_kazoo_thread

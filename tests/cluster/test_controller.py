@@ -15,11 +15,20 @@ from tests.harness import unique_topic
 _TIMEOUT_S = 60
 
 
+# Small preallocated indexes: these tests make many partitions and write little.
+_SMALL_INDEXES = {"log.index.size.max.bytes": "65536"}
+
+
 @pytest.fixture
-def cluster(cluster):
+def cluster(cluster_factory):
     """Three brokers that all know each other and the controller (listening comes before
     joining the cluster)."""
+    cluster = cluster_factory(overrides=_SMALL_INDEXES)
+    _wait_formed(cluster)
+    return cluster
 
+
+def _wait_formed(cluster) -> None:
     def formed() -> bool:
         for broker_id in (1, 2, 3):
             try:
@@ -31,7 +40,6 @@ def cluster(cluster):
         return True
 
     wait_until(formed, _TIMEOUT_S, "the cluster formed")
-    return cluster
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -180,7 +188,29 @@ def test_partitions_added_and_topic_deleted_through_the_controller(cluster):
     )
     with cluster.zookeeper_client() as zk:
         wait_until(
-            lambda: not zk.exists(f"/brokers/topics/{topic}") and not zk.exists(f"/config/topics/{topic}"),
+            lambda: not any(zk.exists(path) for path in (
+                f"/brokers/topics/{topic}", f"/config/topics/{topic}", f"/admin/delete_topics/{topic}"
+            )),
             _TIMEOUT_S, "the topic's znodes removed once its replicas are deleted",
         )
-        assert not zk.get_children("/admin/delete_topics")
+
+
+def test_session_expiry_re_registers_the_broker_and_re_elects_the_controller(cluster):
+    controller, epoch = _controller(cluster)
+    with cluster.zookeeper_client() as zk:
+        _, registration = zk.get(f"/brokers/ids/{controller}")
+    cluster.expire_session(controller)
+
+    def registered_again():
+        with cluster.zookeeper_client() as zk:
+            found = zk.exists(f"/brokers/ids/{controller}")
+        return found is not None and found.czxid > registration.czxid
+
+    wait_until(registered_again, _TIMEOUT_S, "a new registration (new broker epoch)")
+    wait_until(
+        lambda: (c := _controller_or_none(cluster)) and c[1] > epoch, _TIMEOUT_S, "a controller with a higher epoch"
+    )
+    _wait_formed(cluster)
+    topic = unique_topic("after-expiry")
+    _create(cluster, topic, 3, 3)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement after the expiry")
