@@ -1,49 +1,245 @@
 """The partitions this broker holds, and the operations requests make on them (Kafka's
-ReplicaManager): appends, reads, offset lookups, and waiting for new data (long-poll fetches).
+ReplicaManager): appends, reads, offset lookups, waiting for new data (long-poll fetches) and
+for records to commit (acks=all produces, offset commits), and the leader and follower roles the
+controller hands out.
 
 Errors come out as KafkaError with the code the client receives: UNKNOWN_TOPIC_OR_PARTITION for
 a partition this broker does not hold, KAFKA_STORAGE_ERROR for one whose log dir has failed (an
-I/O error on the way takes that dir offline).
+I/O error on the way takes that dir offline), NOT_LEADER_OR_FOLLOWER for an append or consumer
+read on a replica that does not lead.
+
+Standalone, every partition is led here at epoch 0 with this broker as the whole ISR
+(`add_partition`). In cluster mode the controller's LeaderAndIsr makes partitions leaders or
+followers (`become_leader_or_follower`), followers fetch through the replica fetcher manager
+(replication.fetcher), leaders learn follower progress from their fetches
+(`record_follower_fetch`), and a periodic check shrinks ISRs of followers that fell behind.
+Leadership listeners hear of every partition this broker starts or stops leading (the group
+coordinator loads and unloads __consumer_offsets partitions with them).
+
+Waiting: `wait_for_appends` wakes on appends and high watermark moves of the partitions it
+watches; `wait_for_commit` (a delayed produce) completes when the HW passes the records, when
+the replica stops leading, or at its timeout.
+
+State is owned by the event loop.
 """
 
 import asyncio
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
+from replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from replication.partition import Partition
-from replication.partition_state import IsrWriter, LeaderEndpoint, PartitionState
+from replication.partition_state import NO_LEADER, IsrWriter, LeaderEndpoint, PartitionState
 from storage.log import AppendResult
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records_file import FileRegion
 from storage.topic_partition import TopicPartition
 
+log = logging.getLogger(__name__)
+
+LeadershipCallback = Callable[[TopicPartition, int], None]
+_BECOME_LEADER, _RESIGN = 0, 1  # positions in a leadership listener
+
+
+@dataclass(frozen=True)
+class ReplicationSettings:
+    replica_lag_time_max_ms: int = 30_000
+    commit_timeout_ms: int = 5_000  # how long append_committed waits (offsets.commit.timeout.ms)
+    fetcher: FetcherSettings = FetcherSettings()
+
+
+class _CommitWaiter:
+    __slots__ = ("required_offset", "min_insync", "future")
+
+    def __init__(self, required_offset: int, min_insync: int, future: asyncio.Future) -> None:
+        self.required_offset, self.min_insync, self.future = required_offset, min_insync, future
+
 
 class ReplicaManager:
-    def __init__(self, log_manager: LogManager) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        broker_id: int = 0,
+        settings: ReplicationSettings = ReplicationSettings(),
+    ) -> None:
         self.log_manager = log_manager
+        self.broker_id = broker_id
+        self.settings = settings
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.controller_epoch = 0
+        self.isr_writer: IsrWriter | None = None
+        self.fetchers = ReplicaFetcherManager(self, broker_id, settings.fetcher)
         self._append_waiters: dict[TopicPartition, set[asyncio.Future]] = {}
+        self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
+        self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
+        self._isr_check: asyncio.Task | None = None
+
+    # ------------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        """Start the periodic ISR check (every half replica.lag.time.max.ms, as Kafka does)."""
+        self._isr_check = asyncio.ensure_future(self._check_isr_periodically())
+
+    async def shutdown(self) -> None:
+        if self._isr_check is not None:
+            self._isr_check.cancel()
+            await asyncio.gather(self._isr_check, return_exceptions=True)
+        await self.fetchers.shutdown()
+        self.wake_all()
+
+    async def _check_isr_periodically(self) -> None:
+        interval_s = self.settings.replica_lag_time_max_ms / 2000
+        while True:
+            await asyncio.sleep(interval_s)
+            self.shrink_isrs()
+
+    def shrink_isrs(self) -> None:
+        for partition in list(self.partitions.values()):
+            partition.maybe_shrink_isr(self.settings.replica_lag_time_max_ms)
+
+    # -------------------------------------------------------------- the controller's API
+
+    def set_isr_writer(self, writer: IsrWriter) -> None:
+        self.isr_writer = writer
+        for partition in self.partitions.values():
+            partition.isr_writer = writer
+
+    def add_leadership_listener(self, on_become_leader: LeadershipCallback, on_resign: LeadershipCallback) -> None:
+        """`on_become_leader(tp, leader_epoch)` when this broker starts leading a partition
+        through LeaderAndIsr, `on_resign(tp, leader_epoch)` when it stops (follows, or stops
+        the replica); called on the loop, after the change."""
+        self._leadership_listeners.append((on_become_leader, on_resign))
+
+    def become_leader_or_follower(
+        self,
+        controller_epoch: int,
+        states: list[PartitionState],
+        leaders: dict[int, LeaderEndpoint],
+        broker_id: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Act on a LeaderAndIsr request: per partition, lead or follow at the given epoch.
+
+        A request of an older controller epoch than one already acted on gets
+        STALE_CONTROLLER_EPOCH for every partition. A state older than the partition's leader
+        epoch is ignored (FENCED_LEADER_EPOCH); one of the same epoch refreshes ISR, replicas and
+        zk version (a controller-side ISR change, or a resend after isr_stale) and changes the
+        role only if it differs. Logs are created as needed (not for an existing partition
+        while a log dir is offline: KAFKA_STORAGE_ERROR). Followers whose leader or epoch
+        changed restart fetching (truncating by epoch first) from `leaders[leader]`; a leader
+        missing there leaves the follower idle until the next request."""
+        if broker_id != self.broker_id:
+            log.warning("LeaderAndIsr for broker %d reached broker %d", broker_id, self.broker_id)
+        if controller_epoch < self.controller_epoch:
+            return {state.topic_partition: ErrorCode.stale_controller_epoch for state in states}
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        new_leaders: list[Partition] = []
+        resigned: list[tuple[TopicPartition, int]] = []
+        new_followers: dict[TopicPartition, tuple[LeaderEndpoint, int]] = {}
+        stopped_following: list[TopicPartition] = []
+        for state in states:
+            tp = state.topic_partition
+            try:
+                partition = self._partition_for_state(state)
+            except KafkaError as exc:
+                errors[tp] = exc.error_code
+                continue
+            if partition.leader_epoch > state.leader_epoch:
+                log.info("%s: ignoring leader epoch %d, older than %d", tp, state.leader_epoch, partition.leader_epoch)
+                errors[tp] = ErrorCode.fenced_leader_epoch
+                continue
+            errors[tp] = ErrorCode.none
+            was_leader, old_epoch = partition.is_leader, partition.leader_epoch
+            if state.leader == self.broker_id:
+                if partition.make_leader(state):
+                    stopped_following.append(tp)
+                    new_leaders.append(partition)
+            elif partition.make_follower(state) or tp not in self.fetchers.partitions:
+                if was_leader:
+                    resigned.append((tp, old_epoch))
+                stopped_following.append(tp)
+                endpoint = leaders.get(state.leader)
+                if endpoint is not None and state.leader != NO_LEADER:
+                    new_followers[tp] = (endpoint, state.leader_epoch)
+        self.fetchers.remove_partitions(stopped_following)
+        self.fetchers.add_partitions(new_followers)
+        for tp in errors:
+            self._on_partition_change(tp)
+        for tp, epoch in resigned:
+            self._notify(_RESIGN, tp, epoch)
+        for partition in new_leaders:
+            self._notify(_BECOME_LEADER, partition.topic_partition, partition.leader_epoch)
+        return errors
+
+    def stop_replicas(self, partitions: list[TopicPartition], delete: bool) -> dict[TopicPartition, ErrorCode]:
+        """Act on StopReplica: stop fetching and leading each partition; with `delete`, remove
+        it and its log as well."""
+        self.fetchers.remove_partitions(partitions)
+        errors = {}
+        for tp in partitions:
+            partition = self.partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                self._notify(_RESIGN, tp, partition.leader_epoch)
+            if delete:
+                self.remove_partition(tp)
+            elif partition is not None:
+                partition.make_follower(partition.stopped_state())
+                self._on_partition_change(tp)
+            errors[tp] = ErrorCode.none
+        return errors
+
+    def _partition_for_state(self, state: PartitionState) -> Partition:
+        tp = state.topic_partition
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            return partition
+        partition = self._create_partition(tp, self.log_manager.config_for(tp.topic), state.is_new)
+        if partition is None:
+            raise KafkaError(f"{tp} is offline: its log directory failed", ErrorCode.kafka_storage_error)
+        return partition
+
+    def _notify(self, which: int, tp: TopicPartition, epoch: int) -> None:
+        """Call listeners' callback `which`: _BECOME_LEADER or _RESIGN."""
+        for listener in self._leadership_listeners:
+            try:
+                listener[which](tp, epoch)
+            except Exception:
+                log.exception("a leadership listener failed for %s", tp)
+
+    # ------------------------------------------------------------------------ partitions
 
     def add_partition(self, tp: TopicPartition, config: LogConfig, is_new: bool = True) -> Partition | None:
-        """Serve `tp`, creating its log if it has none. An existing partition (`is_new` false)
-        whose log is missing while a log dir is offline is not created: its log may be in that
-        dir, and an empty one elsewhere would restart its offsets and hide its records (Kafka's
-        isNew, KIP-112). It stays offline instead, and None is returned."""
+        """Serve `tp` standalone (led here at epoch 0, this broker the whole ISR), creating its
+        log if it has none. An existing partition (`is_new` false) whose log is missing while a
+        log dir is offline is not created: its log may be in that dir, and an empty one
+        elsewhere would restart its offsets and hide its records (Kafka's isNew, KIP-112). It
+        stays offline instead, and None is returned."""
         partition = self.partitions.get(tp)
         if partition is None:
-            log = self.log_manager.get(tp)
-            if log is None and not is_new and self.log_manager.has_offline_dirs:
-                self.log_manager.mark_unplaced(tp)
-                return None
-            log = log or self.log_manager.create(tp, config)
-            partition = self.partitions[tp] = Partition(tp, log)
+            partition = self._create_partition(tp, config, is_new)
+            if partition is not None:
+                partition.make_leader(Partition.standalone_state(tp, self.broker_id))
+        return partition
+
+    def _create_partition(self, tp: TopicPartition, config: LogConfig, is_new: bool) -> Partition | None:
+        log_ = self.log_manager.get(tp)
+        if log_ is None and not is_new and self.log_manager.has_offline_dirs:
+            self.log_manager.mark_unplaced(tp)
+            return None
+        log_ = log_ or self.log_manager.create(tp, config)
+        partition = self.partitions[tp] = Partition(tp, log_, self.broker_id)
+        partition.isr_writer = self.isr_writer
+        partition.on_change = lambda changed: self._on_partition_change(changed.topic_partition)
         return partition
 
     def remove_partition(self, tp: TopicPartition) -> None:
+        self.fetchers.remove_partitions([tp])
         self.partitions.pop(tp, None)
         self.log_manager.delete(tp)
-        self._wake(tp)
+        self._on_partition_change(tp)
 
     def get_partition(self, tp: TopicPartition) -> Partition:
         if self.log_manager.is_offline(tp):
@@ -53,29 +249,130 @@ class ReplicaManager:
             raise KafkaError(f"this broker does not host {tp}", ErrorCode.unknown_topic_or_partition)
         return partition
 
-    def append(self, tp: TopicPartition, records: memoryview) -> AppendResult:
+    def leader_partition(self, tp: TopicPartition) -> Partition:
+        partition = self.get_partition(tp)
+        partition.check_leader()
+        return partition
+
+    def leads(self, tp: TopicPartition) -> bool:
+        partition = self.partitions.get(tp)
+        return partition is not None and partition.is_leader
+
+    # ------------------------------------------------------------------------- appending
+
+    def append(self, tp: TopicPartition, records: memoryview, required_acks: int = 1) -> AppendResult:
+        """Append as the leader. acks=-1 is refused with NOT_ENOUGH_REPLICAS when the ISR is
+        smaller than the topic's min.insync.replicas."""
         partition = self.get_partition(tp)
         try:
-            result = partition.append_as_leader(records)
+            result = partition.append_as_leader(records, required_acks, partition.log.config.min_insync_replicas)
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
         self._wake(tp)
         return result
 
     async def append_committed(self, tp: TopicPartition, records: memoryview) -> AppendResult:
-        """Append `records` as the leader, before the first suspension, and return once they
-        are committed: what the group coordinator waits for before it answers. Standalone the
-        one replica is the whole ISR, so an appended batch is committed at once; replication
-        holds this until the ISR has it."""
-        return self.append(tp, records)
+        """Append `records` as the leader (acks=-1), before the first suspension, and return
+        once they are committed (the HW passed them): what the group coordinator waits for
+        before it answers. Raises REQUEST_TIMED_OUT after the commit timeout, and the errors of
+        `wait_for_commit`."""
+        result = self.append(tp, records, required_acks=-1)
+        await self.wait_for_commit(tp, result.last_offset, self.settings.commit_timeout_ms / 1000)
+        return result
+
+    async def wait_for_commit(self, tp: TopicPartition, last_offset: int, timeout_s: float) -> None:
+        """Return once the HW passes `last_offset` (a delayed produce). Raises
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than min.insync.replicas,
+        NOT_LEADER_OR_FOLLOWER when the replica stops leading, REQUEST_TIMED_OUT at the
+        timeout."""
+        partition = self.get_partition(tp)
+        min_insync = partition.log.config.min_insync_replicas
+        waiter = _CommitWaiter(last_offset + 1, min_insync, asyncio.get_running_loop().create_future())
+        self._commit_waiters.setdefault(tp, []).append(waiter)
+        self._complete_commits(tp)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
+        except TimeoutError:
+            raise KafkaError(
+                f"{tp}: records up to {last_offset} not replicated within {timeout_s * 1000:.0f} ms",
+                ErrorCode.request_timed_out,
+            ) from None
+        finally:
+            waiters = self._commit_waiters.get(tp)
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._commit_waiters[tp]
+
+    def commit_status(self, tp: TopicPartition, last_offset: int) -> ErrorCode | None:
+        """What a delayed produce of records up to `last_offset` would answer now; None while
+        it must wait."""
+        partition = self.partitions.get(tp)
+        min_insync = partition.log.config.min_insync_replicas if partition is not None else 1
+        return _commit_outcome(partition, _CommitWaiter(last_offset + 1, min_insync, None))
+
+    def _complete_commits(self, tp: TopicPartition) -> None:
+        waiters = self._commit_waiters.get(tp)
+        if not waiters:
+            return
+        partition = self.partitions.get(tp)
+        remaining = []
+        for waiter in waiters:
+            outcome = _commit_outcome(partition, waiter)
+            if outcome is None:
+                remaining.append(waiter)
+            elif not waiter.future.done():
+                if outcome is ErrorCode.none:
+                    waiter.future.set_result(None)
+                else:
+                    waiter.future.set_exception(KafkaError(f"{tp}: {outcome.name}", outcome))
+        if remaining:
+            self._commit_waiters[tp] = remaining
+        else:
+            del self._commit_waiters[tp]
 
     def delete_records_before(self, tp: TopicPartition, offset: int) -> int:
         """Raise the partition's log start offset (DeleteRecords); returns the new one."""
-        partition = self.get_partition(tp)
+        partition = self.leader_partition(tp)
         try:
             return partition.log.delete_records_before(offset)
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
+
+    # -------------------------------------------------------------------------- following
+
+    def append_as_follower(self, partition: Partition, records: memoryview, leader_high_watermark: int) -> None:
+        """Append records fetched from the leader and take its HW (capped at our log end)."""
+        tp = partition.topic_partition
+        try:
+            partition.log.append_as_follower(records)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
+        partition.log.high_watermark = min(leader_high_watermark, partition.log.log_end_offset)
+
+    def truncate(self, partition: Partition, offset: int) -> None:
+        tp = partition.topic_partition
+        try:
+            if self.log_manager.truncate_to(tp, offset):
+                log.info("%s: truncated to %d", tp, partition.log.log_end_offset)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
+
+    def truncate_fully_and_start_at(self, partition: Partition, offset: int) -> None:
+        tp = partition.topic_partition
+        try:
+            self.log_manager.truncate_fully_and_start_at(tp, offset)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
+        log.info("%s: emptied, restarting at %d", tp, offset)
+
+    def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from `fetch_offset`: its log end offset, which may move the HW
+        (waking delayed produces and consumer long polls) or start an ISR expansion."""
+        if partition.update_follower_fetch(replica_id, fetch_offset):
+            self._on_partition_change(partition.topic_partition)
+
+    # --------------------------------------------------------------------------- reading
 
     def read(
         self,
@@ -84,17 +381,22 @@ class ReplicaManager:
         max_bytes: int,
         min_one_batch: bool,
         read_committed: bool,
+        for_follower: bool = False,
     ) -> FileRegion | None:
-        """Committed records from `offset`: below the high watermark, or below the last stable
-        offset for read_committed consumers."""
-        max_offset = partition.last_stable_offset if read_committed else partition.high_watermark
+        """Records from `offset`: below the high watermark for consumers (below the last
+        stable offset for read_committed ones), below the log end for followers."""
+        if for_follower:
+            max_offset = partition.log.log_end_offset
+        else:
+            max_offset = partition.last_stable_offset if read_committed else partition.high_watermark
         try:
             return partition.log.read(offset, max_bytes, max_offset, min_one_batch)
         except OSError as exc:
             raise self.log_manager.handle_io_error(partition.topic_partition, exc) from exc
 
     async def wait_for_appends(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return when any of `partitions` gets new records, after `timeout_s` at the latest."""
+        """Return when any of `partitions` gets new records or a new HW, after `timeout_s` at
+        the latest."""
         loop = asyncio.get_running_loop()
         woken = loop.create_future()
         watched = list(partitions)
@@ -113,64 +415,33 @@ class ReplicaManager:
                         del self._append_waiters[tp]
 
     def wake_all(self) -> None:
-        """Release every waiting fetch (shutdown)."""
+        """Release every waiting fetch and delayed produce (shutdown)."""
         for tp in list(self._append_waiters):
             self._wake(tp)
+        for tp in list(self._commit_waiters):
+            for waiter in self._commit_waiters[tp]:
+                if not waiter.future.done():
+                    waiter.future.set_exception(KafkaError("broker shutting down", ErrorCode.not_leader_or_follower))
+
+    def _on_partition_change(self, tp: TopicPartition) -> None:
+        self._wake(tp)
+        self._complete_commits(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         for waiter in self._append_waiters.pop(tp, ()):
             _resolve(waiter)
 
 
-    # STUB(cluster-controller): a minimal stand-in for the cluster-replica branch's
-    # become_leader_or_follower / stop_replicas / set_isr_writer (same signatures, the contract
-    # of replication/partition_state.py), so cluster mode runs before replication is merged:
-    # replicas are opened at the controller's leader epoch; a leader takes appends, a follower
-    # does not fetch. Replaced by cluster-replica's implementation at merge.
-
-    def set_isr_writer(self, writer: IsrWriter) -> None:
-        self.isr_writer = writer
-
-    def become_leader_or_follower(
-        self,
-        controller_epoch: int,
-        states: list[PartitionState],
-        leaders: dict[int, LeaderEndpoint],
-        broker_id: int,
-    ) -> dict[TopicPartition, ErrorCode]:
-        errors = {}
-        for state in states:
-            tp = state.topic_partition
-            if broker_id not in state.replicas:
-                errors[tp] = ErrorCode.none
-                continue
-            partition = self.partitions.get(tp)
-            if partition is not None and state.leader_epoch < partition.leader_epoch:
-                errors[tp] = ErrorCode.stale_controller_epoch
-                continue
-            try:
-                config = self.log_manager._config_for_topic(tp.topic)
-                partition = self.add_partition(tp, config, state.is_new)
-            except OSError:
-                partition = None
-            if partition is None:
-                errors[tp] = ErrorCode.kafka_storage_error
-                continue
-            partition.leader_epoch = state.leader_epoch
-            errors[tp] = ErrorCode.none
-        return errors
-
-    def stop_replicas(self, partitions, delete: bool) -> dict[TopicPartition, ErrorCode]:
-        errors = {}
-        for tp in partitions:
-            if delete:
-                if tp in self.partitions or self.log_manager.get(tp) is not None:
-                    self.remove_partition(tp)
-            else:
-                self.partitions.pop(tp, None)
-                self._wake(tp)
-            errors[tp] = ErrorCode.none
-        return errors
+def _commit_outcome(partition: Partition | None, waiter: _CommitWaiter) -> ErrorCode | None:
+    """What a delayed produce answers now; None while it must wait (Kafka's
+    checkEnoughReplicasReachOffset)."""
+    if partition is None or not partition.is_leader:
+        return ErrorCode.not_leader_or_follower
+    if partition.high_watermark < waiter.required_offset:
+        return None
+    if len(partition.isr) < waiter.min_insync:
+        return ErrorCode.not_enough_replicas_after_append
+    return ErrorCode.none
 
 
 def _resolve(future: asyncio.Future) -> None:

@@ -25,10 +25,11 @@ from broker.config import BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, Listener
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
 from coordinator.group_coordinator import GroupCoordinator
+from replication.fetcher import FetcherSettings
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
 
@@ -56,11 +57,14 @@ class Broker:
         self.log_manager = LogManager(
             config.log_dirs, self._log_config_for, _log_manager_settings(config)
         )
-        self.replica_manager = ReplicaManager(self.log_manager)
+        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id, _replication_settings(config))
         self.topics = TopicManager(
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
         )
         self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
+        self.replica_manager.add_leadership_listener(
+            self.group_coordinator.on_become_leader, self.group_coordinator.on_resign
+        )
         self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
         self.cluster = ClusterMember(self) if config.get("zookeeper.connect") else None
         self.endpoint: BrokerEndpoint | None = None
@@ -87,12 +91,14 @@ class Broker:
             await self.log_manager.startup()
             self._listen()
             self.replica_manager.set_isr_writer(self.cluster.isr_writer)
+            self.replica_manager.start()
             await self.cluster.start()
             self.group_coordinator.start()
         else:
             await self.topic_store.save()
             await self.log_manager.startup()
             self.topics.open_partitions()
+            self.replica_manager.start()
             self.group_coordinator.start()
             self._listen()
             self.topics.on_change.append(self._fill_standalone_metadata)
@@ -163,6 +169,7 @@ class Broker:
         await self._drain_connections()
         for connection in list(self._connections):
             connection.close("broker shutting down")
+        await self.replica_manager.shutdown()
         if self.cluster is not None:
             await self.cluster.stop()
         await self.log_manager.shutdown()
@@ -186,6 +193,22 @@ class Broker:
         await self.stop()
 
 
+def _replication_settings(config: BrokerConfig) -> ReplicationSettings:
+    return ReplicationSettings(
+        replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
+        commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
+        fetcher=FetcherSettings(
+            num_fetchers=config.get("num.replica.fetchers"),
+            wait_max_ms=config.get("replica.fetch.wait.max.ms"),
+            min_bytes=config.get("replica.fetch.min.bytes"),
+            max_bytes=config.get("replica.fetch.max.bytes"),
+            response_max_bytes=config.get("replica.fetch.response.max.bytes"),
+            backoff_ms=config.get("replica.fetch.backoff.ms"),
+            socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+        ),
+    )
+
+
 def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
     flush_interval = config.get("log.flush.interval.ms")
     if flush_interval is None:
@@ -194,6 +217,7 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
         retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
         flush_check_interval_ms=flush_interval,
         checkpoint_interval_ms=config.get("log.flush.offset.checkpoint.interval.ms"),
+        high_watermark_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
         recovery_threads_per_dir=config.get("num.recovery.threads.per.data.dir"),
         cleaner=CleanerConfig(
             enable=config.get("log.cleaner.enable"),

@@ -19,11 +19,15 @@ assignment, before any SyncGroup is answered) and when a group empties; OffsetCo
 once its records are in the log; DeleteGroups, OffsetDelete and offset expiry (checked every
 offsets.retention.check.interval.ms) write tombstones. Committed offsets are served from memory.
 
-Loading: a partition that exists when the broker starts (or, with replication, whose leadership
-this broker takes) is replayed from its log in a worker thread, then its groups and offsets are
-installed on the loop; until then requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
+Loading: a partition that exists when the broker starts, or (cluster mode) whose leadership this
+broker takes (`on_become_leader`, a ReplicaManager leadership listener), is replayed from its
+log up to the log end (a new leader's HW may lag records its predecessor had committed) in a
+worker thread, then its groups and offsets are installed on the loop; until then requests for
+its groups get COORDINATOR_LOAD_IN_PROGRESS
 (except Heartbeat, answered NONE, and SyncGroup, answered REBALANCE_IN_PROGRESS, as Kafka
 answers clients that predate that code). A load that fails is logged and tried again.
+Resigning leadership (`on_resign`) unloads the partition's groups: their waiting members and
+later requests get NOT_COORDINATOR.
 """
 
 import asyncio
@@ -209,6 +213,7 @@ class GroupCoordinator:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._creating: asyncio.Task | None = None
         self._background: set[asyncio.Task] = set()  # loads and the expiry loop
+        self._loads: dict[int, asyncio.Task] = {}
         self._writes: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.active = False
@@ -298,17 +303,57 @@ class GroupCoordinator:
         return True
 
     def _take_over(self, partition_count: int, is_new: bool) -> None:
-        """Lead every partition (standalone); a new topic has nothing to load. In cluster mode
-        the partitions this broker leads are loaded when it becomes their leader."""
+        """Coordinate the partitions this broker leads (standalone: all); a new topic has
+        nothing to load. In cluster mode leadership changes drive it (on_become_leader)."""
         self._partition_count = partition_count
         if not self._topics.is_local:
             return
         for partition in range(partition_count):
+            if not self._replica_manager.leads(TopicPartition(OFFSETS_TOPIC, partition)):
+                continue
             if is_new:
                 self._partitions[partition] = _Load.LOADED
             else:
-                self._partitions[partition] = _Load.LOADING
-                self._spawn(self._load(partition))
+                self._start_loading(partition)
+
+    def _start_loading(self, partition: int) -> None:
+        self._partitions[partition] = _Load.LOADING
+        task = self._loads[partition] = self._spawn(self._load(partition))
+
+        def finished(_task: asyncio.Task) -> None:
+            if self._loads.get(partition) is task:
+                del self._loads[partition]
+
+        task.add_done_callback(finished)
+
+    # ------------------------------------------------------------------- leadership moves
+
+    def on_become_leader(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """This broker now leads `tp`: for an offsets partition, load its groups."""
+        if tp.topic != OFFSETS_TOPIC or not self.active:
+            return
+        if self._partition_count is None:
+            info = self._topics.topics.get(OFFSETS_TOPIC)
+            self._partition_count = info.partitions if info is not None else self._config.get(
+                "offsets.topic.num.partitions"
+            )
+        self._cancel_load(tp.partition)
+        self._start_loading(tp.partition)
+
+    def on_resign(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """This broker no longer leads `tp`: drop the groups of that offsets partition."""
+        if tp.topic != OFFSETS_TOPIC or self._partitions.pop(tp.partition, None) is None:
+            return
+        self._cancel_load(tp.partition)
+        for group in [g for g in self._groups.values() if self.partition_for(g.group_id) == tp.partition]:
+            group.unload()
+            self._forget(group)
+        log.info("%s: no longer its coordinator", tp)
+
+    def _cancel_load(self, partition: int) -> None:
+        task = self._loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
 
     # ---------------------------------------------------------------------------- loading
 
@@ -322,7 +367,7 @@ class GroupCoordinator:
                     read_offsets_partition,
                     replica.log,
                     replica.log.log_start_offset,
-                    replica.high_watermark,
+                    replica.log.log_end_offset,
                     self._config.get("offsets.load.buffer.size"),
                 )
                 break

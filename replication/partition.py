@@ -1,22 +1,152 @@
-"""This broker's replica of one partition.
+"""This broker's replica of one partition: its role (leader or follower), and as leader the
+in-sync replica set (ISR) and the high watermark (Kafka's Partition).
 
-Standalone, every replica is the leader of a one-member ISR: the high watermark follows the log
-end offset as soon as an append returns. Replication through ZooKeeper extends this class with
-followers and an ISR; the leader epoch already fences requests that name a different one.
+Leader: takes appends (`append_as_leader`), learns each follower's log end offset (LEO) from its
+fetches (`update_follower_fetch`), and keeps
+- HW = the smallest LEO over the ISR (the leader's own included); it never decreases, and a
+  follower whose LEO is unknown since this broker became leader holds it back;
+- ISR shrink (`maybe_shrink_isr`, called periodically): a follower that has not caught up to the
+  leader's LEO within replica.lag.time.max.ms leaves;
+- ISR expand (on a fetch): a follower outside the ISR whose LEO reached the HW and the start of
+  the current leader epoch rejoins.
+ISR changes go through the IsrWriter (ZooKeeper's compare-and-set) and take effect when written;
+one write at a time. A write answered None (the controller changed the partition meanwhile)
+stops ISR changes until the next LeaderAndIsr (`isr_stale`); a failed write (ZooKeeper
+unreachable) is retried by the next check. The leader keeps serving either way, but its HW cannot
+pass followers that stopped fetching, so acks=all writes cannot commit (docs/cluster.md).
+
+Follower: knows its leader and epoch; the fetcher (replication.fetcher) appends and truncates
+its log and sets its HW.
+
+Standalone (`standalone_state`): leader at epoch 0 of a one-member ISR, so the HW follows the log end
+as soon as an append returns.
+
+State is owned by the event loop; `on_change` tells the replica manager that the HW or the ISR
+moved (delayed produces and fetches may complete).
 """
 
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from protocol.errors import ErrorCode, KafkaError
+from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log import AppendResult, Log
 from storage.topic_partition import TopicPartition
 
+from replication.partition_state import NO_LEADER, IsrWriter, PartitionState
+
+log = logging.getLogger(__name__)
+
 NO_LEADER_EPOCH = -1
+UNKNOWN_OFFSET = -1
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower (Kafka's Replica)."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    fetched_in_epoch: int = NO_LEADER_EPOCH  # the leader epoch of its latest fetch
 
 
 class Partition:
-    def __init__(self, topic_partition: TopicPartition, log: Log, leader_epoch: int = 0) -> None:
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        log: Log,
+        broker_id: int,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
         self.topic_partition = topic_partition
         self.log = log
-        self.leader_epoch = leader_epoch
+        self.broker_id = broker_id
+        self.clock = clock
+        self.leader_id = NO_LEADER
+        self.leader_epoch = NO_LEADER_EPOCH
+        self.controller_epoch = 0
+        self.zk_version = 0
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.followers: dict[int, FollowerState] = {}
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.isr_stale = False
+        self._isr_write: asyncio.Task | None = None
+        self.isr_writer: IsrWriter | None = None
+        self.on_change: Callable[["Partition"], None] = lambda partition: None
+
+    @staticmethod
+    def standalone_state(topic_partition: TopicPartition, broker_id: int) -> PartitionState:
+        """Led by `broker_id` at epoch 0, which is the only replica and the whole ISR."""
+        return PartitionState(topic_partition, 0, broker_id, 0, (broker_id,), 0, (broker_id,))
+
+    def stopped_state(self) -> PartitionState:
+        """The current state without a leader (StopReplica without delete)."""
+        return PartitionState(
+            self.topic_partition, self.controller_epoch, NO_LEADER, self.leader_epoch, self.isr,
+            self.zk_version, self.replicas,
+        )
+
+    # ---------------------------------------------------------------------------- roles
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    def make_leader(self, state: PartitionState) -> bool:
+        """Lead at `state.leader_epoch`; True when this broker was not the leader before (or
+        led an older epoch). Followers' LEOs are unknown until they fetch again."""
+        was_leader = self.is_leader and self.leader_epoch == state.leader_epoch
+        self._take_state(state)
+        if not was_leader:
+            now = self.clock()
+            self.followers = {
+                replica: FollowerState(last_caught_up_ms=now)
+                for replica in state.replicas
+                if replica != self.broker_id
+            }
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            # The new epoch starts here, even before anything is written in it: a follower
+            # asking for the end of an older epoch must be told where it ended.
+            self.log.assign_epoch_start(state.leader_epoch, self.log.log_end_offset)
+        else:
+            for replica in state.replicas:
+                if replica != self.broker_id:
+                    self.followers.setdefault(replica, FollowerState(last_caught_up_ms=self.clock()))
+        for gone in set(self.followers) - set(state.replicas):
+            del self.followers[gone]
+        self.maybe_increment_high_watermark()
+        return not was_leader
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow `state.leader`; True when the leader or its epoch changed (the fetcher must
+        truncate by epoch before fetching again)."""
+        changed = self.leader_id != state.leader or self.leader_epoch != state.leader_epoch
+        self._take_state(state)
+        self.followers = {}
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        return changed
+
+    def _take_state(self, state: PartitionState) -> None:
+        if self._isr_write is not None:
+            self._isr_write.cancel()
+            self._isr_write = None
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.controller_epoch = state.controller_epoch
+        self.zk_version = state.zk_version
+        self.replicas = tuple(state.replicas)
+        self.isr = tuple(state.isr)
+        self.isr_stale = False
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
         """Refuse a request made for another leader epoch than this replica's (KIP-320)."""
@@ -34,9 +164,26 @@ class Partition:
             ErrorCode.unknown_leader_epoch,
         )
 
-    def append_as_leader(self, records: memoryview) -> AppendResult:
+    def check_leader(self) -> None:
+        if not self.is_leader:
+            raise KafkaError(
+                f"this broker is not the leader of {self.topic_partition} (leader: {self.leader_id})",
+                ErrorCode.not_leader_or_follower,
+            )
+
+    # -------------------------------------------------------------------------- leading
+
+    def append_as_leader(self, records: memoryview, required_acks: int = 1, min_insync: int = 1) -> AppendResult:
+        """Append produced records; acks=-1 needs at least `min_insync` ISR members first."""
+        self.check_leader()
+        if required_acks == -1 and len(self.isr) < min_insync:
+            raise KafkaError(
+                f"{self.topic_partition}: {len(self.isr)} in-sync replica(s), "
+                f"min.insync.replicas is {min_insync}",
+                ErrorCode.not_enough_replicas,
+            )
         result = self.log.append_as_leader(records, self.leader_epoch)
-        self.log.high_watermark = self.log.log_end_offset
+        self.maybe_increment_high_watermark()
         return result
 
     @property
@@ -47,3 +194,129 @@ class Partition:
     def last_stable_offset(self) -> int:
         """Without transactions, every committed offset is stable."""
         return self.log.high_watermark
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW = the smallest LEO over the ISR, if that is higher; True when it moved."""
+        if not self.is_leader:
+            return False
+        candidate = self.log.log_end_offset
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            follower = self.followers.get(replica)
+            if follower is None or follower.log_end_offset == UNKNOWN_OFFSET:
+                return False
+            candidate = min(candidate, follower.log_end_offset)
+        if candidate <= self.log.high_watermark:
+            return False
+        self.log.high_watermark = candidate
+        return True
+
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int | None = None) -> bool:
+        """A follower fetched from `fetch_offset`: that is its LEO. Returns whether the HW
+        moved. May start an ISR expansion."""
+        follower = self.followers.get(replica_id)
+        if follower is None or not self.is_leader:
+            raise KafkaError(
+                f"broker {replica_id} is not a replica of {self.topic_partition}",
+                ErrorCode.not_leader_or_follower,
+            )
+        now = self.clock() if now_ms is None else now_ms
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.last_fetch_leader_log_end_offset >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now
+        follower.last_fetch_leader_log_end_offset = leader_end
+        follower.fetched_in_epoch = self.leader_epoch
+        self._maybe_expand_isr(replica_id, follower)
+        return self.maybe_increment_high_watermark()
+
+    def _maybe_expand_isr(self, replica_id: int, follower: FollowerState) -> None:
+        if replica_id in self.isr or not self._can_change_isr():
+            return
+        if (
+            follower.log_end_offset >= self.log.high_watermark
+            and follower.log_end_offset >= self.leader_epoch_start_offset
+            and follower.fetched_in_epoch == self.leader_epoch
+        ):
+            self._write_isr((*self.isr, replica_id), f"broker {replica_id} caught up")
+
+    def out_of_sync_replicas(self, max_lag_ms: int, now_ms: int | None = None) -> list[int]:
+        now = self.clock() if now_ms is None else now_ms
+        leader_end = self.log.log_end_offset
+        lagging = []
+        for replica in self.isr:
+            follower = self.followers.get(replica)
+            if follower is None:
+                continue
+            if follower.log_end_offset != leader_end and now - follower.last_caught_up_ms > max_lag_ms:
+                lagging.append(replica)
+        return lagging
+
+    def maybe_shrink_isr(self, max_lag_ms: int, now_ms: int | None = None) -> None:
+        if not self.is_leader or not self._can_change_isr():
+            return
+        lagging = self.out_of_sync_replicas(max_lag_ms, now_ms)
+        if lagging:
+            remaining = tuple(r for r in self.isr if r not in lagging)
+            self._write_isr(remaining, f"broker(s) {lagging} fell behind for over {max_lag_ms} ms")
+
+    def _can_change_isr(self) -> bool:
+        return self.isr_writer is not None and not self.isr_stale and self._isr_write is None
+
+    def _write_isr(self, isr: tuple[int, ...], reason: str) -> None:
+        self._isr_write = asyncio.ensure_future(self._store_isr(isr, reason))
+
+    async def _store_isr(self, isr: tuple[int, ...], reason: str) -> None:
+        epoch, version = self.leader_epoch, self.zk_version
+        try:
+            new_version = await self.isr_writer.write_isr(self.topic_partition, epoch, isr, version)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # ZooKeeper unreachable: the next check tries again
+            log.warning("%s: writing ISR %s failed: %s", self.topic_partition, list(isr), exc)
+            self._isr_write = None
+            return
+        self._isr_write = None
+        if self.leader_epoch != epoch or not self.is_leader:
+            return
+        if new_version is None:
+            log.warning(
+                "%s: the ISR changed elsewhere (zk version %d is stale); not changing it until "
+                "the controller says",
+                self.topic_partition,
+                version,
+            )
+            self.isr_stale = True
+            return
+        log.info("%s: ISR %s -> %s (%s)", self.topic_partition, list(self.isr), list(isr), reason)
+        self.isr, self.zk_version = isr, new_version
+        self.maybe_increment_high_watermark()
+        self.on_change(self)
+
+    # -------------------------------------------------------------------------- epochs
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """(epoch, end offset) when a follower's log diverged from ours before `fetch_offset`:
+        its last fetched epoch ends earlier here, or is not ours (Fetch v12, KIP-595)."""
+        return diverging_epoch(self.log.leader_epochs, self.log.log_end_offset, last_fetched_epoch, fetch_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch, from the leader epoch cache."""
+        return self.log.leader_epochs.end_offset_for(epoch, self.log.log_end_offset)
+
+
+def diverging_epoch(
+    epochs: LeaderEpochCache, log_end_offset: int, last_fetched_epoch: int, fetch_offset: int
+) -> tuple[int, int] | None:
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = epochs.end_offset_for(last_fetched_epoch, log_end_offset)
+    if epoch == UNDEFINED_EPOCH or end_offset == UNDEFINED_EPOCH_OFFSET:
+        return None
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None

@@ -1,5 +1,6 @@
 """Kafka's offset checkpoint files (recovery-point-offset-checkpoint, log-start-offset-checkpoint,
-cleaner-offset-checkpoint, replication-offset-checkpoint): one per log directory.
+cleaner-offset-checkpoint, replication-offset-checkpoint): one per log directory. The
+leader-epoch-checkpoint of each partition (storage.leader_epoch) shares the format's frame.
 
 Format (text): a version line "0", a line with the entry count, then one "<topic> <partition>
 <offset>" line per partition. Written to "<name>.tmp", fsynced and renamed over the old file, so a
@@ -7,7 +8,8 @@ crash leaves either the old or the new checkpoint, never a mix.
 """
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from storage.topic_partition import TopicPartition
 
@@ -16,6 +18,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # the log cleaner's first dirty offsets
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 _VERSION = 0
+T = TypeVar("T")
 
 
 class CorruptCheckpointError(ValueError):
@@ -28,35 +31,48 @@ class OffsetCheckpointFile:
 
     def read(self) -> dict[TopicPartition, int]:
         """The checkpointed offsets; empty when the file does not exist yet."""
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        except FileNotFoundError:
-            return {}
-        try:
-            return self._parse(lines)
-        except (ValueError, IndexError) as exc:
-            raise CorruptCheckpointError(f"{self.path}: {exc}") from exc
+        entries = read_checkpoint(self.path, _parse_offset)
+        return {} if entries is None else dict(entries)
 
-    @staticmethod
-    def _parse(lines: list[str]) -> dict[TopicPartition, int]:
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        write_checkpoint(self.path, [f"{tp.topic} {tp.partition} {offset}" for tp, offset in offsets.items()])
+
+
+def _parse_offset(line: str) -> tuple[TopicPartition, int]:
+    topic, partition, offset = line.split(" ")
+    return TopicPartition(topic, int(partition)), int(offset)
+
+
+def read_checkpoint(path: str, parse_entry: Callable[[str], T]) -> list[T] | None:
+    """The entries of a checkpoint file in this format (each line read by `parse_entry`);
+    None when the file does not exist. Raises CorruptCheckpointError."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return None
+    try:
         if int(lines[0]) != _VERSION:
             raise ValueError(f"unknown checkpoint version {lines[0]!r}")
         count = int(lines[1])
-        entries = {}
-        for line in lines[2 : 2 + count]:
-            topic, partition, offset = line.split(" ")
-            entries[TopicPartition(topic, int(partition))] = int(offset)
-        if len(entries) != count:
-            raise ValueError(f"expected {count} entries, found {len(entries)}")
-        return entries
+        entries = [parse_entry(line) for line in lines[2 : 2 + count]]
+        if len(entries) != count or len(set(_keys(entries))) != count:
+            raise ValueError(f"expected {count} entries, found {len(set(_keys(entries)))}")
+    except (ValueError, IndexError) as exc:
+        raise CorruptCheckpointError(f"{path}: {exc}") from exc
+    return entries
 
-    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        lines = [str(_VERSION), str(len(offsets))]
-        lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in offsets.items()]
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+
+def _keys(entries: list) -> list:
+    return [entry[0] for entry in entries]
+
+
+def write_checkpoint(path: str, entry_lines: list[str]) -> None:
+    """Write a checkpoint file of these entry lines: to "<path>.tmp", fsynced, renamed."""
+    lines = [str(_VERSION), str(len(entry_lines)), *entry_lines]
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

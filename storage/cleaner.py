@@ -191,6 +191,7 @@ class LogToClean:
     first_uncleanable_offset: int
     needs_compaction_now: bool
     now_ms: int
+    truncations: int = 0  # the log's truncation count when planned: a change voids the result
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -250,6 +251,7 @@ def plan_cleaning(partition_log: Log, first_dirty_offset: int | None, now_ms: in
             _overdue(s.segment, config, now_ms) for s in segments if s.end_offset > first_dirty
         ),
         now_ms=now_ms,
+        truncations=partition_log.truncations,
     )
 
 
@@ -607,12 +609,22 @@ class LogCleaner:
 
     def forget(self, tp: TopicPartition) -> None:
         """A partition is deleted: call off its cleaning and drop what is known of it."""
-        abort = self._in_progress.get(tp)
-        if abort is not None:
-            abort.set()
+        self.abort(tp)
         self._first_dirty_offsets.pop(tp, None)
         self._delete_horizons.pop(tp, None)
         self._uncleanable.discard(tp)
+
+    def abort(self, tp: TopicPartition) -> None:
+        """Call off the cleaning of `tp` under way, if any (its log is about to be truncated);
+        a result that comes back anyway is not swapped in, as the log's truncation count moved."""
+        abort = self._in_progress.get(tp)
+        if abort is not None:
+            abort.set()
+
+    def cap_first_dirty_offset(self, tp: TopicPartition, log_end_offset: int) -> None:
+        """The log was truncated to `log_end_offset`: what follows it is dirty again."""
+        if self._first_dirty_offsets.get(tp, 0) > log_end_offset:
+            self._first_dirty_offsets[tp] = log_end_offset
 
     # ----------------------------------------------------------------------------- running
 
@@ -695,7 +707,11 @@ class LogCleaner:
     async def _swap_in(self, result: CleaningResult) -> None:
         job = result.job
         tp = job.topic_partition
-        if self._log_manager.get(tp) is not job.log or not _still_holds(job.log, result.swaps):
+        if (
+            self._log_manager.get(tp) is not job.log
+            or job.log.truncations != job.truncations
+            or not _still_holds(job.log, result.swaps)
+        ):
             log.info("%s: the log changed while it was cleaned; cleaning it again later", tp)
             try:
                 await asyncio.get_running_loop().run_in_executor(self._executor, result.discard)

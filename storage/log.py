@@ -17,6 +17,16 @@ Compaction (storage.cleaner) rewrites inactive segments elsewhere and hands back
 put in place of those they were made from (`replace_segments`); `load` completes a swap that a
 crash interrupted.
 
+Leader epochs (storage.leader_epoch): the directory's leader-epoch-checkpoint lists where each
+leader epoch starts. Appends record a batch epoch that is new (`append_as_leader` stamps the
+batch with the leader's epoch; `append_as_follower` keeps the leader's stamps); truncation and a
+rising log start offset cut the list to match. Loading rebuilds the list from the batch headers
+when the file is missing, and adds the epochs of the batches a recovery re-validated.
+
+Replication: a follower appends the leader's batches as they are (`append_as_follower`: offsets
+already assigned, CRC checked) and cuts its log back where it diverged (`truncate_to`); the
+high watermark is kept by the owner (replication.partition) and checkpointed per log dir.
+
 Thread-safety: the event loop owns a Log. Blocking work is requested from a `LogScheduler`
 (fsync, deleting files), which runs it elsewhere and reports back on the loop; `Log.load` runs in
 a worker thread before the log is shared. The log cleaner's threads read inactive segments through
@@ -33,15 +43,19 @@ from operator import attrgetter
 from typing import NamedTuple, Protocol
 
 from protocol.compression import Compression
+from protocol.errors import CorruptRecordError
 from protocol.record_batch import (
     NO_TIMESTAMP,
     BatchHeader,
+    crc_is_valid,
+    iter_batches,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
 from protocol.records import recompress_batch
 from storage.errors import OffsetOutOfRangeError
+from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.records_file import FileRegion, RecordsFile
 from storage.segment import (
@@ -75,6 +89,9 @@ class LogScheduler(Protocol):
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
         """Delete segments already removed from the log, after file.delete.delay.ms."""
 
+    def write_leader_epochs(self, log: "Log", entries: list[EpochEntry]) -> None:
+        """Write `entries` to the log's leader-epoch-checkpoint, after any earlier write of it."""
+
 
 class InlineScheduler:
     """Does the work at once, on the caller's thread: for tests and offline tools."""
@@ -87,6 +104,9 @@ class InlineScheduler:
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
         for segment in segments:
             segment.delete()
+
+    def write_leader_epochs(self, log: "Log", entries: list[EpochEntry]) -> None:
+        log.leader_epochs.write(entries)
 
 
 class AppendResult(NamedTuple):
@@ -110,6 +130,8 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         scheduler: LogScheduler,
+        leader_epochs: LeaderEpochCache | None = None,
+        high_watermark: int | None = None,
     ) -> None:
         self.directory = directory
         self.topic_partition = topic_partition
@@ -118,7 +140,10 @@ class Log:
         self.scheduler = scheduler
         self.log_end_offset = segments[-1].read_next_offset()
         self.log_start_offset = log_start_offset
-        self.high_watermark = self.log_end_offset
+        self.leader_epochs = leader_epochs or LeaderEpochCache(_epoch_path(directory))
+        # Without a checkpointed one (tools, tests) everything written counts as committed.
+        self.high_watermark = self.log_end_offset if high_watermark is None else min(high_watermark, self.log_end_offset)
+        self.truncations = 0  # how many times truncate_to cut records (the cleaner checks it)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
@@ -136,6 +161,7 @@ class Log:
         log_start_offset: int = 0,
         recovery_point: int = 0,
         had_clean_shutdown: bool = True,
+        high_watermark: int | None = None,
         scheduler: LogScheduler,
     ) -> "Log":
         """Open a partition directory (creating it if missing) and recover it if needed.
@@ -157,7 +183,8 @@ class Log:
         else:
             segments = [LogSegment.open(directory, log_start_offset, config, active=True)]
         log_start_offset = max(log_start_offset, segments[0].base_offset)
-        return cls(
+        leader_epochs = _load_leader_epochs(directory, segments, recovery_point, had_clean_shutdown)
+        loaded = cls(
             directory,
             topic_partition,
             config,
@@ -165,7 +192,14 @@ class Log:
             log_start_offset,
             recovery_point,
             scheduler,
+            leader_epochs,
+            high_watermark,
         )
+        changed = leader_epochs.truncate_from_end(loaded.log_end_offset)
+        changed |= leader_epochs.truncate_from_start(loaded.log_start_offset)
+        if changed or not os.path.exists(leader_epochs.path):
+            leader_epochs.write()
+        return loaded
 
     @staticmethod
     def _open_segment(directory: str, base_offset: int, config: LogConfig) -> LogSegment:
@@ -231,7 +265,48 @@ class Log:
             max_timestamp = log_append_time = now
         batch = AppendedBatch(last_offset, max_timestamp, header.size)
         self._append(records, [batch], header.record_count, now)
+        self.assign_epoch_start(leader_epoch, first_offset)
         return AppendResult(first_offset, last_offset, log_append_time, self.log_start_offset)
+
+    def append_as_follower(self, records: memoryview) -> int:
+        """Append the leader's batches as they are: offsets, epochs and timestamps already set.
+
+        Every whole batch must be magic v2, pass its CRC and continue the log: the first at the
+        log end offset, each next one where the previous ended (CorruptRecordError otherwise,
+        and nothing is appended). A partial batch at the end (a fetch response cut by its size
+        limit) is left out. Returns the number of bytes appended.
+        """
+        batches: list[AppendedBatch] = []
+        epochs: list[EpochEntry] = []
+        expected_offset = self.log_end_offset
+        end = record_count = 0
+        for position, header in iter_batches(records):
+            if header.base_offset != expected_offset:
+                raise CorruptRecordError(
+                    f"{self.topic_partition}: batch at offset {header.base_offset} does not "
+                    f"continue the log at {expected_offset}"
+                )
+            if not crc_is_valid(records[position : position + header.size]):
+                raise CorruptRecordError(f"{self.topic_partition}: batch at offset {header.base_offset} fails its CRC")
+            batches.append(AppendedBatch(header.last_offset, header.max_timestamp, header.size))
+            epochs.append(EpochEntry(header.partition_leader_epoch, header.base_offset))
+            record_count += header.record_count
+            expected_offset = header.next_offset
+            end = position + header.size
+        if not batches:
+            return 0
+        self._append(records[:end], batches, record_count, _now_ms())
+        for epoch, start_offset in epochs:
+            self.assign_epoch_start(epoch, start_offset)
+        return end
+
+    def assign_epoch_start(self, epoch: int, start_offset: int) -> None:
+        """Note that `epoch` starts at `start_offset`, if it is newer than the latest known."""
+        if epoch > self.leader_epochs.latest_epoch and self.leader_epochs.assign(epoch, start_offset):
+            self._write_leader_epochs()
+
+    def _write_leader_epochs(self) -> None:
+        self.scheduler.write_leader_epochs(self, self.leader_epochs.snapshot())
 
     def _append(
         self, data: memoryview, batches: Sequence[AppendedBatch], record_count: int, now_ms: int
@@ -270,6 +345,58 @@ class Log:
     def _pick_roll_jitter(self) -> int:
         jitter = min(self.config.segment_jitter_ms, self.config.max_segment_ms)
         return random.randrange(jitter) if jitter > 0 else 0
+
+    # ---------------------------------------------------------------------------- truncation
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch ending at or after `offset` (a follower cutting a divergent
+        suffix); True when anything was removed. The log end offset becomes `offset` (or the
+        start of a batch straddling it), and the high watermark, recovery point and leader
+        epochs follow. Later segments go the way retention deletes them; the segment holding
+        `offset` is cut in place and becomes the active one. The caller stops the cleaner's
+        work on this log first (LogManager.truncate_to)."""
+        if offset >= self.log_end_offset:
+            # Nothing to cut, but epochs begun without a record (a leader that wrote nothing)
+            # past `offset` go: a follower asking again must see its latest epoch fall.
+            if self.leader_epochs.truncate_from_end(offset):
+                self._write_leader_epochs()
+            return False
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        keep = self._segment_index(offset)
+        doomed = self.segments[keep + 1 :]
+        self.segments = self.segments[: keep + 1]
+        self._discard(doomed)
+        self.active_segment.truncate_to(offset, self.config)
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (a follower whose fetch offset fell outside
+        the leader's log)."""
+        doomed = self.segments
+        self.segments = []
+        self._discard(doomed)
+        self.segments = [LogSegment.open(self.directory, offset, self.config, active=True)]
+        self.log_start_offset = self.high_watermark = self.recovery_point = offset
+        self.leader_epochs.clear()
+        self._after_truncation()
+        self._write_leader_epochs()
+
+    def _discard(self, doomed: list[LogSegment]) -> None:
+        for segment in doomed:
+            segment.rename_to_deleted()
+        if doomed:
+            self.scheduler.delete_segments(self, doomed)
+
+    def _after_truncation(self) -> None:
+        self.log_end_offset = self.active_segment.read_next_offset()
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.truncations += 1
+        if self.leader_epochs.truncate_from_end(self.log_end_offset):
+            self._write_leader_epochs()
 
     # ------------------------------------------------------------------------------ reading
 
@@ -344,7 +471,12 @@ class Log:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._delete_segments_below_log_start()
+            self._truncate_epochs_from_start()
         return self.log_start_offset
+
+    def _truncate_epochs_from_start(self) -> None:
+        if self.leader_epochs.truncate_from_start(self.log_start_offset):
+            self._write_leader_epochs()
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest segments breaching the log start offset, and with the delete
@@ -395,6 +527,7 @@ class Log:
             self.roll()
         self.segments = self.segments[len(doomed) :]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self._truncate_epochs_from_start()
         for segment in doomed:
             segment.rename_to_deleted()
         self.scheduler.delete_segments(self, doomed)
@@ -442,6 +575,34 @@ class Log:
     def close(self) -> None:
         for segment in self.segments:
             segment.close()
+
+
+def _epoch_path(directory: str) -> str:
+    return os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
+
+
+def _load_leader_epochs(
+    directory: str, segments: list[LogSegment], recovery_point: int, had_clean_shutdown: bool
+) -> LeaderEpochCache:
+    """The checkpointed leader epochs, completed from the batch headers of the segments a
+    recovery re-validated (a crash may have come before the file caught up with them); rebuilt
+    from every batch header when there is no file."""
+    path = _epoch_path(directory)
+    cache = LeaderEpochCache.read(path)
+    if cache is None:
+        cache, scanned = LeaderEpochCache(path), segments
+    elif had_clean_shutdown:
+        return cache
+    else:
+        first_unflushed = max(bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
+        scanned = segments[first_unflushed:]
+    for segment in scanned:
+        for location in segment.records.batches():
+            header = location.header
+            # Only a newer epoch is news: older ones are already listed (Kafka's recovery rule).
+            if header.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+    return cache
 
 
 def _topic_codec(compression_type: str) -> Compression | None:

@@ -4,7 +4,11 @@ Per log dir:
 - <topic>-<partition>/                 one directory per partition (storage.log)
 - <topic>-<partition>.<id>-delete/      a deleted partition, removed in the background
 - recovery-point-offset-checkpoint, log-start-offset-checkpoint, cleaner-offset-checkpoint
-                                       (storage.checkpoint)
+                                       (storage.checkpoint), every
+                                       log.flush.offset.checkpoint.interval.ms
+- replication-offset-checkpoint        high watermarks, every
+                                       replica.high.watermark.checkpoint.interval.ms; restored
+                                       at load, capped at the log end offset
 - .kafka_cleanshutdown                 present only while the broker is cleanly stopped
 
 Logs whose cleanup.policy includes compact are compacted by the log cleaner (storage.cleaner),
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 
 from storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
+    HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CorruptCheckpointError,
@@ -39,6 +44,7 @@ from storage.checkpoint import (
 )
 from storage.cleaner import CleanerConfig, LogCleaner
 from storage.errors import KafkaStorageError
+from storage.leader_epoch import EpochEntry
 from storage.log import Log
 from storage.log_config import LogConfig
 from storage.segment import LogSegment
@@ -66,6 +72,7 @@ class LogManagerSettings:
     retention_check_interval_ms: int = 300_000
     flush_check_interval_ms: int = 2**63 - 1
     checkpoint_interval_ms: int = 60_000
+    high_watermark_checkpoint_interval_ms: int = 5_000
     recovery_threads_per_dir: int = 1
     cleaner: CleanerConfig = CleanerConfig()
 
@@ -86,8 +93,10 @@ class LogManager:
         workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
         self._executor = concurrent.futures.ThreadPoolExecutor(workers, "logway-storage")
         self._pending: set[asyncio.Future] = set()
-        self._checkpointing: set[str] = set()  # dirs whose checkpoints are being written
-        self._checkpoint_again: set[str] = set()  # ... and that changed since
+        # Files being written in the background, and what to write next once that is done
+        # (a dir's checkpoints, or a log's leader epochs): two writes of one file at once would
+        # race over its temporary file, and the loser's rename would fail.
+        self._writing: dict[str, Callable[[], None] | None] = {}
         self._shutting_down = False  # shutdown writes the last checkpoints itself
         self._periodic: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,6 +120,7 @@ class LogManager:
             (self._settings.retention_check_interval_ms, self.apply_retention),
             (self._settings.flush_check_interval_ms, self._flush_by_time),
             (self._settings.checkpoint_interval_ms, self.checkpoint),
+            (self._settings.high_watermark_checkpoint_interval_ms, self.checkpoint_high_watermarks),
         ]
         # Kafka's "never" for these intervals is Long.MAX_VALUE; asyncio cannot sleep that long.
         self._periodic = [
@@ -122,7 +132,7 @@ class LogManager:
 
     async def _load_dir(self, log_dir: LogDir) -> None:
         try:
-            recovery_points, start_offsets, cleaner_offsets = await self._run_blocking(
+            recovery_points, start_offsets, cleaner_offsets, high_watermarks = await self._run_blocking(
                 _read_checkpoints, log_dir
             )
             partition_dirs = await self._run_blocking(_partition_dirs, log_dir)
@@ -139,6 +149,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(tp, 0),
                     recovery_point=recovery_points.get(tp, 0),
                     had_clean_shutdown=log_dir.had_clean_shutdown,
+                    high_watermark=high_watermarks.get(tp, 0),
                     scheduler=self,
                 )
                 for tp in partition_dirs
@@ -174,6 +185,9 @@ class LogManager:
 
     def get(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._config_for_topic(topic)
 
     def is_offline(self, tp: TopicPartition) -> bool:
         """Whether the partition's log lived in a directory that has failed."""
@@ -226,6 +240,7 @@ class LogManager:
         if not log_dir.online:
             return
         doomed = f"{removed.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        self._writing.pop(removed.leader_epochs.path, None)
         try:
             os.rename(removed.directory, doomed)
         except OSError as exc:
@@ -233,6 +248,24 @@ class LogManager:
             return
         delay = removed.config.file_delete_delay_ms / 1000
         self._later(delay, self._run_blocking, _delete_log_files, removed, doomed)
+
+    def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
+        """Truncate the partition's log (Log.truncate_to), calling off a cleaning of it under
+        way: what the cleaner read may be gone, and appends after the cut could make the log
+        look unchanged to its swap. Its first dirty offset is capped at the new log end."""
+        truncated_log = self.logs[tp]
+        if truncated_log.log_end_offset <= offset:
+            return False
+        self.cleaner.abort(tp)
+        truncated = truncated_log.truncate_to(offset)
+        self.cleaner.cap_first_dirty_offset(tp, truncated_log.log_end_offset)
+        return truncated
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        truncated_log = self.logs[tp]
+        self.cleaner.abort(tp)
+        truncated_log.truncate_fully_and_start_at(offset)
+        self.cleaner.cap_first_dirty_offset(tp, offset)
 
     def handle_io_error(self, tp: TopicPartition, exc: OSError) -> KafkaStorageError:
         """A write to the partition's log failed: take its whole directory offline."""
@@ -270,6 +303,15 @@ class LogManager:
         delay = owner.config.file_delete_delay_ms / 1000
         self._later(delay, self._run_blocking, _delete_segment_files, segments)
 
+    def write_leader_epochs(self, owner: Log, entries: list[EpochEntry]) -> None:
+        tp = owner.topic_partition
+
+        def failed(exc: OSError) -> None:
+            if self.logs.get(tp) is owner:  # a deleted partition's file may be gone: no matter
+                self.handle_io_error(tp, exc)
+
+        self._write_in_background(owner.leader_epochs.path, lambda: owner.leader_epochs.write(entries), failed)
+
     # ----------------------------------------------------------------------- periodic work
 
     def apply_retention(self) -> None:
@@ -300,19 +342,26 @@ class LogManager:
         if log_dir is not None:
             self._checkpoint_dir(log_dir)
 
+    def checkpoint_high_watermarks(self) -> None:
+        for log_dir in self.dirs.values():
+            if log_dir.online and not self._shutting_down:
+                high_watermarks = self._high_watermarks(log_dir)
+                path = os.path.join(log_dir.path, HIGH_WATERMARK_CHECKPOINT)
+                self._write_in_background(
+                    path,
+                    lambda p=path, h=high_watermarks: OffsetCheckpointFile(p).write(h),
+                    lambda exc, d=log_dir: self._take_offline(d, exc),
+                )
+
     def _checkpoint_dir(self, log_dir: LogDir) -> None:
-        """A dir whose previous write is still under way (a slow fsync) is written again once it
-        is done: two writes at once would race over the same temporary files, and the loser's
-        rename would fail."""
         if not log_dir.online or self._shutting_down:
             return
-        if log_dir.path in self._checkpointing:
-            self._checkpoint_again.add(log_dir.path)
-            return
         snapshot = self._checkpoint_snapshot(log_dir)
-        future = self._run_blocking(_write_checkpoints, log_dir, *snapshot)
-        self._checkpointing.add(log_dir.path)
-        future.add_done_callback(lambda f, d=log_dir: self._check_write(f, d))
+        self._write_in_background(
+            os.path.join(log_dir.path, RECOVERY_POINT_CHECKPOINT),
+            lambda: _write_checkpoints(log_dir, *snapshot),
+            lambda exc: self._take_offline(log_dir, exc),
+        )
 
     def _checkpoint_snapshot(self, log_dir: LogDir) -> tuple[dict, dict, dict]:
         logs = {tp: self.logs[tp] for tp in log_dir.logs if tp in self.logs}
@@ -322,13 +371,28 @@ class LogManager:
             self.cleaner.checkpoint_offsets(set(logs)),
         )
 
-    def _check_write(self, future: asyncio.Future, log_dir: LogDir) -> None:
-        self._checkpointing.discard(log_dir.path)
-        if not future.cancelled() and isinstance(future.exception(), OSError):
-            self._take_offline(log_dir, future.exception())
-        elif log_dir.path in self._checkpoint_again:
-            self._checkpoint_again.discard(log_dir.path)
-            self._checkpoint_dir(log_dir)
+    def _high_watermarks(self, log_dir: LogDir) -> dict[TopicPartition, int]:
+        return {tp: self.logs[tp].high_watermark for tp in log_dir.logs if tp in self.logs}
+
+    def _write_in_background(
+        self, key: str, write: Callable[[], None], on_error: Callable[[OSError], None]
+    ) -> None:
+        """Run `write` on the thread pool, after the write under way for `key` if there is one
+        (a slow fsync): then only the latest of the writes asked for meanwhile runs."""
+        if key in self._writing:
+            self._writing[key] = write
+            return
+        self._writing[key] = None
+        future = self._run_blocking(write)
+
+        def done(f: asyncio.Future) -> None:
+            if not f.cancelled() and isinstance(f.exception(), OSError):
+                on_error(f.exception())
+            queued = self._writing.pop(key, None)
+            if queued is not None:
+                self._write_in_background(key, queued, on_error)
+
+        future.add_done_callback(done)
 
     # ---------------------------------------------------------------------------- shutdown
 
@@ -340,7 +404,8 @@ class LogManager:
         for task in self._periodic:
             task.cancel()
         await asyncio.gather(*self._periodic, return_exceptions=True)
-        await asyncio.gather(*list(self._pending), return_exceptions=True)
+        while self._pending:  # a finished write may start the one queued behind it
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
         for log_dir in self.dirs.values():
             if not log_dir.online:
                 continue
@@ -350,6 +415,10 @@ class LogManager:
                 for partition_log in logs:
                     partition_log.mark_flushed(partition_log.log_end_offset)
                 await self._run_blocking(_write_checkpoints, log_dir, *self._checkpoint_snapshot(log_dir))
+                await self._run_blocking(
+                    OffsetCheckpointFile(os.path.join(log_dir.path, HIGH_WATERMARK_CHECKPOINT)).write,
+                    self._high_watermarks(log_dir),
+                )
                 for partition_log in logs:
                     partition_log.close()
                 await self._run_blocking(_write_clean_shutdown_marker, log_dir)
@@ -389,11 +458,12 @@ def _prepare_dir(log_dir: LogDir) -> None:
     log_dir.had_clean_shutdown = os.path.exists(os.path.join(log_dir.path, CLEAN_SHUTDOWN_FILE))
 
 
-def _read_checkpoints(log_dir: LogDir) -> tuple[dict, dict, dict]:
+def _read_checkpoints(log_dir: LogDir) -> tuple[dict, dict, dict, dict]:
     return (
         OffsetCheckpointFile(os.path.join(log_dir.path, RECOVERY_POINT_CHECKPOINT)).read(),
         OffsetCheckpointFile(os.path.join(log_dir.path, LOG_START_OFFSET_CHECKPOINT)).read(),
         _read_cleaner_checkpoint(log_dir),
+        OffsetCheckpointFile(os.path.join(log_dir.path, HIGH_WATERMARK_CHECKPOINT)).read(),
     )
 
 

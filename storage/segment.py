@@ -252,6 +252,35 @@ class LogSegment:
             self.records.truncate_to(valid_bytes)
         return truncated
 
+    def truncate_to(self, offset: int, config: LogConfig) -> int:
+        """Cut the segment at the first batch ending at or after `offset`, and make it the
+        active segment (writable indexes): a truncated log appends to it next. Bytes cut."""
+        self.make_active(config)
+        location = self.translate_offset(offset)
+        if location is None:
+            return 0
+        cut_offset = location.header.base_offset
+        self.offset_index.truncate_to(cut_offset)
+        self.time_index.truncate_to(cut_offset)
+        truncated = self.records.size - location.position
+        self.records.truncate_to(location.position)
+        self._bytes_since_last_index_entry = 0
+        self._first_batch_timestamp = None
+        if self.size == 0:
+            self.created_ms = int(time.time() * 1000)
+        self._reload_max_timestamp()
+        return truncated
+
+    def _reload_max_timestamp(self) -> None:
+        """The largest timestamp after a truncation: the time index's last entry, then the
+        batches after it."""
+        self.max_timestamp, self._offset_of_max_timestamp = self.time_index.last_entry
+        _, position = self.offset_index.lookup(self._offset_of_max_timestamp)
+        for location in self.records.batches(position):
+            if location.header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = location.header.max_timestamp
+                self._offset_of_max_timestamp = location.header.last_offset
+
     def _batch_is_valid(self, location: BatchLocation, expected_offset: int) -> bool:
         header = location.header
         if header.magic != MAGIC_V2 or header.base_offset < expected_offset:

@@ -28,6 +28,7 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     stop_replica,
     sync_group,

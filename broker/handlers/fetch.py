@@ -9,9 +9,18 @@ partition's records are a file region sent with sendfile after the hand-encoded 
 Long poll: when fewer than min_bytes are available and max_wait_ms > 0, the response waits until
 an append to one of the partitions brings enough, or max_wait_ms passes.
 
+Consumers (replica_id -1) read below the high watermark, from the leader only. Followers
+(replica_id >= 0, replication.fetcher) read up to the log end offset; their fetch offset is their
+log end offset, which the leader records (it may move the high watermark, waking delayed
+produces and consumer long polls, or bring the follower back into the ISR). A follower whose
+last_fetched_epoch (v12) ends before its fetch offset in the leader's epoch cache gets
+diverging_epoch (the leader's largest epoch at or below it, and where that epoch
+ends) and no records: it truncates there and fetches again (KIP-595's check).
+
 Per-partition errors: OFFSET_OUT_OF_RANGE outside [log start offset, log end offset],
-UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for
-a stale or future current_leader_epoch (v9+).
+UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER on a replica that does
+not lead the partition, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future
+current_leader_epoch (v9+).
 
 Fetch sessions (KIP-227) are not kept: every response is a full one with session_id 0 echoing
 every requested partition, which clients accept by sending full requests; an incremental request
@@ -38,7 +47,7 @@ READ_COMMITTED = 1
 class _Read:
     topics: list[TopicResult]
     total_bytes: int
-    has_error: bool
+    answer_now: bool
 
 
 @api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION))
@@ -49,7 +58,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
     max_wait_s = request.max_wait.total_seconds()
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
     wants_nothing = not any(topic.partitions for topic in request.topics)
-    if read.total_bytes >= request.min_bytes or max_wait_s <= 0 or read.has_error or wants_nothing:
+    if read.total_bytes >= request.min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _response(ctx, read.topics)
     return _long_poll(ctx, request, time.monotonic() + max_wait_s)
 
@@ -61,52 +70,76 @@ async def _long_poll(ctx: RequestContext, request: FetchRequest, deadline: float
         if remaining > 0:
             await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
         read = _read(ctx, request)
-        if read.total_bytes >= request.min_bytes or read.has_error or time.monotonic() >= deadline:
+        if read.total_bytes >= request.min_bytes or read.answer_now or time.monotonic() >= deadline:
             return _response(ctx, read.topics)
         if ctx.broker.shutting_down:
             return _response(ctx, read.topics)
 
 
 def _read(ctx: RequestContext, request: FetchRequest) -> _Read:
-    replica_manager = ctx.broker.replica_manager
     read_committed = request.isolation_level == READ_COMMITTED
+    follower_id = request.replica_id if request.replica_id >= 0 else None
     remaining = request.max_bytes
     min_one_batch = True
     total = 0
-    has_error = False
+    answer_now = False
     topics = []
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
-            result = PartitionResult(wanted.partition, records=b"")
-            try:
-                partition = replica_manager.get_partition(TopicPartition(topic.topic, wanted.partition))
-                partition.check_leader_epoch(wanted.current_leader_epoch)
-                region = replica_manager.read(
-                    partition,
-                    wanted.fetch_offset,
-                    min(wanted.partition_max_bytes, remaining),
-                    min_one_batch,
-                    read_committed,
-                )
-            except KafkaError as exc:
-                result.error_code = exc.error_code
-                has_error = True
-            else:
-                log = partition.log
-                result.high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.last_stable_offset
-                result.log_start_offset = log.log_start_offset
-                if read_committed:
-                    result.aborted_transactions = []
-                if region is not None:
-                    result.records = region
-                    remaining = max(remaining - len(region), 0)
-                    total += len(region)
-                    min_one_batch = False
+            tp = TopicPartition(topic.topic, wanted.partition)
+            max_bytes = min(wanted.partition_max_bytes, remaining)
+            result = _read_partition(ctx, tp, wanted, follower_id, max_bytes, min_one_batch, read_committed)
+            if result.error_code != ErrorCode.none or result.diverging_epoch is not None:
+                answer_now = True
+            elif len(result.records):
+                remaining = max(remaining - len(result.records), 0)
+                total += len(result.records)
+                min_one_batch = False
             results.append(result)
         topics.append(TopicResult(topic.topic, results))
-    return _Read(topics, total, has_error)
+    return _Read(topics, total, answer_now)
+
+
+def _read_partition(
+    ctx: RequestContext,
+    tp: TopicPartition,
+    wanted,
+    follower_id: int | None,
+    max_bytes: int,
+    min_one_batch: bool,
+    read_committed: bool,
+) -> PartitionResult:
+    replica_manager = ctx.broker.replica_manager
+    result = PartitionResult(wanted.partition, records=b"")
+    try:
+        partition = replica_manager.leader_partition(tp)
+        partition.check_leader_epoch(wanted.current_leader_epoch)
+        if follower_id is not None:
+            result.diverging_epoch = partition.diverging_epoch(wanted.last_fetched_epoch, wanted.fetch_offset)
+        if result.diverging_epoch is None:
+            region = replica_manager.read(
+                partition,
+                wanted.fetch_offset,
+                max_bytes,
+                min_one_batch,
+                read_committed,
+                for_follower=follower_id is not None,
+            )
+            if region is not None:
+                result.records = region
+            if follower_id is not None:
+                replica_manager.record_follower_fetch(partition, follower_id, wanted.fetch_offset)
+    except KafkaError as exc:
+        result.error_code = exc.error_code
+        result.records = b""
+        return result
+    result.high_watermark = partition.high_watermark
+    result.last_stable_offset = partition.last_stable_offset
+    result.log_start_offset = partition.log.log_start_offset
+    if read_committed:
+        result.aborted_transactions = []
+    return result
 
 
 def _response(

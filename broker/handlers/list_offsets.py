@@ -2,10 +2,13 @@
 
 Per partition, by the requested timestamp:
 - -2 (earliest): the log start offset;
-- -1 (latest): the high watermark (the last stable offset for read_committed, v2+);
+- -1 (latest): the high watermark (the last stable offset for read_committed, v2+); the log end
+  offset for a follower (replica_id >= 0);
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest timestamp;
 - a timestamp >= 0: the first record stamped at or after it, found through the time index, or
   offset -1 when there is none.
+
+Only the leader answers (NOT_LEADER_OR_FOLLOWER), except to the debugging replica id -2.
 
 Version notes: v0 answers with a list of offsets ("old style": at most max_num_offsets, here the
 one offset found) instead of an offset and timestamp; v2 adds isolation_level; v4 adds
@@ -35,6 +38,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
+DEBUGGING_REPLICA_ID = -2
 
 
 @api(ApiKey.LIST_OFFSETS, versions=(0, 7), parse=as_sent(ApiKey.LIST_OFFSETS))
@@ -50,7 +54,10 @@ def handle_list_offsets(ctx: RequestContext, request):
             ListOffsetsTopicResponse(
                 name=topic.name,
                 partitions=tuple(
-                    _answer(ctx, topic.name, p.partition_index, p.timestamp, p.current_leader_epoch, read_committed)
+                    _answer(
+                        ctx, topic.name, p.partition_index, p.timestamp, p.current_leader_epoch, read_committed,
+                        request.replica_id,
+                    )
                     for p in topic.partitions
                 ),
             )
@@ -66,11 +73,17 @@ def _answer(
     timestamp: int,
     leader_epoch: int,
     read_committed: bool,
+    replica_id: int,
 ) -> ListOffsetsPartitionResponse:
     try:
         partition = ctx.broker.replica_manager.get_partition(TopicPartition(topic, index))
+        if replica_id != DEBUGGING_REPLICA_ID:
+            partition.check_leader()
         partition.check_leader_epoch(leader_epoch)
-        found_timestamp, offset = _lookup(partition, timestamp, read_committed)
+        if replica_id >= 0 and timestamp == LATEST_TIMESTAMP:
+            found_timestamp, offset = -1, partition.log.log_end_offset
+        else:
+            found_timestamp, offset = _lookup(partition, timestamp, read_committed)
     except KafkaError as exc:
         return ListOffsetsPartitionResponse(partition_index=index, error_code=exc.error_code)
     return ListOffsetsPartitionResponse(
@@ -105,7 +118,7 @@ def _answer_v0(ctx: RequestContext, request: legacy.ListOffsetsRequestV0) -> leg
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            answer = _answer(ctx, topic.name, p.partition_index, p.timestamp, -1, False)
+            answer = _answer(ctx, topic.name, p.partition_index, p.timestamp, -1, False, request.replica_id)
             offsets = (answer.offset,) if answer.offset >= 0 and p.max_num_offsets > 0 else ()
             partitions.append(
                 legacy.ListOffsetsPartitionResponseV0(

@@ -6,15 +6,23 @@ offsets in place and appended. Errors are per partition: UNSUPPORTED_FOR_MESSAGE
 magic v0/v1, CORRUPT_MESSAGE for a bad CRC or framing, MESSAGE_TOO_LARGE beyond
 max.message.bytes, INVALID_RECORD for an impossible batch, UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_TOPIC_EXCEPTION for an illegal name or an internal topic, KAFKA_STORAGE_ERROR when the
-log dir fails. acks outside -1/0/1 gives INVALID_REQUIRED_ACKS for every partition.
+log dir fails, NOT_LEADER_OR_FOLLOWER on a replica that does not lead the partition. acks
+outside -1/0/1 gives INVALID_REQUIRED_ACKS for every partition.
 
-acks=0 gets no response at all. Standalone, acks=1 and acks=-1 (all) are the same: the one
-replica is the whole ISR, so the batch is committed once appended.
+acks=0 gets no response at all; acks=1 is answered after the leader's append. acks=-1 (all) is
+refused before appending with NOT_ENOUGH_REPLICAS when the ISR is smaller than the topic's
+min.insync.replicas; appended, it is a delayed produce answered once the high watermark passes
+the batch (followers' fetches move it), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR had
+meanwhile shrunk below min.insync.replicas, NOT_LEADER_OR_FOLLOWER if the replica stopped
+leading, REQUEST_TIMED_OUT after the request's timeout_ms. Standalone the one replica is the
+whole ISR, so acks=-1 is answered at once, like acks=1.
 
 Version notes: v0-2 have no transactional id; v2 adds log_append_time_ms, v5 log_start_offset,
 v8 record_errors and error_message; v9 is flexible. The request is parsed by hand (records stay
 views into the request buffer) and the response encoded by hand (protocol.produce).
 """
+
+import asyncio
 
 from protocol.api_keys import ApiKey
 from protocol.errors import CorruptRecordError, ErrorCode, KafkaError
@@ -31,6 +39,7 @@ VALID_ACKS = (-1, 0, 1)
 def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
     replica_manager = ctx.broker.replica_manager
     responses = []
+    waiting: list[tuple[TopicPartition, int, PartitionResponse]] = []
     for topic in request.topics:
         partitions = []
         for data in topic.partitions:
@@ -41,19 +50,48 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
                 _check_topic(ctx, topic.name)
                 if data.records is None:
                     raise CorruptRecordError("no record set")
-                result = replica_manager.append(TopicPartition(topic.name, data.index), data.records)
+                tp = TopicPartition(topic.name, data.index)
+                result = replica_manager.append(tp, data.records, request.acks)
             except KafkaError as exc:
-                partition.error_code = exc.error_code
-                partition.error_message = str(exc) or None
+                _set_error(partition, exc)
             else:
                 partition.base_offset = result.first_offset
                 partition.log_append_time_ms = result.log_append_time_ms
                 partition.log_start_offset = result.log_start_offset
+                if request.acks == -1:
+                    waiting.append((tp, result.last_offset, partition))
             partitions.append(partition)
         responses.append((topic.name, partitions))
     if request.acks == 0:
         return NO_RESPONSE
+    pending = [w for w in waiting if not _settled(replica_manager, *w)]
+    if pending:
+        return _delayed(ctx, request.timeout_ms, pending, responses)
     return EncodedResponse([encode_produce_response(ctx.api_version, responses)])
+
+
+def _settled(replica_manager, tp: TopicPartition, last_offset: int, partition: PartitionResponse) -> bool:
+    """Whether an acks=all append has its answer already (always, standalone)."""
+    outcome = replica_manager.commit_status(tp, last_offset)
+    if outcome is not None and outcome is not ErrorCode.none:
+        partition.error_code = outcome
+    return outcome is not None
+
+
+async def _delayed(ctx: RequestContext, timeout_ms: int, pending, responses) -> EncodedResponse:
+    async def wait(tp: TopicPartition, last_offset: int, partition: PartitionResponse) -> None:
+        try:
+            await ctx.broker.replica_manager.wait_for_commit(tp, last_offset, timeout_ms / 1000)
+        except KafkaError as exc:
+            _set_error(partition, exc)
+
+    await asyncio.gather(*(wait(*w) for w in pending))
+    return EncodedResponse([encode_produce_response(ctx.api_version, responses)])
+
+
+def _set_error(partition: PartitionResponse, exc: KafkaError) -> None:
+    partition.error_code = exc.error_code
+    partition.error_message = str(exc) or None
 
 
 def _check_topic(ctx: RequestContext, name: str) -> None:

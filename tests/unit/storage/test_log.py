@@ -4,11 +4,12 @@ import pytest
 
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
-from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter_batches
+from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter_batches, set_base_offset
 from protocol.records import iter_records
 from storage.errors import MessageTooLargeError, OffsetOutOfRangeError
 from storage.log_config import LogConfig
-from tests.unit.storage.conftest import batch
+from storage.log import InlineScheduler, Log
+from tests.unit.storage.conftest import TP, batch
 
 
 def read_all(log, start=0):
@@ -255,3 +256,74 @@ def test_topic_compression_type_recompresses(open_log, topic_codec, produced, st
     data = log.read(0, 1 << 20, 2, True).read()
     assert BatchHeader.from_buffer(data).compression == stored
     assert [r.value for r in iter_records(data)] == [b"a" * 100, b"b" * 100]
+
+
+# ---------------------------------------------------------------------------- replication
+
+
+def leader_bytes(log) -> bytes:
+    """The whole log, as a follower fetches it."""
+    return log.read(log.log_start_offset, 1 << 30, log.log_end_offset, True).read()
+
+
+def test_a_follower_appends_the_leaders_batches_as_they_are(open_log, tmp_path):
+    leader = Log.load(str(tmp_path / "leader" / TP.dir_name), TP, LogConfig(), scheduler=InlineScheduler())
+    leader.append_as_leader(memoryview(batch(b"a", b"b")), leader_epoch=1)
+    leader.append_as_leader(memoryview(batch(b"c")), leader_epoch=4)
+    fetched = leader_bytes(leader)
+    follower = open_log()
+    partial = memoryview(fetched + fetched[:30])  # a response cut inside a batch
+    assert follower.append_as_follower(partial) == len(fetched)
+    assert follower.log_end_offset == 3
+    assert leader_bytes(follower) == fetched
+    assert follower.leader_epochs.entries == ((1, 0), (4, 2))
+    leader.close()
+
+
+def test_a_follower_refuses_batches_that_do_not_continue_its_log_or_fail_the_crc(open_log):
+    follower = open_log()
+    stray = batch(b"a")
+    set_base_offset(stray, 0, 5)
+    with pytest.raises(CorruptRecordError, match="continue"):
+        follower.append_as_follower(memoryview(stray))
+    broken = batch(b"a")
+    broken[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        follower.append_as_follower(memoryview(broken))
+    assert follower.log_end_offset == 0
+
+
+def test_truncate_to_cuts_segments_indexes_epochs_and_the_high_watermark(open_log):
+    config = LogConfig(segment_bytes=400, index_interval_bytes=50)
+    log = open_log(config)
+    for n in range(12):
+        log.append_as_leader(memoryview(batch(b"v%02d" % n, b"w" * 40)), leader_epoch=n // 4)
+    log.high_watermark = log.log_end_offset
+    assert len(log.segments) > 3
+    assert log.truncate_to(13)  # inside the batch of offsets 12-13: all of it goes
+    assert log.log_end_offset == 12
+    assert log.high_watermark == 12
+    assert log.leader_epochs.entries == ((0, 0), (1, 8))
+    assert log.active_segment.base_offset <= 12
+    assert [r.offset for r in read_all(log)] == list(range(12))
+    log.append_as_leader(memoryview(batch(b"x")), leader_epoch=5)
+    assert log.leader_epochs.entries == ((0, 0), (1, 8), (5, 12))
+    log.high_watermark = log.log_end_offset
+    assert [r.value for r in read_all(log, 11)] == [b"w" * 40, b"x"]
+    assert not log.truncate_to(50)
+    log.close()
+    reloaded = open_log(config, had_clean_shutdown=False)
+    assert reloaded.log_end_offset == 13
+    assert reloaded.leader_epochs.entries == ((0, 0), (1, 8), (5, 12))
+
+
+def test_truncate_fully_restarts_the_log_at_an_offset(open_log):
+    log = open_log()
+    append(log, b"a", b"b")
+    log.truncate_fully_and_start_at(40)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (40, 40, 40)
+    assert log.leader_epochs.entries == ()
+    batch_at_40 = batch(b"c")
+    set_base_offset(batch_at_40, 0, 40)  # not covered by the CRC
+    log.append_as_follower(memoryview(batch_at_40))
+    assert log.log_end_offset == 41

@@ -197,3 +197,49 @@ def test_a_checkpoint_asked_for_while_one_is_written_follows_it(tmp_path, monkey
         await logs.shutdown()
 
     run(scenario())
+
+
+def test_high_watermarks_are_checkpointed_and_restored_capped_at_the_log_end(tmp_path):
+    tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    async def first_run():
+        logs = manager(tmp_path)
+        await logs.startup()
+        for partition in (tp, other):
+            log = logs.create(partition, LogConfig())
+            for value in (b"a", b"b", b"c"):
+                log.append_as_leader(memoryview(batch(value)), 0)
+        logs.logs[tp].high_watermark = 2
+        logs.logs[other].high_watermark = 3
+        await logs.shutdown()
+
+    run(first_run())
+    path = tmp_path / "replication-offset-checkpoint"
+    assert OffsetCheckpointFile(str(path)).read() == {tp: 2, other: 3}
+    OffsetCheckpointFile(str(path)).write({tp: 2, other: 99})
+
+    async def second_run():
+        logs = manager(tmp_path)
+        await logs.startup()
+        restored = logs.logs[tp].high_watermark, logs.logs[other].high_watermark
+        await logs.shutdown()
+        return restored
+
+    assert run(second_run()) == (2, 3)
+
+
+def test_truncation_makes_the_truncated_range_dirty_again_for_the_cleaner(tmp_path):
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        tp = TopicPartition("t", 0)
+        log = logs.create(tp, LogConfig())
+        for value in (b"a", b"b", b"c"):
+            append(log, value)
+        logs.cleaner.load_checkpoint({tp: 3})
+        assert logs.truncate_to(tp, 1)
+        assert logs.cleaner.checkpoint_offsets({tp}) == {tp: 1}
+        assert log.truncations == 1
+        await logs.shutdown()
+
+    run(scenario())

@@ -1,0 +1,457 @@
+"""Followers fetching from their leaders (Kafka's ReplicaFetcherManager and ReplicaFetcherThread).
+
+The manager keeps one fetcher per (source broker, fetcher id); a partition goes to fetcher
+hash(topic, partition) mod num.replica.fetchers of its leader's broker, so with the default of 1
+each leader is fetched from by one task carrying all the partitions this broker follows there.
+
+A fetcher is one asyncio task looping over:
+1. Truncation by epoch for the partitions that just became followers (or were told to by a
+   diverging epoch): OffsetForLeaderEpoch (v3, replica_id set) asking the leader where the
+   follower's latest epoch ends, then truncating (Kafka's getOffsetTruncationState):
+   - the leader does not know the epoch (UNDEFINED offset): fall back to the high watermark;
+   - it answers the same epoch: truncate to min(its end offset, ours for that epoch) — done;
+   - it answers an epoch E we never had: truncate to where our largest epoch below E ends,
+     and ask again about that one (the logs may have diverged inside it too); epochs only go
+     down, so this ends.
+2. A Fetch (v12, replica_id = this broker, replica.fetch.wait.max.ms, replica.fetch.min.bytes,
+   replica.fetch.max.bytes per partition, replica.fetch.response.max.bytes in all) from each
+   partition's log end offset, with the current leader epoch and the last fetched epoch. Records
+   are appended as they come (Log.append_as_follower; the appends are plain writes, flushes stay
+   where they are), and the follower's HW becomes min(leader HW, log end). A diverging_epoch in
+   the answer truncates there first and fetches again.
+
+Errors: a failed request (connection, timeout) backs the whole fetcher off
+replica.fetch.backoff.ms. Per partition, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
+UNKNOWN_TOPIC_OR_PARTITION (the leader has not caught up with the controller yet) back that
+partition off and retry; FENCED_LEADER_EPOCH (we are behind) and a local storage failure stop
+fetching it until the next LeaderAndIsr; OFFSET_OUT_OF_RANGE truncates to the leader's log end
+(when we are beyond it) or restarts the log at the leader's log start offset (when behind it).
+
+Everything runs on the event loop; a response is applied only to the partitions still fetched
+at the epoch they were asked for.
+"""
+
+import asyncio
+import datetime
+import logging
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.fetch import PartitionResult
+from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from storage.topic_partition import TopicPartition
+
+from replication.broker_client import BrokerClient, BrokerClientError
+from replication.partition_state import LeaderEndpoint
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+    from replication.partition import Partition
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 7
+_EARLIEST, _LATEST = -2, -1
+_RETRIABLE = (
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.replica_not_available,
+)
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    num_fetchers: int = 1
+    wait_max_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 1_048_576
+    response_max_bytes: int = 10_485_760
+    backoff_ms: int = 1_000
+    socket_timeout_ms: int = 30_000
+
+
+@dataclass
+class FetchState:
+    """One partition in a fetcher."""
+
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+    failed: bool = False
+
+    def ready(self, now: float) -> bool:
+        return not self.failed and self.delayed_until <= now
+
+
+ClientFactory = Callable[[LeaderEndpoint, str], BrokerClient]
+
+
+def truncation_for(
+    leader_epoch: int,
+    leader_end: int,
+    epochs: LeaderEpochCache,
+    log_end_offset: int,
+    high_watermark: int,
+) -> tuple[int, bool]:
+    """Where a follower truncates once the leader said `leader_epoch` ends at `leader_end`,
+    and whether that completes its truncation (Kafka's getOffsetTruncationState)."""
+    if leader_end == UNDEFINED_EPOCH_OFFSET:
+        return high_watermark, True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, log_end_offset), True
+    follower_epoch, follower_end = epochs.end_offset_for(leader_epoch, log_end_offset)
+    if follower_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, log_end_offset), True
+    if follower_epoch != leader_epoch:
+        # We never had the leader's epoch: cut to where our largest epoch below it ends, and
+        # ask again about that one (our latest, then).
+        return min(follower_end, log_end_offset), False
+    return min(leader_end, follower_end), True
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        replica_manager: "ReplicaManager",
+        broker_id: int,
+        settings: FetcherSettings,
+        client_factory: ClientFactory | None = None,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self.broker_id = broker_id
+        self.settings = settings
+        self._client_factory = client_factory or self._default_client
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self.partitions: dict[TopicPartition, ReplicaFetcher] = {}
+
+    def _default_client(self, source: LeaderEndpoint, client_id: str) -> BrokerClient:
+        timeout_s = (self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000
+        return BrokerClient(source.host, source.port, client_id, self.settings.socket_timeout_ms / 1000, timeout_s)
+
+    def fetcher_id(self, tp: TopicPartition) -> int:
+        return zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % self.settings.num_fetchers
+
+    def add_partitions(self, partitions: dict[TopicPartition, tuple[LeaderEndpoint, int]]) -> None:
+        """Fetch each partition from its leader's endpoint at the given leader epoch, starting
+        with truncation by epoch."""
+        for tp, (source, leader_epoch) in partitions.items():
+            self._remove(tp)
+            key = (source.broker_id, self.fetcher_id(tp))
+            fetcher = self.fetchers.get(key)
+            if fetcher is not None and fetcher.source != source:
+                self._stop(key)  # the broker moved: a fresh connection for the new address
+                fetcher = None
+            if fetcher is None:
+                client = self._client_factory(source, f"broker-{self.broker_id}-fetcher-{key[1]}")
+                fetcher = self.fetchers[key] = ReplicaFetcher(self, source, client)
+                fetcher.start()
+            fetcher.add(tp, FetchState(leader_epoch))
+            self.partitions[tp] = fetcher
+
+    def remove_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self._remove(tp)
+        for key in [k for k, f in self.fetchers.items() if not f.states]:
+            self._stop(key)
+
+    def _remove(self, tp: TopicPartition) -> None:
+        fetcher = self.partitions.pop(tp, None)
+        if fetcher is not None:
+            fetcher.remove(tp)
+
+    def _stop(self, key: tuple[int, int]) -> None:
+        fetcher = self.fetchers.pop(key)
+        for tp in list(fetcher.states):
+            self.partitions.pop(tp, None)
+        fetcher.stop()
+
+    async def shutdown(self) -> None:
+        fetchers = list(self.fetchers.values())
+        for key in list(self.fetchers):
+            self._stop(key)
+        await asyncio.gather(*(f.stopped() for f in fetchers), return_exceptions=True)
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaFetcherManager, source: LeaderEndpoint, client: BrokerClient) -> None:
+        self.manager = manager
+        self.source = source
+        self.client = client
+        self.states: dict[TopicPartition, FetchState] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    @property
+    def settings(self) -> FetcherSettings:
+        return self.manager.settings
+
+    @property
+    def _replicas(self) -> "ReplicaManager":
+        return self.manager.replica_manager
+
+    def add(self, tp: TopicPartition, state: FetchState) -> None:
+        self.states[tp] = state
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.states.pop(tp, None)
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stopped(self) -> None:
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.client.close()
+
+    # ------------------------------------------------------------------------- the loop
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                worked = await self.do_work()
+            except BrokerClientError as exc:
+                log.warning("fetching from broker %d failed: %s", self.source.broker_id, exc)
+                await asyncio.sleep(self.settings.backoff_ms / 1000)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must not stop replication for good: log it, back off
+                log.exception("the fetcher from broker %d failed", self.source.broker_id)
+                await asyncio.sleep(self.settings.backoff_ms / 1000)
+                continue
+            if not worked:
+                await self._idle()
+
+    async def _idle(self) -> None:
+        """Wait for a partition to be added or a delayed one to become ready."""
+        self._changed.clear()
+        delays = [s.delayed_until for s in self.states.values() if not s.failed]
+        timeout = max(min(delays) - time.monotonic(), 0.001) if delays else None
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def do_work(self) -> bool:
+        """One round: truncate what needs it, else fetch. False when nothing was ready."""
+        now = time.monotonic()
+        ready = {tp: s for tp, s in self.states.items() if s.ready(now)}
+        truncating = {tp: s for tp, s in ready.items() if s.truncating}
+        if truncating:
+            await self._truncate(truncating)
+            return True
+        if ready:
+            await self._fetch(ready)
+            return True
+        return False
+
+    # ------------------------------------------------------------------------ truncation
+
+    async def _truncate(self, states: dict[TopicPartition, FetchState]) -> None:
+        asked = {}
+        for tp, state in states.items():
+            partition = self._partition(tp, state)
+            if partition is None:
+                continue
+            epoch = partition.log.leader_epochs.latest_epoch
+            if epoch == UNDEFINED_EPOCH:
+                self._truncate_to_high_watermark(partition, state)
+                continue
+            asked[tp] = (state, epoch)
+        if not asked:
+            return
+        request = OffsetForLeaderEpochRequest(
+            replica_id=self.manager.broker_id,
+            topics=tuple(
+                OffsetForLeaderTopic(
+                    topic=topic,
+                    partitions=tuple(
+                        OffsetForLeaderPartition(
+                            partition=tp.partition, current_leader_epoch=state.leader_epoch, leader_epoch=epoch
+                        )
+                        for tp, (state, epoch) in asked.items()
+                        if tp.topic == topic
+                    ),
+                )
+                for topic in sorted({tp.topic for tp in asked})
+            ),
+        )
+        response = await self.client.send(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, request)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = TopicPartition(topic.topic, answer.partition)
+                still = self._still_fetched(tp, asked)
+                if still is None:
+                    continue
+                state, _epoch, partition = still
+                if answer.error_code != ErrorCode.none:
+                    self._partition_error(tp, state, ErrorCode(answer.error_code))
+                    continue
+                self._apply_epoch_end(partition, state, answer.leader_epoch, answer.end_offset)
+
+    def _apply_epoch_end(self, partition: "Partition", state: FetchState, leader_epoch: int, leader_end: int) -> None:
+        """Truncate after the leader said where `leader_epoch` ends."""
+        log_ = partition.log
+        offset, complete = truncation_for(
+            leader_epoch, leader_end, log_.leader_epochs, log_.log_end_offset, log_.high_watermark
+        )
+        self._replicas.truncate(partition, offset)
+        state.truncating = not complete
+
+    def _truncate_to_high_watermark(self, partition: "Partition", state: FetchState) -> None:
+        self._replicas.truncate(partition, partition.log.high_watermark)
+        state.truncating = False
+
+    # ----------------------------------------------------------------------------- fetch
+
+    async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
+        fetched = {}
+        for tp, state in states.items():
+            partition = self._partition(tp, state)
+            if partition is not None:
+                fetched[tp] = (state, partition.log.log_end_offset)
+        if not fetched:
+            return
+        request = self._fetch_request(fetched)
+        response = await self.client.send(ApiKey.FETCH, FETCH_VERSION, request)
+        if response.error_code != ErrorCode.none:
+            raise BrokerClientError(f"fetch answered {ErrorCode(response.error_code).name}")
+        for topic in response.topics:
+            for result in topic.partitions:
+                tp = TopicPartition(topic.topic, result.partition_index)
+                still = self._still_fetched(tp, fetched)
+                if still is None or still[2].log.log_end_offset != still[1]:
+                    continue
+                state, _fetch_offset, partition = still
+                try:
+                    await self._apply(partition, state, result)
+                except KafkaError as exc:
+                    log.error("%s: cannot replicate: %s", tp, exc)
+                    state.failed = True
+
+    def _fetch_request(self, fetched: dict[TopicPartition, tuple[FetchState, int]]) -> FetchRequest:
+        topics = {}
+        for tp, (state, fetch_offset) in fetched.items():
+            log_ = self._replicas.partitions[tp].log
+            topics.setdefault(tp.topic, []).append(
+                FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=state.leader_epoch,
+                    fetch_offset=fetch_offset,
+                    last_fetched_epoch=log_.leader_epochs.latest_epoch,
+                    log_start_offset=log_.log_start_offset,
+                    partition_max_bytes=self.settings.max_bytes,
+                )
+            )
+        return FetchRequest(
+            replica_id=self.manager.broker_id,
+            max_wait=datetime.timedelta(milliseconds=self.settings.wait_max_ms),
+            min_bytes=self.settings.min_bytes,
+            max_bytes=self.settings.response_max_bytes,
+            topics=tuple(FetchTopic(topic=t, partitions=tuple(p)) for t, p in topics.items()),
+            forgotten_topics_data=(),
+        )
+
+    async def _apply(self, partition: "Partition", state: FetchState, result: PartitionResult) -> None:
+        tp = partition.topic_partition
+        if result.error_code == ErrorCode.offset_out_of_range:
+            await self._handle_out_of_range(partition, state)
+            return
+        if result.error_code != ErrorCode.none:
+            self._partition_error(tp, state, ErrorCode(result.error_code))
+            return
+        if result.diverging_epoch is not None:
+            epoch, end_offset = result.diverging_epoch
+            self._apply_epoch_end(partition, state, epoch, end_offset)
+            return
+        if result.records:
+            self._replicas.append_as_follower(partition, memoryview(result.records), result.high_watermark)
+        else:
+            partition.log.high_watermark = min(result.high_watermark, partition.log.log_end_offset)
+
+    async def _handle_out_of_range(self, partition: "Partition", state: FetchState) -> None:
+        """Our fetch offset is outside the leader's log: beyond its end (an unclean election
+        left it shorter) we cut back to it; below its start we restart at its start."""
+        tp = partition.topic_partition
+        leader_end = await self._leader_offset(tp, state, _LATEST)
+        log_ = partition.log
+        if leader_end is None:
+            return
+        if log_.log_end_offset > leader_end:
+            log.warning("%s: our log end %d is beyond the leader's %d", tp, log_.log_end_offset, leader_end)
+            self._replicas.truncate(partition, leader_end)
+            return
+        leader_start = await self._leader_offset(tp, state, _EARLIEST)
+        if leader_start is not None and log_.log_end_offset < leader_start:
+            self._replicas.truncate_fully_and_start_at(partition, leader_start)
+
+    async def _leader_offset(self, tp: TopicPartition, state: FetchState, timestamp: int) -> int | None:
+        request = ListOffsetsRequest(
+            replica_id=self.manager.broker_id,
+            isolation_level=0,
+            topics=(
+                ListOffsetsTopic(
+                    name=tp.topic,
+                    partitions=(
+                        ListOffsetsPartition(
+                            partition_index=tp.partition,
+                            current_leader_epoch=state.leader_epoch,
+                            timestamp=timestamp,
+                        ),
+                    ),
+                ),
+            ),
+        )
+        response = await self.client.send(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request)
+        answer = response.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.none:
+            self._partition_error(tp, state, ErrorCode(answer.error_code))
+            return None
+        return answer.offset
+
+    def _partition_error(self, tp: TopicPartition, state: FetchState, error: ErrorCode) -> None:
+        if error in _RETRIABLE:
+            log.info("%s: the leader answered %s; retrying in %d ms", tp, error.name, self.settings.backoff_ms)
+            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+        else:
+            log.warning("%s: the leader answered %s; not fetching until the controller says", tp, error.name)
+            state.failed = True
+
+    def _still_fetched(self, tp: TopicPartition, asked: dict) -> "tuple[FetchState, int, Partition] | None":
+        """(state, what was asked, partition) if `tp` is still fetched as when it was asked."""
+        state, asked_value = asked.get(tp, (None, None))
+        if state is None or self.states.get(tp) is not state:
+            return None
+        partition = self._partition(tp, state)
+        return None if partition is None else (state, asked_value, partition)
+
+    def _partition(self, tp: TopicPartition, state: FetchState) -> "Partition | None":
+        """The partition, if this broker still follows it at the state's epoch."""
+        partition = self._replicas.partitions.get(tp)
+        if partition is None or partition.is_leader or partition.leader_epoch != state.leader_epoch:
+            return None
+        if partition.log is not self._replicas.log_manager.get(tp):  # its log dir failed
+            state.failed = True
+            return None
+        return partition

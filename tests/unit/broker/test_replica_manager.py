@@ -1,0 +1,175 @@
+"""The replica manager's API for the controller side (LeaderAndIsr, StopReplica), and delayed
+commits, over a real log manager."""
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from broker.replica_manager import ReplicaManager, ReplicationSettings
+from protocol.errors import ErrorCode, KafkaError
+from replication.partition_state import LeaderEndpoint, PartitionState
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
+from storage.topic_partition import TopicPartition
+from tests.unit.storage.conftest import batch
+
+TP = TopicPartition("t", 0)
+ME = 1
+NOWHERE = LeaderEndpoint(2, "127.0.0.1", 9)  # the discard port: fetches fail and back off
+
+
+def state(leader=ME, epoch=1, isr=(1, 2), zk_version=0, replicas=(1, 2), tp=TP) -> PartitionState:
+    return PartitionState(tp, 5, leader, epoch, isr, zk_version, replicas, is_new=True)
+
+
+class Recorder:
+    def __init__(self, manager: ReplicaManager) -> None:
+        self.events = []
+        manager.add_leadership_listener(
+            lambda tp, epoch: self.events.append(("lead", tp, epoch)),
+            lambda tp, epoch: self.events.append(("resign", tp, epoch)),
+        )
+
+
+def with_manager(tmp_path, scenario, min_insync: int = 1):
+    async def main():
+        config = LogConfig(min_insync_replicas=min_insync)
+        logs = LogManager([str(tmp_path)], lambda topic: config)
+        await logs.startup()
+        manager = ReplicaManager(logs, ME, ReplicationSettings(replica_lag_time_max_ms=100, commit_timeout_ms=300))
+        manager.start()
+        try:
+            await scenario(manager)
+        finally:
+            await manager.shutdown()
+            await logs.shutdown()
+
+    asyncio.run(main())
+
+
+def test_leader_and_follower_roles_follow_the_controller_and_tell_listeners(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        recorder = Recorder(manager)
+        other = TopicPartition("t", 1)
+        errors = manager.become_leader_or_follower(
+            5, [state(), state(leader=2, tp=other)], {2: NOWHERE}, ME
+        )
+        assert errors == {TP: ErrorCode.none, other: ErrorCode.none}
+        assert manager.partitions[TP].is_leader and not manager.partitions[other].is_leader
+        assert set(manager.fetchers.partitions) == {other}
+        assert recorder.events == [("lead", TP, 1)]
+        # The leader moves away: listeners hear it, and the partition is fetched instead.
+        manager.become_leader_or_follower(5, [state(leader=2, epoch=2)], {2: NOWHERE}, ME)
+        assert recorder.events[-1] == ("resign", TP, 1)
+        assert set(manager.fetchers.partitions) == {TP, other}
+        with pytest.raises(KafkaError) as refused:
+            manager.append(TP, memoryview(batch(b"a")))
+        assert refused.value.error_code == ErrorCode.not_leader_or_follower
+
+    with_manager(tmp_path, scenario)
+
+
+def test_stale_epochs_are_refused(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state(epoch=4)], {}, ME)
+        assert manager.become_leader_or_follower(5, [state(epoch=3)], {}, ME) == {TP: ErrorCode.fenced_leader_epoch}
+        assert manager.become_leader_or_follower(4, [state(epoch=9)], {}, ME) == {
+            TP: ErrorCode.stale_controller_epoch
+        }
+        assert manager.partitions[TP].leader_epoch == 4
+        # The same epoch refreshes the ISR and version (the controller changed them).
+        manager.become_leader_or_follower(5, [state(epoch=4, isr=(1,), zk_version=3)], {}, ME)
+        assert (manager.partitions[TP].isr, manager.partitions[TP].zk_version) == ((1,), 3)
+
+    with_manager(tmp_path, scenario)
+
+
+def test_stop_replicas_stops_leading_and_deletes_on_request(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        recorder = Recorder(manager)
+        manager.become_leader_or_follower(5, [state()], {}, ME)
+        assert manager.stop_replicas([TP], delete=False) == {TP: ErrorCode.none}
+        assert not manager.partitions[TP].is_leader
+        assert recorder.events[-1] == ("resign", TP, 1)
+        manager.stop_replicas([TP], delete=True)
+        assert TP not in manager.partitions and manager.log_manager.get(TP) is None
+
+    with_manager(tmp_path, scenario)
+
+
+def test_a_commit_waits_for_the_followers_fetch(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state()], {}, ME)
+        partition = manager.partitions[TP]
+        result = manager.append(TP, memoryview(batch(b"a", b"b")), required_acks=-1)
+        waiting = asyncio.ensure_future(manager.wait_for_commit(TP, result.last_offset, 5))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        manager.record_follower_fetch(partition, 2, 1)
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        manager.record_follower_fetch(partition, 2, 2)
+        await asyncio.wait_for(waiting, 1)
+        assert partition.high_watermark == 2
+
+    with_manager(tmp_path, scenario)
+
+
+def test_commits_time_out_or_fail_when_leadership_goes(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state()], {}, ME)
+        with pytest.raises(KafkaError) as timed_out:
+            await manager.append_committed(TP, memoryview(batch(b"a")))
+        assert timed_out.value.error_code == ErrorCode.request_timed_out
+        result = manager.append(TP, memoryview(batch(b"b")), required_acks=-1)
+        waiting = asyncio.ensure_future(manager.wait_for_commit(TP, result.last_offset, 5))
+        await asyncio.sleep(0.01)
+        manager.become_leader_or_follower(5, [state(leader=2, epoch=2)], {2: NOWHERE}, ME)
+        with pytest.raises(KafkaError) as moved:
+            await waiting
+        assert moved.value.error_code == ErrorCode.not_leader_or_follower
+
+    with_manager(tmp_path, scenario)
+
+
+def test_a_commit_completed_after_the_isr_shrank_below_min_insync(tmp_path):
+    class Writer:
+        async def write_isr(self, tp, leader_epoch, isr, zk_version):
+            return zk_version + 1
+
+    async def scenario(manager: ReplicaManager):
+        manager.set_isr_writer(Writer())
+        manager.become_leader_or_follower(5, [state(isr=(1, 2, 3), replicas=(1, 2, 3))], {}, ME)
+        partition = manager.partitions[TP]
+        result = manager.append(TP, memoryview(batch(b"a")), required_acks=-1)
+        manager.record_follower_fetch(partition, 2, 1)
+        waiting = asyncio.ensure_future(manager.wait_for_commit(TP, result.last_offset, 5))
+        # Broker 3 never fetches: after replica.lag.time.max.ms the periodic check drops it,
+        # the HW moves to 1, and the ISR (1, 2) is below min.insync.replicas=3.
+        with pytest.raises(KafkaError) as after_append:
+            await asyncio.wait_for(waiting, 2)
+        assert after_append.value.error_code == ErrorCode.not_enough_replicas_after_append
+        assert partition.isr == (1, 2)
+
+    with_manager(tmp_path, scenario, min_insync=3)
+
+
+def test_standalone_partitions_commit_at_once(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        recorder = Recorder(manager)
+        manager.add_partition(TP, LogConfig())
+        result = await asyncio.wait_for(manager.append_committed(TP, memoryview(batch(b"a"))), 1)
+        assert result.first_offset == 0 and manager.partitions[TP].high_watermark == 1
+        assert recorder.events == []  # standalone leadership is not news
+
+    with_manager(tmp_path, scenario)
+
+
+def test_settings_come_from_broker_configs(tmp_path):
+    from broker.server import _replication_settings
+    from tests.in_process import broker_config
+
+    settings = _replication_settings(broker_config(tmp_path, {"replica.fetch.backoff.ms": "7", "num.replica.fetchers": "2"}))
+    assert dataclasses.astuple(settings.fetcher)[:6] == (2, 500, 1, 1_048_576, 10_485_760, 7)
+    assert settings.replica_lag_time_max_ms == 30_000
