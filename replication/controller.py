@@ -13,7 +13,8 @@ controlled shutdowns, leader elections asked for (ElectLeaders), the periodic pr
 check. Watches only enqueue events; handlers re-read ZooKeeper.
 
 On becoming active: read brokers, topics and partition states, initialize partitions without a
-state, elect leaders for partitions whose leader is gone, then send UpdateMetadata (everything)
+state, elect leaders for partitions whose leader is gone, take dead brokers out of the ISRs, then
+send UpdateMetadata (everything)
 to every live broker and LeaderAndIsr to every replica. Decisions (replica assignment,
 elections, reassignment steps) are the pure functions of replication/assignment.py. A partition
 state is written by compare-and-set on its znode version, in one transaction with a check of
@@ -283,6 +284,10 @@ class Controller:
         await self._read_states(ctx.partitions())
         await self._initialize_new_partitions(ctx.partitions())
         await self._elect_offline(ctx.partitions())
+        # Kafka's replica state machine start: replicas on dead brokers leave the ISRs.
+        dead = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
+        if dead:
+            await self._remove_from_isr(ctx.partitions(), dead)
         self._send_update_metadata(ctx.partitions(), ctx.brokers)
         self._send_leader_and_isr(ctx.partitions())
         for tp, plan in self._plans_from_topics().items():
@@ -437,6 +442,8 @@ class Controller:
     async def _remove_from_isr(self, partitions: Iterable[TopicPartition], brokers: Collection[int]) -> list[TopicPartition]:
         """Take `brokers` out of the ISR of partitions they follow (Kafka's controller does it
         for dead and stopping brokers), bumping the leader epoch."""
+        partitions = list(partitions)
+        await self._read_states(partitions)  # leaders change ISRs too: decide on the latest
         changed = []
         for tp in partitions:
             def decide(current: LeaderIsr) -> LeaderIsr | None:
@@ -604,6 +611,7 @@ class Controller:
     async def _on_brokers_failed(self, dead: set[int]) -> None:
         ctx = self._ctx
         affected = [tp for tp in ctx.partitions() if any(r in dead for r in ctx.replicas(tp))]
+        await self._read_states(affected)
         changed = await self._elect_offline(affected)
         changed += await self._remove_from_isr([tp for tp in affected if tp not in changed], dead)
         self._send_leader_and_isr(changed)
@@ -713,8 +721,9 @@ class Controller:
     # ------------------------------------------------------------------ controlled shutdown
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
-        """Move leaderships off a stopping broker and take it out of ISRs; answers the
-        partitions it still leads (no other in-sync replica)."""
+        """Move leaderships off a stopping broker, take it out of ISRs and stop its other
+        replicas (StopReplica without delete); answers the partitions it still leads (no other
+        in-sync replica)."""
         return await self.run(
             "controlled shutdown", lambda: self._controlled_shutdown(broker_id, broker_epoch), (ErrorCode.not_controller, [])
         )
@@ -746,6 +755,11 @@ class Controller:
                 moved.append(tp)
         followed = await self._remove_from_isr([tp for tp in hosted if tp not in moved], {broker_id})
         self._propagate(moved + followed)
+        # Kafka's OfflineReplica step: the stopping broker stops fetching, so its leaders do not
+        # take it back into their ISRs while it goes.
+        stopped = [tp for tp in hosted if ctx.states[tp].leader != broker_id]
+        if stopped:
+            self._send_stop_replica(broker_id, stopped, False)
         remaining = [tp for tp in hosted if ctx.states[tp].leader == broker_id]
         log.info("controller: broker %d shutting down; %d leadership(s) moved, %d remain",
                  broker_id, len(moved), len(remaining))

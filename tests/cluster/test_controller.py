@@ -169,9 +169,12 @@ def test_controlled_shutdown_moves_leadership_away_first(cluster):
     stopping = 3
     assert cluster.broker(stopping).stop() == 0
     assert "controlled shutdown done" in cluster.broker(stopping).log()
-    after = wait_until(lambda: _agreed(cluster, topic, (1, 2), 3), _TIMEOUT_S, "metadata agreement")
-    for leader, _, isr in after.values():
-        assert leader != stopping and stopping not in isr
+
+    def moved_away():
+        after = _agreed(cluster, topic, (1, 2), 3)
+        return after and all(leader != stopping and stopping not in isr for leader, _, isr in after.values())
+
+    wait_until(moved_away, _TIMEOUT_S, "leaders and ISRs without the stopped broker")
 
 
 def test_partitions_added_and_topic_deleted_through_the_controller(cluster):
