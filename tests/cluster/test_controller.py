@@ -1,12 +1,13 @@
 """The controller with three real broker processes and ZooKeeper (tests/cluster/harness.py):
 topic creation with three replicas, the same metadata from every broker, controller failover
-with a higher epoch, leader failover within the ISR, controlled shutdown, and the admin
-requests only the controller serves."""
+with a higher epoch, leader failover within the ISR (acks=all records survive it), controlled
+shutdown, session expiry, and the admin requests only the controller serves."""
 
 import json
+import time
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.cluster.harness import wait_until
@@ -217,3 +218,43 @@ def test_session_expiry_re_registers_the_broker_and_re_elects_the_controller(clu
     topic = unique_topic("after-expiry")
     _create(cluster, topic, 3, 3)
     wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement after the expiry")
+
+
+def test_records_acknowledged_by_all_replicas_survive_the_leaders_death(cluster):
+    topic = unique_topic("acks-all")
+    _create(cluster, topic, 1, 3)
+    before = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    leader = before[0][0]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False})
+    delivered = []
+
+    def on_delivery(error, message):
+        if error is None:
+            delivered.append(message.value())
+
+    values = [b"record-%d" % i for i in range(200)]
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+    assert producer.flush(_TIMEOUT_S) == 0
+    assert sorted(delivered) == sorted(values)
+    cluster.broker(leader).kill()
+    survivors = [b for b in (1, 2, 3) if b != leader]
+    wait_until(
+        lambda: (after := _agreed(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
+        _TIMEOUT_S, "a new leader",
+    )
+    consumer = Consumer({
+        "bootstrap.servers": cluster.broker(survivors[0]).bootstrap,
+        "group.id": unique_topic("reader"),
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read = []
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < len(values) and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.close()
+    assert read == values
