@@ -8,7 +8,14 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from tests.cluster.harness import wait_until
 from tests.harness import unique_topic
@@ -258,3 +265,51 @@ def test_records_acknowledged_by_all_replicas_survive_the_leaders_death(cluster)
             read.append(message.value())
     consumer.close()
     assert read == values
+
+
+def test_topic_configs_reach_every_broker(cluster):
+    topic = unique_topic("configs")
+    _create(cluster, topic, 1, 2)
+    admin = _admin(cluster.bootstrap)
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
+    ])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=_TIMEOUT_S)
+
+    def retention(broker_id: int) -> str | None:
+        client = _admin(cluster.broker(broker_id).bootstrap)  # kept while its future is read
+        described = client.describe_configs([ConfigResource("topic", topic)])
+        entries = next(iter(described.values())).result(timeout=10)
+        return entries["retention.ms"].value
+
+    for broker_id in (1, 2, 3):
+        wait_until(lambda: retention(broker_id) == "123456", _TIMEOUT_S, f"broker {broker_id} has the new config")
+
+
+def test_a_consumer_group_is_coordinated_by_the_leader_of_its_offsets_partition(cluster):
+    topic = unique_topic("grouped")
+    _create(cluster, topic, 2, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False})
+    values = [b"v%d" % i for i in range(20)]
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(_TIMEOUT_S) == 0
+    group = unique_topic("group")
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    read = []
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < len(values) and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert sorted(read) == sorted(values)
+    offsets = wait_until(
+        lambda: _partitions(cluster.broker(1).bootstrap, "__consumer_offsets"), _TIMEOUT_S, "__consumer_offsets"
+    )
+    assert all(len(replicas) == 3 for _, replicas, _ in offsets.values())
