@@ -1,13 +1,16 @@
 """The controller with three real broker processes and ZooKeeper (tests/cluster/harness.py):
 topic creation with three replicas, the same metadata from every broker, controller failover
 with a higher epoch, leader failover within the ISR (acks=all records survive it), controlled
-shutdown, session expiry, and the admin requests only the controller serves."""
+shutdown, session expiry, reassignment, preferred leader election, and the admin requests only
+the controller serves."""
 
+import asyncio
+import datetime
 import json
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -16,6 +19,16 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
 )
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from replication.broker_client import BrokerClient
 
 from tests.cluster.harness import wait_until
 from tests.harness import unique_topic
@@ -313,3 +326,60 @@ def test_a_consumer_group_is_coordinated_by_the_leader_of_its_offsets_partition(
         lambda: _partitions(cluster.broker(1).bootstrap, "__consumer_offsets"), _TIMEOUT_S, "__consumer_offsets"
     )
     assert all(len(replicas) == 3 for _, replicas, _ in offsets.values())
+
+
+def _send(bootstrap: str, api_key: ApiKey, version: int, request):
+    host, port = bootstrap.rsplit(":", 1)
+
+    async def call():
+        client = BrokerClient(host, int(port), "test", connect_timeout_s=5, request_timeout_s=30)
+        try:
+            return await client.send(api_key, version, request)
+        finally:
+            await client.close()
+
+    return asyncio.run(call())
+
+
+def test_a_reassignment_moves_replicas_and_leadership(cluster):
+    topic = unique_topic("moves")
+    admin = _admin(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=_TIMEOUT_S)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    controller, _ = _controller(cluster)
+    started = _send(cluster.broker(controller).bootstrap, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0,
+                    AlterPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=(
+                        ReassignableTopic(name=topic, partitions=(ReassignablePartition(partition_index=0, replicas=(2, 3)),)),
+                    )))
+    assert started.error_code == ErrorCode.none
+    assert [p.error_code for t in started.responses for p in t.partitions] == [ErrorCode.none]
+
+    def moved():
+        after = _agreed(cluster, topic, (1, 2, 3), 1)
+        return after if after and after[0][1] == (2, 3) and sorted(after[0][2]) == [2, 3] else None
+
+    leader, _, _ = wait_until(moved, _TIMEOUT_S, "replicas moved to brokers 2 and 3")[0]
+    assert leader in (2, 3)
+    listed = _send(cluster.broker(controller).bootstrap, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                   ListPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=None))
+    assert listed.error_code == ErrorCode.none and listed.topics == ()
+
+
+def test_preferred_leader_election_gives_leadership_back(cluster):
+    topic = unique_topic("preferred")
+    admin = _admin(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=_TIMEOUT_S)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    assert cluster.broker(1).stop() == 0  # controlled shutdown: broker 2 leads
+    cluster.broker(1).start()
+    wait_until(
+        lambda: (after := _agreed(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 2 and sorted(after[0][2]) == [1, 2],
+        _TIMEOUT_S, "broker 1 back in the ISR under leader 2",
+    )
+    elect_admin = _admin(cluster.bootstrap)
+    result = elect_admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(timeout=_TIMEOUT_S)
+    assert result[TopicPartition(topic, 0)] is None
+    wait_until(
+        lambda: (after := _agreed(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 1,
+        _TIMEOUT_S, "the preferred replica leads again",
+    )
