@@ -27,6 +27,7 @@ registration is STALE_BROKER_EPOCH.
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from protocol.api_keys import ApiKey
@@ -245,14 +246,14 @@ class ClusterMember:
 
     # ------------------------------------------------------------------ topics
 
-    def _watch(self, handler) -> "callable":
+    def _watch(self, handler: Callable[[], Awaitable[None]]) -> Callable[[WatchEvent], None]:
         def on_watch(event: WatchEvent) -> None:
             if not self._stopping:
                 asyncio.get_running_loop().create_task(self._guarded(handler))
 
         return on_watch
 
-    async def _guarded(self, handler) -> None:
+    async def _guarded(self, handler: Callable[[], Awaitable[None]]) -> None:
         try:
             await handler()
         except ZkError as exc:
