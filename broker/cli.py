@@ -11,6 +11,7 @@ import asyncio
 import logging
 import sys
 
+from broker.cluster import ClusterStartError
 from broker.config import BrokerConfig, ConfigError
 from broker.server import Broker
 from storage.errors import KafkaStorageError
@@ -49,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         run = uvloop.run
     try:
         run(Broker(config).run_until_signalled())
-    except (KafkaStorageError, OSError) as exc:
+    except (KafkaStorageError, OSError, ClusterStartError) as exc:
         # What escapes here stopped the start: no log dir could take the cluster metadata or the
-        # logs, or the listener could not bind. Each reason is already logged; say it plainly.
+        # logs, the listener could not bind, or the cluster refused this broker. Each reason is already logged; say it plainly.
         logging.getLogger("broker").error("cannot start: %s", exc)
         print(f"logway: cannot start: {exc}", file=sys.stderr)
         return 1

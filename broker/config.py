@@ -595,6 +595,15 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "Periodically move leadership back to the preferred replicas."),
     _c("leader.imbalance.check.interval.seconds", _L, 300,
        "How often leadership balance is checked.", minimum=1),
+    _c("leader.imbalance.per.broker.percentage", _I, 10,
+       "Share of a broker's preferred partitions it may not lead before a rebalance.", minimum=0),
+    _c("controlled.shutdown.max.retries", _I, 3,
+       "How often a stopping broker asks the controller to move its leaderships away.",
+       minimum=0),
+    _c("controlled.shutdown.retry.backoff.ms", _L, 5000,
+       "Wait between controlled shutdown attempts.", minimum=0),
+    _c("controller.socket.timeout.ms", _I, 30000,
+       "Timeout of the controller's requests to brokers.", minimum=0),
 )
 
 BROKER_CONFIGS: Mapping[str, BrokerConfigDef] = MappingProxyType({d.name: d for d in _DEFS})

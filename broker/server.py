@@ -5,6 +5,12 @@ start the group coordinator (it loads __consumer_offsets in the background), the
 Stop (SIGTERM/SIGINT or `stop()`): stop accepting, release waiting fetches and group requests,
 let in-flight requests finish and their responses go out, close connections, then flush and
 checkpoint every log and write the clean-shutdown markers.
+
+With zookeeper.connect set the broker is a cluster member (broker/cluster.py): after the logs
+are loaded it listens, joins the cluster (registration, controller election) and serves the
+partitions the controller gives it; the metadata cache is filled by the controller. Its clean
+stop first asks the controller to move its leaderships away (controlled.shutdown.enable).
+Standalone, the broker fills the metadata cache itself and serves every partition.
 """
 
 import asyncio
@@ -14,8 +20,10 @@ import socket
 import time
 from dataclasses import dataclass
 
+from broker.cluster import ClusterMember
 from broker.config import BrokerConfig
 from broker.dispatch import Dispatcher
+from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, Listener
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
@@ -61,6 +69,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(
             FileProducerIdBlockStore(config.log_dirs), self.broker_id
         )
+        self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
+        self.cluster = ClusterMember(self) if config.get("zookeeper.connect") else None
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
@@ -77,16 +87,26 @@ class Broker:
     @property
     def controller_id(self) -> int:
         """Standalone, this broker is its own controller."""
-        return self.broker_id
+        return self.metadata_cache.controller_id
 
     async def start(self) -> None:
         await asyncio.to_thread(self.topic_store.load)
-        await self.topic_store.save()
-        await self.log_manager.startup()
-        self.topics.open_partitions()
-        self.replica_manager.start()
-        self.group_coordinator.start()
-        self._listen()
+        if self.cluster is not None:
+            await self.log_manager.startup()
+            self._listen()
+            self.replica_manager.set_isr_writer(self.cluster.isr_writer)
+            self.replica_manager.start()
+            await self.cluster.start()
+            self.group_coordinator.start()
+        else:
+            await self.topic_store.save()
+            await self.log_manager.startup()
+            self.topics.open_partitions()
+            self.replica_manager.start()
+            self.group_coordinator.start()
+            self._listen()
+            self.topics.on_change.append(self._fill_standalone_metadata)
+            self._fill_standalone_metadata()
         log.info(
             "broker %d of cluster %s serving %s",
             self.broker_id,
@@ -105,6 +125,23 @@ class Broker:
             self.broker_id, advertised.host, port, self.config.get("broker.rack")
         )
 
+    def require_controller(self) -> None:
+        """Cluster mode: refuse (NOT_CONTROLLER) the admin requests only the controller serves."""
+        if self.cluster is not None:
+            self.cluster.require_controller()
+
+    def _fill_standalone_metadata(self) -> None:
+        """Standalone, this broker is the cluster: its only broker, its controller, the leader
+        and only replica of every partition."""
+        endpoint = self.endpoint
+        node = BrokerNode(self.broker_id, {self.metadata_cache.listener_name: (endpoint.host, endpoint.port)}, endpoint.rack)
+        replicas = (self.broker_id,)
+        self.metadata_cache.update(self.broker_id, 0, [node], {})
+        self.metadata_cache.replace_topics({
+            info.name: {p: PartitionInfo(self.broker_id, 0, replicas, replicas) for p in range(info.partitions)}
+            for info in self.topics.topics.values()
+        })
+
     @property
     def port(self) -> int:
         return self._listeners[0].port
@@ -122,6 +159,8 @@ class Broker:
         self._connections.add(connection)
 
     async def stop(self) -> None:
+        if self.cluster is not None and self.config.get("controlled.shutdown.enable"):
+            await self.cluster.controlled_shutdown()
         self.shutting_down = True
         for listener in self._listeners:
             listener.close()
@@ -135,6 +174,8 @@ class Broker:
         for connection in list(self._connections):
             connection.close("broker shutting down")
         await self.replica_manager.shutdown()
+        if self.cluster is not None:
+            await self.cluster.stop()
         await self.log_manager.shutdown()
         self.topic_store.close()
         log.info("broker %d stopped cleanly", self.broker_id)

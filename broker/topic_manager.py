@@ -3,6 +3,11 @@
 Every path that creates, grows, reconfigures or deletes a topic goes through here (CreateTopics,
 auto-creation by Metadata, CreatePartitions, AlterConfigs, DeleteTopics), so Kafka's rules and
 error messages live in one place.
+
+Standalone, the topic store is the record and this broker serves every partition. In cluster
+mode (`cluster_admin` set) the changes go to ZooKeeper through it, the controller decides where
+partitions live, and `install`/`uninstall` keep the topics here in step with ZooKeeper's
+(broker/cluster.py); partitions are served on the controller's LeaderAndIsr requests.
 """
 
 import asyncio
@@ -10,6 +15,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import KafkaStorageError
@@ -46,6 +52,25 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+class ClusterTopicAdmin(Protocol):
+    """Topic changes in cluster mode (broker/cluster_admin.py)."""
+
+    async def create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+    ) -> TopicInfo: ...
+
+    async def delete(self, name: str) -> None: ...
+
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None) -> None: ...
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+
 def _collision_key(name: str) -> str:
     """Kafka's metric names turn '.' into '_', so two topics differing only there collide."""
     return name.replace(".", "_")
@@ -62,7 +87,10 @@ class TopicManager:
         self.store = store
         self.replica_manager = replica_manager
         self._broker_settings = broker_settings
-        self._broker_ids = list(broker_ids)
+        fixed_ids = list(broker_ids)
+        self.live_brokers: Callable[[], Sequence[int]] = lambda: fixed_ids
+        self.cluster_admin: ClusterTopicAdmin | None = None
+        self.on_change: list[Callable[[], None]] = []
         self._log_configs: dict[str, LogConfig] = {}
 
     @property
@@ -71,7 +99,12 @@ class TopicManager:
 
     @property
     def live_broker_count(self) -> int:
-        return len(self._broker_ids)
+        return len(self.live_brokers())
+
+    @property
+    def is_local(self) -> bool:
+        """Standalone: this broker holds every partition of every topic."""
+        return self.cluster_admin is None
 
     def log_config(self, topic: str) -> LogConfig:
         config = self._log_configs.get(topic)
@@ -144,10 +177,10 @@ class TopicManager:
             raise KafkaError(
                 "Replication factor must be larger than 0.", ErrorCode.invalid_replication_factor
             )
-        if replication_factor > len(self._broker_ids):
+        if replication_factor > self.live_broker_count:
             raise KafkaError(
                 f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{len(self._broker_ids)}.",
+                f"{self.live_broker_count}.",
                 ErrorCode.invalid_replication_factor,
             )
 
@@ -175,11 +208,22 @@ class TopicManager:
             raise invalid(f"Partition {partition} has no replicas.")
         if len(set(replicas)) != len(replicas):
             raise invalid(f"Duplicate brokers in the assignment of partition {partition}.")
-        unknown = set(replicas) - set(self._broker_ids)
+        unknown = set(replicas) - set(self.live_brokers())
         if unknown:
             raise invalid(f"Unknown broker(s) {sorted(unknown)} for partition {partition}.")
 
-    async def create(self, name: str, num_partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+    async def create(
+        self,
+        name: str,
+        num_partitions: int,
+        configs: Mapping[str, str],
+        replication_factor: int = 1,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+    ) -> TopicInfo:
+        """Create a checked topic (`check_new_topic`); in cluster mode return once every
+        partition has a leader in this broker's metadata."""
+        if self.cluster_admin is not None:
+            return await self.cluster_admin.create(name, num_partitions, replication_factor, assignments or {}, configs)
         if not self.replica_manager.log_manager.has_online_dirs:
             raise KafkaStorageError(f"cannot create {name}: no log directory is online")
         info = TopicInfo(name, uuid.uuid4(), num_partitions, dict(configs))
@@ -196,6 +240,7 @@ class TopicManager:
         async def save_then_apply() -> None:
             await self.store.save()
             apply()
+            self._changed()
 
         await asyncio.shield(save_then_apply())
 
@@ -216,7 +261,15 @@ class TopicManager:
                 return info
         raise KafkaError(f"Unknown topic id {topic_id}", ErrorCode.unknown_topic_id)
 
+    def _changed(self) -> None:
+        for listener in self.on_change:
+            listener()
+
     async def delete(self, name: str) -> None:
+        if self.cluster_admin is not None:
+            self.get(name)
+            await self.cluster_admin.delete(name)
+            return
         info = self.get(name)
         del self.store.topics[name]
         self._log_configs.pop(name, None)
@@ -249,7 +302,10 @@ class TopicManager:
                 self._check_replicas(partition, replicas)
         return info
 
-    async def create_partitions(self, name: str, count: int) -> None:
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None) -> None:
+        if self.cluster_admin is not None:
+            await self.cluster_admin.create_partitions(name, count, assignments)
+            return
         info = self.get(name)
         added = range(info.partitions, count)
         info.partitions = count
@@ -258,14 +314,31 @@ class TopicManager:
     async def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace the topic's overrides (validated by the caller) and apply them to its logs."""
         info = self.get(name)
-        info.configs = dict(configs)
+        if self.cluster_admin is not None:
+            await self.cluster_admin.set_configs(name, configs)
+        else:
+            info.configs = dict(configs)
+            await self._save_then_apply(lambda: self._apply_configs(info))
+
+    def _apply_configs(self, info: TopicInfo) -> None:
+        self._log_configs.pop(info.name, None)
+        config = self.log_config(info.name)
+        for partition in range(info.partitions):
+            partition_log = self.replica_manager.log_manager.get(TopicPartition(info.name, partition))
+            if partition_log is not None:
+                partition_log.update_config(config)
+
+    # --------------------------------------------------------------------- cluster mode
+
+    def install(self, info: TopicInfo) -> None:
+        """Cluster mode: take a topic as ZooKeeper has it (new, grown or reconfigured)."""
+        previous = self.store.topics.get(info.name)
+        self.store.topics[info.name] = info
+        if previous is None or previous.configs != info.configs:
+            self._apply_configs(info)
+
+    def uninstall(self, name: str) -> None:
+        """Cluster mode: the topic is gone from ZooKeeper (its replicas are stopped and deleted
+        by the controller's StopReplica)."""
+        self.store.topics.pop(name, None)
         self._log_configs.pop(name, None)
-
-        def apply_to_logs() -> None:
-            config = self.log_config(name)
-            for partition in range(info.partitions):
-                partition_log = self.replica_manager.log_manager.get(TopicPartition(name, partition))
-                if partition_log is not None:
-                    partition_log.update_config(config)
-
-        await self._save_then_apply(apply_to_logs)

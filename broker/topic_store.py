@@ -47,6 +47,7 @@ class TopicStore:
         self.cluster_id = ""
         self.topics: dict[str, TopicInfo] = {}
         self._generation = 0
+        self.loaded_from_disk = False
         self._writer = concurrent.futures.ThreadPoolExecutor(1, "logway-metadata")
 
     def load(self) -> None:
@@ -60,6 +61,7 @@ class TopicStore:
             self.cluster_id = new_cluster_id()
             return
         self.cluster_id = newest["cluster_id"]
+        self.loaded_from_disk = True
         self._generation = newest["generation"]
         self.topics = {
             name: TopicInfo(name, uuid.UUID(t["topic_id"]), t["partitions"], dict(t["configs"]))

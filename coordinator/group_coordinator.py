@@ -226,7 +226,7 @@ class GroupCoordinator:
         self._loop = asyncio.get_running_loop()
         self.active = True
         info = self._topics.topics.get(OFFSETS_TOPIC)
-        if info is not None:
+        if info is not None and self._topics.is_local:
             self._take_over(info.partitions, is_new=False)
         if self._config.get("offsets.retention.check.interval.ms") < _NEVER_MS:
             self._spawn(self._expire_offsets_periodically())
@@ -273,6 +273,8 @@ class GroupCoordinator:
             if info is not None:  # made with CreateTopics since the broker started
                 self._take_over(info.partitions, is_new=False)
                 return True
+            if not self._topics.is_local and self._topics.live_broker_count == 0:
+                return False  # this broker has no metadata yet
             count = self._config.get("offsets.topic.num.partitions")
             replication_factor = min(
                 self._config.get("offsets.topic.replication.factor"), self._topics.live_broker_count
@@ -291,7 +293,7 @@ class GroupCoordinator:
                 default_partitions=count,
                 default_replication_factor=replication_factor,
             )
-            await self._topics.create(OFFSETS_TOPIC, count, configs)
+            await self._topics.create(OFFSETS_TOPIC, count, configs, replication_factor)
         except KafkaError as exc:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
             return False
@@ -302,8 +304,10 @@ class GroupCoordinator:
 
     def _take_over(self, partition_count: int, is_new: bool) -> None:
         """Coordinate the partitions this broker leads (standalone: all); a new topic has
-        nothing to load."""
+        nothing to load. In cluster mode leadership changes drive it (on_become_leader)."""
         self._partition_count = partition_count
+        if not self._topics.is_local:
+            return
         for partition in range(partition_count):
             if not self._replica_manager.leads(TopicPartition(OFFSETS_TOPIC, partition)):
                 continue

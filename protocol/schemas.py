@@ -217,7 +217,7 @@ def _layout(entity_type: type) -> tuple[list, dict]:
         kafka_type = f.metadata.get("kafka_type")
         if "tag" in f.metadata:
             tagged[f.metadata["tag"]] = (name, _field_walk(hints[f.name], kafka_type))
-        elif kafka_type in _FIXED_SIZES and typing.get_origin(hints[f.name]) is not tuple:
+        elif kafka_type in _FIXED_SIZES and not _is_array(hints[f.name]):
             size = _FIXED_SIZES[kafka_type]
             if fields and fields[-1][1].__class__ is int:
                 fields[-1] = (fields[-1][0], fields[-1][1] + size)
@@ -226,6 +226,11 @@ def _layout(entity_type: type) -> tuple[list, dict]:
         else:
             fields.append((name, _field_walk(hints[f.name], kafka_type)))
     return fields, tagged
+
+
+def _is_array(hint: Any) -> bool:
+    """An array field, nullable ones included (`tuple[...] | None`)."""
+    return any(typing.get_origin(member) is tuple for member in _union_members(hint))
 
 
 def _field_walk(hint: Any, kafka_type: str | None) -> Callable[[_Walker, str], None]:

@@ -8,6 +8,10 @@ broker alone). With validate_only nothing changes but the answer is the same.
 Errors, per topic: INVALID_PARTITIONS for a count not above the current one,
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST for a topic named twice.
 
+Cluster mode: served by the controller only (others: NOT_CONTROLLER); the new partitions'
+replicas are assigned over the live brokers unless given, written to the topic's znode, and the
+answer waits until they have leaders in the metadata.
+
 Version notes: v1 is v0 (its answers may be throttled); v2 is flexible; v3 is v2.
 """
 
@@ -43,13 +47,14 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
 
 
 async def _grow(ctx: RequestContext, topic: CreatePartitionsTopic, validate_only: bool) -> None:
+    ctx.broker.require_controller()
     topics = ctx.broker.topics
     assignments = None
     if topic.assignments is not None:
         assignments = [list(assignment.broker_ids) for assignment in topic.assignments]
     topics.check_new_partition_count(topic.name, topic.count, assignments)
     if not validate_only:
-        await topics.create_partitions(topic.name, topic.count)
+        await topics.create_partitions(topic.name, topic.count, assignments)
 
 
 def _result(name: str, error_code: ErrorCode, message: str | None) -> CreatePartitionsTopicResult:

@@ -11,6 +11,11 @@ created but the answer is the same.
 Version notes: v1 adds validate_only and error messages; v2 throttle time; v5 answers with the
 topic's partition count, replication factor and full config (each key with its source); v5 is
 flexible; v7 adds topic ids.
+
+Cluster mode: served by the controller only (others answer NOT_CONTROLLER, as Kafka's ZooKeeper
+mode does): the topic is written to ZooKeeper with its replicas assigned over the live brokers
+(broker/cluster_admin.py), and the answer waits until every partition has a leader in the
+metadata (REQUEST_TIMED_OUT after 30 s; the topic is still created).
 """
 
 import datetime
@@ -35,6 +40,11 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
     counts = Counter(topic.name for topic in request.topics)
     results = []
     for topic in request.topics:
+        try:
+            ctx.broker.require_controller()
+        except KafkaError as exc:
+            results.append(_error(topic.name, exc))
+            continue
         if counts[topic.name] > 1:
             results.append(_error(topic.name, KafkaError("Duplicate topic in request.", ErrorCode.invalid_request)))
             continue
@@ -60,7 +70,8 @@ async def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: boo
     )
     topic_id = None
     if not validate_only:
-        topic_id = (await broker.topics.create(topic.name, partitions, configs)).topic_id
+        created = await broker.topics.create(topic.name, partitions, configs, replication_factor, assignments)
+        topic_id = created.topic_id
     return CreatableTopicResult(
         name=topic.name,
         topic_id=topic_id,

@@ -12,6 +12,10 @@ an id, or with neither; with delete.topic.enable=false every topic gets TOPIC_DE
 
 Version notes: v1 adds throttle time; v4 is flexible; v5 adds error messages; v6 names topics by
 name or id and answers with the topic ids.
+
+Cluster mode: served by the controller only (others: NOT_CONTROLLER); the topic is marked in
+/admin/delete_topics and the controller removes it from every broker; the answer waits until it
+has left this broker's metadata (REQUEST_TIMED_OUT after 30 s).
 """
 
 import datetime
@@ -40,6 +44,10 @@ async def handle_delete_topics(ctx: RequestContext, request) -> DeleteTopicsResp
     if not ctx.broker.config.get("delete.topic.enable"):
         refusal = _deletion_disabled(ctx.api_version)
         return _response([_error(name, topic_id, refusal) for name, topic_id in targets])
+    try:
+        ctx.broker.require_controller()
+    except KafkaError as exc:
+        return _response([_error(name, topic_id, exc) for name, topic_id in targets])
     names = Counter(name for name, topic_id in targets if topic_id is None)
     ids = Counter(topic_id for name, topic_id in targets if name is None)
     results = []

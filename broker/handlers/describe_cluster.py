@@ -1,9 +1,10 @@
 """DescribeCluster (api key 60), versions 0-1.
 
-Answers with the cluster id, the controller and the brokers, each at its advertised listener.
-Standalone, this broker is the whole cluster and its own controller, so it lists itself whether
-the client asks for the brokers (endpoint type 1) or the controllers (2); the type asked for is
-echoed (v1). Any other endpoint type is UNSUPPORTED_ENDPOINT_TYPE. Authorized operations are not
+Answers from the metadata cache with the cluster id, the controller and the live brokers, each
+at its advertised listener. ZooKeeper-mode brokers are their own controller candidates, so the
+same brokers are listed whether the client asks for the brokers (endpoint type 1) or the
+controllers (2); the type asked for is echoed (v1). Standalone, this broker is the whole cluster
+and its own controller. Any other endpoint type is UNSUPPORTED_ENDPOINT_TYPE. Authorized operations are not
 computed (no ACLs): the field keeps its "not provided" value.
 
 Version notes: v1 adds endpoint_type.
@@ -35,7 +36,6 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
             cluster_id=broker.cluster_id,
             brokers=(),
         )
-    endpoint = broker.endpoint
     return DescribeClusterResponse(
         throttle_time=datetime.timedelta(0),
         error_code=ErrorCode.none,
@@ -43,9 +43,8 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
         endpoint_type=request.endpoint_type,
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
-        brokers=(
-            DescribeClusterBroker(
-                broker_id=endpoint.node_id, host=endpoint.host, port=endpoint.port, rack=endpoint.rack
-            ),
+        brokers=tuple(
+            DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
+            for node_id, host, port, rack in broker.metadata_cache.alive_nodes()
         ),
     )

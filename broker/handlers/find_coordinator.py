@@ -1,12 +1,13 @@
 """FindCoordinator (api key 10), versions 0-4.
 
 Says which broker coordinates a key: for a consumer group (key type 0, GROUP), the leader of the
-group's __consumer_offsets partition, which standalone is this broker. The first request creates
-__consumer_offsets. Group ids are not checked here, as Kafka does not check them: the empty id
+group's __consumer_offsets partition in the metadata cache (standalone, this broker). The first
+request creates __consumer_offsets (in cluster mode with offsets.topic.replication.factor
+replicas, capped by the live brokers). Group ids are not checked here, as Kafka does not check them: the empty id
 maps to partition 0.
 
-Errors: COORDINATOR_NOT_AVAILABLE when __consumer_offsets cannot be created or the broker is
-shutting down, and for transactional ids (key type 1, TRANSACTION) until transactions are served
+Errors: COORDINATOR_NOT_AVAILABLE when __consumer_offsets cannot be created, its partition has
+no live leader, or the broker is shutting down, and for transactional ids (key type 1, TRANSACTION) until transactions are served
 (clients retry); INVALID_REQUEST for any other key type (as Kafka answers share groups' when they
 are off).
 
@@ -23,8 +24,10 @@ from kio.schema.find_coordinator.v4.response import Coordinator, FindCoordinator
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.schemas import adapt
+from storage.topic_partition import TopicPartition
 
 from broker.handlers.registry import RequestContext, api, as_sent
+from coordinator.group_coordinator import OFFSETS_TOPIC
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -61,13 +64,17 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
     else:
         error = ErrorCode.invalid_request
     if error is not ErrorCode.none:
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=_MESSAGES.get(error))
-    endpoint = ctx.broker.endpoint
+        return _error(key, error)
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    leader = cache.leader_of(TopicPartition(OFFSETS_TOPIC, broker.group_coordinator.partition_for(key)))
+    endpoint = cache.endpoint(leader) if leader is not None else None
+    if endpoint is None:
+        return _error(key, ErrorCode.coordinator_not_available)
     return Coordinator(
-        key=key,
-        node_id=endpoint.node_id,
-        host=endpoint.host,
-        port=endpoint.port,
-        error_code=ErrorCode.none,
-        error_message=None,
+        key=key, node_id=leader, host=endpoint[0], port=endpoint[1], error_code=ErrorCode.none, error_message=None
     )
+
+
+def _error(key: str, error: ErrorCode) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=_MESSAGES.get(error))

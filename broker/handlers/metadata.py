@@ -1,9 +1,12 @@
 """Metadata (api key 3), versions 0-12.
 
-Answers with the brokers (their advertised listener), the cluster id, the controller, and the
-requested topics (all of them when the request asks for none: an empty list in v0, a null list
-from v1) with each partition's leader, leader epoch, replicas and ISR. A partition whose log
-dir failed is reported with LEADER_NOT_AVAILABLE, no leader and the replica offline.
+Answers from the metadata cache (broker/metadata_cache.py) with the live brokers (their
+advertised client listener), the cluster id, the controller, and the requested topics (all of
+them when the request asks for none: an empty list in v0, a null list from v1) with each
+partition's leader, leader epoch, replicas, ISR and offline replicas. In cluster mode that is the
+whole cluster as the controller last told this broker, topics hosted elsewhere included. A
+partition without a live leader is LEADER_NOT_AVAILABLE; one led here whose log dir failed is
+reported with LEADER_NOT_AVAILABLE, no leader and this replica offline.
 
 A requested topic that does not exist is created when the request allows it (v4+; always before
 that) and auto.create.topics.enable is true, with num.partitions partitions and the broker's
@@ -32,15 +35,15 @@ from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.registry import RequestContext, api
+from broker.metadata_cache import PartitionInfo
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
-from broker.topic_store import TopicInfo
 
 
 @api(ApiKey.METADATA, versions=(0, 12))
 def handle_metadata(ctx: RequestContext, request: MetadataRequest):
     wanted_all = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if wanted_all:
-        return _response(ctx, [_describe(ctx, info) for info in ctx.broker.topics.topics.values()])
+        return _response(ctx, [_describe(ctx, name) for name in ctx.broker.metadata_cache.topic_names()])
     if ctx.api_version < 12 and any(t.name is None for t in request.topics):
         # v10-11 carry topic ids but answer by name: Kafka refuses a request without names.
         raise ProtocolError(f"Metadata v{ctx.api_version} requires topic names (ids need v12)")
@@ -58,7 +61,8 @@ def _missing_to_create(ctx: RequestContext, request: MetadataRequest) -> list[st
     missing = []
     for topic in request.topics:
         name = topic.name
-        if name and name not in broker.topics.topics and name not in INTERNAL_TOPICS and name not in missing:
+        known = name in broker.topics.topics or broker.metadata_cache.has_topic(name or "")
+        if name and not known and name not in INTERNAL_TOPICS and name not in missing:
             try:
                 validate_topic_name(name)
             except KafkaError:
@@ -73,7 +77,9 @@ async def _create_then_respond(ctx: RequestContext, request: MetadataRequest, mi
     for name in missing:
         if name not in broker.topics.topics:
             try:
-                await broker.topics.create(name, broker.config.get("num.partitions"), {})
+                await broker.topics.create(
+                    name, broker.config.get("num.partitions"), {}, broker.config.get("default.replication.factor")
+                )
             except KafkaError as exc:
                 failed[name] = exc
     return _response(
@@ -88,12 +94,16 @@ async def _create_then_respond(ctx: RequestContext, request: MetadataRequest, mi
 
 
 def _describe_requested(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> MetadataResponseTopic:
-    topics = ctx.broker.topics
     try:
         if name is None:
-            return _describe(ctx, topics.find_by_id(topic_id))
-        validate_topic_name(name)
-        return _describe(ctx, topics.get(name))
+            name = ctx.broker.topics.find_by_id(topic_id).name
+        else:
+            validate_topic_name(name)
+        if not ctx.broker.metadata_cache.has_topic(name):
+            raise KafkaError(
+                f"This server does not host this topic: {name}", ErrorCode.unknown_topic_or_partition
+            )
+        return _describe(ctx, name)
     except KafkaError as exc:
         return _error_topic(name, topic_id, exc)
 
@@ -108,50 +118,56 @@ def _error_topic(name: str | None, topic_id: uuid.UUID | None, exc: KafkaError) 
     )
 
 
-def _describe(ctx: RequestContext, info: TopicInfo) -> MetadataResponseTopic:
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _describe(ctx: RequestContext, name: str) -> MetadataResponseTopic:
+    info = ctx.broker.topics.topics.get(name)
     return MetadataResponseTopic(
         error_code=ErrorCode.none,
-        name=info.name,
-        topic_id=info.topic_id,
-        is_internal=info.name in INTERNAL_TOPICS,
-        partitions=tuple(_partition(ctx, info.name, index) for index in range(info.partitions)),
+        name=name,
+        topic_id=info.topic_id if info else _NO_TOPIC_ID,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=tuple(
+            _partition(ctx, name, index, partition)
+            for index, partition in ctx.broker.metadata_cache.partitions(name).items()
+        ),
     )
 
 
-def _partition(ctx: RequestContext, topic: str, index: int) -> MetadataResponsePartition:
+def _partition(ctx: RequestContext, topic: str, index: int, info: PartitionInfo) -> MetadataResponsePartition:
     broker = ctx.broker
-    replicas = (broker.broker_id,)
-    try:
-        partition = broker.replica_manager.get_partition(TopicPartition(topic, index))
-    except KafkaError:
-        return MetadataResponsePartition(
-            error_code=ErrorCode.leader_not_available,
-            partition_index=index,
-            leader_id=-1,
-            replica_nodes=replicas,
-            isr_nodes=(),
-            offline_replicas=replicas,
-        )
+    leader = broker.metadata_cache.leader_of(TopicPartition(topic, index))
+    if leader == broker.broker_id:
+        try:
+            broker.replica_manager.get_partition(TopicPartition(topic, index))
+        except KafkaError:
+            return MetadataResponsePartition(
+                error_code=ErrorCode.leader_not_available,
+                partition_index=index,
+                leader_id=-1,
+                replica_nodes=info.replicas,
+                isr_nodes=tuple(r for r in info.isr if r != leader),
+                offline_replicas=tuple(sorted({*info.offline_replicas, leader})),
+            )
     return MetadataResponsePartition(
-        error_code=ErrorCode.none,
+        error_code=ErrorCode.none if leader is not None else ErrorCode.leader_not_available,
         partition_index=index,
-        leader_id=broker.broker_id,
-        leader_epoch=partition.leader_epoch,
-        replica_nodes=replicas,
-        isr_nodes=replicas,
-        offline_replicas=(),
+        leader_id=leader if leader is not None else -1,
+        leader_epoch=info.leader_epoch,
+        replica_nodes=info.replicas,
+        isr_nodes=info.isr,
+        offline_replicas=info.offline_replicas,
     )
 
 
 def _response(ctx: RequestContext, topics: list[MetadataResponseTopic]) -> MetadataResponse:
     broker = ctx.broker
-    endpoint = broker.endpoint
     return MetadataResponse(
         throttle_time=datetime.timedelta(0),
-        brokers=(
-            MetadataResponseBroker(
-                node_id=endpoint.node_id, host=endpoint.host, port=endpoint.port, rack=endpoint.rack
-            ),
+        brokers=tuple(
+            MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
+            for node_id, host, port, rack in broker.metadata_cache.alive_nodes()
         ),
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,

@@ -96,3 +96,21 @@ def test_unknown_tagged_fields_are_skipped_as_the_protocol_says():
         + bytes([1, 99, 3, 1, 2, 3])
     )
     assert schemas.decode(MetadataRequest, memoryview(with_tags)) == request
+
+
+def test_nullable_arrays_of_fixed_size_items_are_walked_as_arrays():
+    """AlterPartitionReassignments' replicas: int32 items, null to cancel."""
+    from kio.schema.alter_partition_reassignments.v0.request import (
+        AlterPartitionReassignmentsRequest,
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+
+    request = AlterPartitionReassignmentsRequest(
+        timeout=datetime.timedelta(seconds=30),
+        topics=(ReassignableTopic(name="t", partitions=(
+            ReassignablePartition(partition_index=0, replicas=(2, 3)),
+            ReassignablePartition(partition_index=1, replicas=None),
+        )),),
+    )
+    assert schemas.decode(type(request), memoryview(schemas.encode(request))) == request

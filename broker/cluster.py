@@ -1,0 +1,310 @@
+"""This broker as a member of a ZooKeeper cluster (`zookeeper.connect` set).
+
+Start: connect to ZooKeeper (chroot created if missing), create the persistent paths, agree on
+the cluster id (/cluster/id, created by the first broker; a broker whose log dirs already belong
+to another cluster refuses to start, as Kafka's InconsistentClusterIdException), follow the
+topics (below), register /brokers/ids/<id> (ephemeral; the broker epoch is its czxid; a live
+registration of the same id stops the start: NODE_EXISTS, as Kafka), then run for controller.
+
+Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
+(children, and each topic's partition count and id) and /config/topics (overrides), re-read
+when a /config/changes notification names the topic. Partitions are served on the
+controller's LeaderAndIsr requests.
+
+Session: EXPIRED ends the controllership; the CONNECTED that follows (a new session)
+re-registers the broker (new broker epoch), re-reads the topics and re-arms the watches, and
+runs for controller again.
+
+Stop: with controlled.shutdown.enable, ask the controller to move this broker's leaderships
+away (ControlledShutdown, up to controlled.shutdown.max.retries more times while partitions
+remain, controlled.shutdown.retry.backoff.ms apart), then leave ZooKeeper (the registration
+goes with the session).
+
+Inter-broker requests arriving here are fenced by `check_epochs`: an older controller epoch
+than the newest seen is STALE_CONTROLLER_EPOCH; a broker epoch older than this broker's
+registration is STALE_BROKER_EPOCH.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+from protocol.legacy import ControlledShutdownRequest
+from replication import znodes
+from replication.broker_client import BrokerClient, BrokerClientError
+from replication.controller import Controller, ControllerSettings
+from replication.zk import NodeExistsError, SessionEvent, WatchEvent, ZkClient, ZkError
+from replication.zk_isr_writer import ZkIsrWriter
+
+from broker.cluster_admin import ZkTopicAdmin
+from broker.topic_store import TopicInfo
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN_VERSION = 2
+
+
+class ClusterStartError(Exception):
+    """The broker cannot join the cluster; it must not start."""
+
+
+class ClusterMember:
+    def __init__(self, broker: "Broker") -> None:
+        config = broker.config
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        self.zk = ZkClient(
+            config.get("zookeeper.connect"),
+            config.get("zookeeper.session.timeout.ms"),
+            config.get("zookeeper.connection.timeout.ms"),
+        )
+        self.inter_broker_listener = (config.get("inter.broker.listener.name") or config.advertised_listeners[0].name).upper()
+        self.broker_epoch = -1
+        self.controller_epoch = 0  # the newest seen in a controller request
+        self.controller = Controller(
+            self.zk,
+            ControllerSettings(
+                broker_id=self.broker_id,
+                inter_broker_listener=self.inter_broker_listener,
+                unclean_leader_election=config.get("unclean.leader.election.enable"),
+                auto_leader_rebalance=config.get("auto.leader.rebalance.enable"),
+                rebalance_interval_s=config.get("leader.imbalance.check.interval.seconds"),
+                imbalance_percentage=config.get("leader.imbalance.per.broker.percentage"),
+                request_timeout_s=config.get("controller.socket.timeout.ms") / 1000,
+            ),
+            self._topic_unclean_election,
+        )
+        self.admin = ZkTopicAdmin(self.zk, broker.metadata_cache)
+        self.isr_writer = ZkIsrWriter(self.zk, self.broker_id, lambda: self.controller_epoch)
+        self._registered = False
+        self._session_expired = False
+        self._last_config_change = ""
+        self._watched_topics: set[str] = set()
+        self._stopping = False
+
+    # ------------------------------------------------------------------ start and stop
+
+    async def start(self) -> None:
+        """Join the cluster; raises ClusterStartError when this broker must not start."""
+        if self.broker.config.broker_id < 0:
+            raise ClusterStartError("cluster mode needs an explicit broker.id (0 or more)")
+        try:
+            await self.zk.start()
+        except ZkError as exc:
+            raise ClusterStartError(str(exc)) from exc
+        self.zk.add_session_listener(self._on_session_event)
+        for path in znodes.PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+        await self._agree_on_cluster_id()
+        topics = self.broker.topics
+        topics.cluster_admin = self.admin
+        topics.live_brokers = self.broker.metadata_cache.live_broker_ids
+        await self._follow_topics()
+        await self._follow_config_changes(initial=True)
+        await self._register()
+        self.controller.start()
+
+    async def _agree_on_cluster_id(self) -> None:
+        store = self.broker.topic_store
+        local = store.cluster_id if store.loaded_from_disk else None
+        found = await self.zk.get_or_none(znodes.CLUSTER_ID)
+        if found is None:
+            cluster_id = local or store.cluster_id
+            try:
+                await self.zk.create(znodes.CLUSTER_ID, znodes.encode_cluster_id(cluster_id), makepath=True)
+            except NodeExistsError:
+                found = await self.zk.get(znodes.CLUSTER_ID)
+        if found is not None:
+            cluster_id = znodes.decode_cluster_id(found[0])
+        if local is not None and local != cluster_id:
+            raise ClusterStartError(
+                f"The cluster ID {cluster_id} in ZooKeeper does not match the cluster ID {local} stored "
+                f"in the log dirs ({', '.join(self.broker.config.log_dirs)}): these log dirs belong to "
+                "another cluster"
+            )
+        store.cluster_id = cluster_id
+        store.topics.clear()  # ZooKeeper holds the topics now (_follow_topics)
+        await store.save()
+
+    async def _register(self) -> None:
+        broker = self.broker
+        registration = znodes.BrokerRegistration(
+            self.broker_id,
+            tuple(
+                znodes.EndPoint(listener.name, listener.host, listener.port or broker.port)
+                for listener in broker.config.advertised_listeners
+            ),
+            broker.config.get("broker.rack"),
+        )
+        try:
+            stat = await self.zk.create_with_stat(
+                znodes.broker_path(self.broker_id), znodes.encode_broker(registration), ephemeral=True
+            )
+        except NodeExistsError:
+            found = await self.zk.get_or_none(znodes.broker_path(self.broker_id))
+            if found is None or found[1].ephemeral_owner != (self.zk.session_id or (0,))[0]:
+                raise ClusterStartError(
+                    f"broker id {self.broker_id} is registered by another live broker "
+                    f"({znodes.broker_path(self.broker_id)} exists)"
+                ) from None
+            stat = found[1]
+        self.broker_epoch = stat.czxid
+        self._registered = True
+        log.info("broker %d registered in ZooKeeper with broker epoch %d", self.broker_id, self.broker_epoch)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await self.controller.stop()
+        await self.zk.close()
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away (before the broker stops
+        serving); gives up after the configured retries."""
+        config = self.broker.config
+        attempts = config.get("controlled.shutdown.max.retries") + 1
+        backoff_s = config.get("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(attempts):
+            error, remaining = await self._ask_controller_to_shut_down()
+            if error is ErrorCode.none and not remaining:
+                log.info("controlled shutdown done: this broker leads no partition")
+                return
+            log.info("controlled shutdown attempt %d: %s, %d partition(s) still led here",
+                     attempt + 1, error.name, remaining)
+            if attempt + 1 < attempts:
+                await asyncio.sleep(backoff_s)
+        log.warning("controlled shutdown incomplete; stopping anyway")
+
+    async def _ask_controller_to_shut_down(self) -> tuple[ErrorCode, int]:
+        cache = self.broker.metadata_cache
+        endpoint = cache.endpoint(cache.controller_id, self.inter_broker_listener)
+        if endpoint is None:
+            return ErrorCode.not_controller, 0
+        client = BrokerClient(endpoint[0], endpoint[1], f"broker-{self.broker_id}-shutdown", 5, 30)
+        try:
+            response = await client.send(
+                ApiKey.CONTROLLED_SHUTDOWN,
+                CONTROLLED_SHUTDOWN_VERSION,
+                ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch),
+            )
+        except BrokerClientError as exc:
+            log.info("controlled shutdown request failed: %s", exc)
+            return ErrorCode.network_exception, 0
+        finally:
+            await client.close()
+        return ErrorCode(response.error_code), len(response.remaining_partitions)
+
+    # ------------------------------------------------------------------ session
+
+    def _on_session_event(self, event: SessionEvent) -> None:
+        if self._stopping:
+            return
+        if event is SessionEvent.EXPIRED:
+            self._registered = False
+            self._session_expired = True
+            self._watched_topics.clear()
+            self.controller.on_session_expired()
+        elif event is SessionEvent.CONNECTED and self._session_expired:
+            self._session_expired = False
+            asyncio.get_running_loop().create_task(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        try:
+            await self._register()
+            await self._follow_topics()
+            await self._follow_config_changes()
+        except ZkError as exc:
+            log.error("cannot rejoin the cluster after session expiry: %s", exc)
+            return
+        self.controller.on_new_session()
+
+    # ------------------------------------------------------------------ epochs
+
+    def check_epochs(self, controller_epoch: int, broker_epoch: int) -> None:
+        """Fence requests from deposed controllers and requests meant for an earlier
+        registration of this broker."""
+        if controller_epoch < self.controller_epoch:
+            raise KafkaError(
+                f"controller epoch {controller_epoch} is older than {self.controller_epoch}",
+                ErrorCode.stale_controller_epoch,
+            )
+        if broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            raise KafkaError(
+                f"broker epoch {broker_epoch} is older than this broker's {self.broker_epoch}",
+                ErrorCode.stale_broker_epoch,
+            )
+        self.controller_epoch = controller_epoch
+
+    def require_controller(self) -> None:
+        if not self.controller.active:
+            raise KafkaError("This is not the correct controller for this cluster.", ErrorCode.not_controller)
+
+    # ------------------------------------------------------------------ topics
+
+    def _watch(self, handler: Callable[[], Awaitable[None]]) -> Callable[[WatchEvent], None]:
+        def on_watch(event: WatchEvent) -> None:
+            if not self._stopping:
+                asyncio.get_running_loop().create_task(self._guarded(handler))
+
+        return on_watch
+
+    async def _guarded(self, handler: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await handler()
+        except ZkError as exc:
+            log.warning("ZooKeeper read failed (%s); it is retried on the next session event", exc)
+
+    async def _follow_topics(self) -> None:
+        names = set(await self.zk.get_children(znodes.BROKER_TOPICS, self._watch(self._follow_topics)))
+        topics = self.broker.topics
+        for gone in set(topics.topics) - names:
+            topics.uninstall(gone)
+            self._watched_topics.discard(gone)
+        for name in sorted(names):
+            if name not in topics.topics or name not in self._watched_topics:
+                await self._read_topic(name)
+
+    async def _read_topic(self, name: str) -> None:
+        watch = None
+        if name not in self._watched_topics:
+            self._watched_topics.add(name)
+            watch = self._watch(lambda: self._reread_topic(name))
+        found = await self.zk.get_or_none(znodes.topic_path(name), watch)
+        if found is None:
+            self._watched_topics.discard(name)
+            return
+        config = await self.zk.get_or_none(znodes.topic_config_path(name))
+        configs = znodes.decode_topic_config(config[0]) if config else {}
+        assignment = znodes.decode_topic(found[0])
+        self.broker.topics.install(TopicInfo(name, assignment.topic_id, len(assignment.partitions), configs))
+
+    async def _reread_topic(self, name: str) -> None:
+        self._watched_topics.discard(name)
+        await self._read_topic(name)
+
+    async def _follow_config_changes(self, initial: bool = False) -> None:
+        names = sorted(await self.zk.get_children(
+            znodes.CONFIG_CHANGES, self._watch(self._follow_config_changes)
+        ))
+        fresh = [n for n in names if n > self._last_config_change]
+        if names:
+            self._last_config_change = names[-1]
+        if initial:
+            return  # the topics were just read with their configs
+        for name in fresh:
+            found = await self.zk.get_or_none(f"{znodes.CONFIG_CHANGES}/{name}")
+            if found is None:
+                continue
+            entity_type, topic = znodes.decode_config_change(found[0])
+            if entity_type == "topics":
+                await self._read_topic(topic)
+
+    async def _topic_unclean_election(self, topic: str) -> bool | None:
+        found = await self.zk.get_or_none(znodes.topic_config_path(topic))
+        value = znodes.decode_topic_config(found[0]).get("unclean.leader.election.enable") if found else None
+        return None if value is None else value.strip().lower() == "true"

@@ -1,0 +1,946 @@
+"""The cluster controller, elected through ZooKeeper (Kafka's KafkaController in ZooKeeper mode).
+
+Every broker runs one `Controller`; at most one is active. Election: create the ephemeral
+/controller znode; the winner increments /controller_epoch by compare-and-set and becomes
+active, the others watch /controller and try again when it goes (controller death, session
+loss, deletion). A controller that loses the znode, or its session, resigns.
+
+All work happens in one queue of events processed in order (Kafka's ControllerEventManager):
+election, broker changes (/brokers/ids), topic changes (/brokers/topics and each topic's
+znode), topic deletions (/admin/delete_topics), ISR change notifications
+(/isr_change_notification), reassignments (AlterPartitionReassignments, /admin/reassign_partitions),
+controlled shutdowns, leader elections asked for (ElectLeaders), the periodic preferred-leader
+check. Watches only enqueue events; handlers re-read ZooKeeper.
+
+On becoming active: read brokers, topics and partition states, initialize partitions without a
+state, elect leaders for partitions whose leader is gone, take dead brokers out of the ISRs, then
+send UpdateMetadata (everything)
+to every live broker and LeaderAndIsr to every replica. Decisions (replica assignment,
+elections, reassignment steps) are the pure functions of replication/assignment.py. A partition
+state is written by compare-and-set on its znode version, in one transaction with a check of
+/controller_epoch's version, so a deposed controller cannot overwrite it. Requests go to the
+brokers through replication/controller_channel.py and carry the controller epoch and the
+receiver's broker epoch (the czxid of its /brokers/ids znode).
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.legacy import (
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrTopicState,
+    StopReplicaRequest,
+    StopReplicaTopic,
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataTopicState,
+)
+from replication import assignment, znodes
+from replication.controller_channel import ControllerChannel
+from replication.znodes import BrokerRegistration, LeaderIsr, TopicAssignment
+from replication.zk import BadVersionError, NodeExistsError, NoNodeError, Op, WatchEvent, ZkClient, ZkError
+from storage.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+LEADER_AND_ISR_VERSION = 3
+UPDATE_METADATA_VERSION = 5
+STOP_REPLICA_VERSION = 1
+LEADER_DURING_DELETE = -2
+_SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+_CAS_ATTEMPTS = 10
+_STOP_REPLICA_WAIT_S = 30
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    broker_id: int
+    inter_broker_listener: str
+    unclean_leader_election: bool = False
+    auto_leader_rebalance: bool = True
+    rebalance_interval_s: float = 300
+    imbalance_percentage: int = 10
+    request_timeout_s: float = 30
+
+
+@dataclass
+class _Context:
+    """What the active controller knows (Kafka's ControllerContext)."""
+
+    epoch: int = 0
+    epoch_zk_version: int = 0
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    broker_epochs: dict[int, int] = field(default_factory=dict)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
+    reassigning: dict[TopicPartition, assignment.ReassignmentPlan] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    deleting: set[str] = field(default_factory=set)
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        topic = self.topics.get(tp.topic)
+        return topic.partitions.get(tp.partition, ()) if topic else ()
+
+    def partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(t, p) for t, a in self.topics.items() for p in sorted(a.partitions)]
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        a = self.topics.get(topic)
+        return [TopicPartition(topic, p) for p in sorted(a.partitions)] if a else []
+
+    @property
+    def live(self) -> set[int]:
+        return set(self.brokers) - self.shutting_down
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.brokers
+
+
+class Controller:
+    def __init__(
+        self,
+        zk: ZkClient,
+        settings: ControllerSettings,
+        topic_unclean_election: Callable[[str], Awaitable[bool | None]] | None = None,
+    ) -> None:
+        self._zk = zk
+        self.settings = settings
+        self.broker_id = settings.broker_id
+        self._topic_unclean_election = topic_unclean_election
+        self.active = False
+        self.active_controller_id = -1
+        self.epoch = 0
+        self._ctx = _Context()
+        self._channel: ControllerChannel | None = None
+        self._events: asyncio.Queue[tuple[str, Callable[[], Awaitable[Any]], asyncio.Future | None]] = asyncio.Queue()
+        self._worker: asyncio.Task | None = None
+        self._rebalance_timer: asyncio.Task | None = None
+        self._watched_topics: set[str] = set()
+        self._stopped = False
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        self._worker = asyncio.get_running_loop().create_task(self._process_events())
+        self.enqueue("elect", self._elect)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._worker is not None:
+            self._worker.cancel()
+            await asyncio.gather(self._worker, return_exceptions=True)
+        await self._resign()
+
+    def on_session_expired(self) -> None:
+        """The session and /controller with it are gone: stop acting as controller."""
+        self.enqueue("session expired", self._resign)
+
+    def on_new_session(self) -> None:
+        self.enqueue("elect", self._elect)
+
+    def enqueue(self, name: str, handler: Callable[[], Awaitable[Any]], with_result: bool = False) -> asyncio.Future | None:
+        answer = asyncio.get_running_loop().create_future() if with_result else None
+        self._events.put_nowait((name, handler, answer))
+        return answer
+
+    async def _process_events(self) -> None:
+        while not self._stopped:
+            name, handler, answer = await self._events.get()
+            try:
+                result = await handler()
+            except ZkError as exc:
+                log.warning("controller event %s failed: %s", name, exc)
+                if answer is not None and not answer.done():
+                    answer.set_exception(exc)
+                if self.active:
+                    await self._step_down()
+            except Exception as exc:
+                log.exception("controller event %s failed", name)
+                if answer is not None and not answer.done():
+                    answer.set_exception(exc)
+            else:
+                if answer is not None and not answer.done():
+                    answer.set_result(result)
+
+    async def run(self, name: str, handler: Callable[[], Awaitable[Any]], if_failed: Any) -> Any:
+        """Queue an event and wait for its result (for the request handlers); `if_failed` when
+        ZooKeeper failed on the way (this broker is then no longer the controller)."""
+        try:
+            return await self.enqueue(name, handler, with_result=True)
+        except ZkError:
+            return if_failed
+
+    # ------------------------------------------------------------------ election
+
+    def _watch(self, event_name: str, handler: Callable[[], Awaitable[Any]]) -> Callable[[WatchEvent], None]:
+        def on_watch(event: WatchEvent) -> None:
+            if not self._stopped:
+                self.enqueue(event_name, handler)
+
+        return on_watch
+
+    async def _elect(self) -> None:
+        if self.active:
+            return
+        try:
+            await self._zk.create(znodes.CONTROLLER, znodes.encode_controller(self.broker_id), ephemeral=True)
+        except NodeExistsError:
+            await self._follow_controller()
+            return
+        try:
+            await self._increment_epoch()
+        except ZkError as exc:
+            log.warning("lost the controller election while incrementing the epoch: %s", exc)
+            await self._delete_own_controller_znode()
+            await self._follow_controller()
+            return
+        await self._zk.exists(znodes.CONTROLLER, self._watch("controller change", self._on_controller_change))
+        await self._become_active()
+
+    async def _follow_controller(self) -> None:
+        found = await self._zk.get_or_none(znodes.CONTROLLER, self._watch("controller change", self._on_controller_change))
+        if found is None:
+            self.enqueue("elect", self._elect)
+            return
+        self.active_controller_id = znodes.decode_controller(found[0])
+
+    async def _on_controller_change(self) -> None:
+        found = await self._zk.get_or_none(znodes.CONTROLLER, self._watch("controller change", self._on_controller_change))
+        current = znodes.decode_controller(found[0]) if found else -1
+        if self.active and current != self.broker_id:
+            await self._resign()
+        if found is None:
+            await self._elect()
+        else:
+            self.active_controller_id = current
+
+    async def _increment_epoch(self) -> None:
+        found = await self._zk.get_or_none(znodes.CONTROLLER_EPOCH)
+        if found is None:
+            try:
+                stat = await self._zk.create_with_stat(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(1))
+            except NodeExistsError:
+                raise BadVersionError("/controller_epoch appeared meanwhile") from None
+            epoch, version = 1, stat.version
+        else:
+            epoch = znodes.decode_controller_epoch(found[0]) + 1
+            stat = await self._zk.set(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(epoch), found[1].version)
+            version = stat.version
+        self._ctx = _Context(epoch=epoch, epoch_zk_version=version)
+        self.epoch = epoch
+
+    async def _delete_own_controller_znode(self) -> None:
+        found = await self._zk.get_or_none(znodes.CONTROLLER)
+        if found and znodes.decode_controller(found[0]) == self.broker_id:
+            try:
+                await self._zk.delete(znodes.CONTROLLER, found[1].version)
+            except ZkError:
+                pass
+
+    async def _step_down(self) -> None:
+        """After a failed ZooKeeper step the controller's view may be behind: resign and leave
+        /controller, so a fresh election (maybe this broker again) re-reads everything."""
+        await self._resign()
+        try:
+            await self._delete_own_controller_znode()
+        except ZkError:
+            pass  # the session is gone: so is the znode, and the session events follow
+
+    async def _resign(self) -> None:
+        if not self.active:
+            return
+        log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.epoch)
+        self.active = False
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+        self._watched_topics.clear()
+
+    async def _become_active(self) -> None:
+        log.info("broker %d is the controller, epoch %d", self.broker_id, self._ctx.epoch)
+        self.active = True
+        self.active_controller_id = self.broker_id
+        self._channel = ControllerChannel(
+            f"controller-{self.broker_id}", self.settings.request_timeout_s
+        )
+        ctx = self._ctx
+        await self._read_brokers()
+        for broker_id in ctx.brokers:
+            self._connect(broker_id)
+        for topic in await self._zk.get_children(znodes.BROKER_TOPICS, self._watch("topic change", self._on_topic_change)):
+            await self._load_topic(topic)
+        await self._read_states(ctx.partitions())
+        await self._initialize_new_partitions(ctx.partitions())
+        await self._elect_offline(ctx.partitions())
+        # Kafka's replica state machine start: replicas on dead brokers leave the ISRs.
+        dead = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
+        if dead:
+            await self._remove_from_isr(ctx.partitions(), dead)
+        self._send_update_metadata(ctx.partitions(), ctx.brokers)
+        self._send_leader_and_isr(ctx.partitions())
+        for tp, plan in self._plans_from_topics().items():
+            ctx.reassigning[tp] = plan
+        await self._zk.children_or_empty(znodes.ISR_CHANGE_NOTIFICATION, self._watch("isr change", self._on_isr_change))
+        await self._on_isr_change()
+        await self._on_delete_topics()
+        await self._on_legacy_reassignment()
+        for tp in list(ctx.reassigning):
+            await self._maybe_finish_reassignment(tp)
+        if self.settings.auto_leader_rebalance:
+            self._rebalance_timer = asyncio.get_running_loop().create_task(self._rebalance_periodically())
+
+    # ------------------------------------------------------------------ reading ZooKeeper
+
+    async def _read_brokers(self) -> set[int]:
+        """Refresh the live brokers; returns the ids whose registration is new (joined, or
+        re-registered with a new epoch)."""
+        ids = await self._zk.get_children(znodes.BROKER_IDS, self._watch("broker change", self._on_broker_change))
+        ctx = self._ctx
+        fresh: dict[int, BrokerRegistration] = {}
+        epochs: dict[int, int] = {}
+        for name in ids:
+            found = await self._zk.get_or_none(f"{znodes.BROKER_IDS}/{name}")
+            if found is None:
+                continue
+            broker_id = int(name)
+            fresh[broker_id] = znodes.decode_broker(broker_id, found[0])
+            epochs[broker_id] = found[1].czxid
+        new = {b for b in fresh if ctx.broker_epochs.get(b) != epochs[b]}
+        ctx.brokers, ctx.broker_epochs = fresh, epochs
+        ctx.shutting_down &= set(fresh)
+        return new
+
+    async def _load_topic(self, topic: str) -> TopicAssignment | None:
+        watch = None
+        if topic not in self._watched_topics:
+            watch = self._watch("partition change", lambda: self._on_partition_change(topic))
+        found = await self._zk.get_or_none(znodes.topic_path(topic), watch)
+        if found is None:
+            self._ctx.topics.pop(topic, None)
+            self._watched_topics.discard(topic)
+            return None
+        self._watched_topics.add(topic)
+        topic_assignment = znodes.decode_topic(found[0])
+        self._ctx.topics[topic] = topic_assignment
+        return topic_assignment
+
+    async def _read_states(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            found = await self._zk.get_or_none(znodes.partition_state_path(tp))
+            if found is None:
+                self._ctx.states.pop(tp, None)
+            else:
+                self._ctx.states[tp] = znodes.decode_partition_state(found[0], found[1].version)
+
+    def _plans_from_topics(self) -> dict[TopicPartition, assignment.ReassignmentPlan]:
+        plans = {}
+        for topic, a in self._ctx.topics.items():
+            for partition in set(a.adding_replicas) | set(a.removing_replicas):
+                plans[TopicPartition(topic, partition)] = assignment.ReassignmentPlan(
+                    a.partitions[partition], a.adding_replicas.get(partition, ()), a.removing_replicas.get(partition, ())
+                )
+        return plans
+
+    # ------------------------------------------------------------------ partition states
+
+    async def _write_state(self, tp: TopicPartition, decide: Callable[[LeaderIsr], LeaderIsr | None]) -> bool:
+        """Compare-and-set the partition's state with what `decide` makes of the current one
+        (None: no change); re-read and decide again when a leader changed it meanwhile."""
+        ctx = self._ctx
+        for _ in range(_CAS_ATTEMPTS):
+            current = ctx.states.get(tp)
+            if current is None:
+                return False
+            new = decide(current)
+            if new is None:
+                return False
+            new = replace(new, controller_epoch=ctx.epoch)
+            try:
+                await self._zk.multi([
+                    Op("check", znodes.CONTROLLER_EPOCH, version=ctx.epoch_zk_version),
+                    Op("set", znodes.partition_state_path(tp), znodes.encode_partition_state(new), current.zk_version),
+                ])
+            except BadVersionError:
+                await self._read_states([tp])
+                continue
+            ctx.states[tp] = replace(new, zk_version=current.zk_version + 1)
+            return True
+        log.warning("gave up updating the state of %s after %d attempts", tp, _CAS_ATTEMPTS)
+        return False
+
+    async def _initialize_new_partitions(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Write the first state of partitions that have none, when a replica is alive: leader
+        the first live replica, ISR the live replicas, leader epoch 0."""
+        ctx = self._ctx
+        created = []
+        for tp in partitions:
+            if tp in ctx.states:
+                continue
+            live = [r for r in ctx.replicas(tp) if r in ctx.live]
+            if not live:
+                continue
+            state = LeaderIsr(leader=live[0], leader_epoch=0, isr=tuple(live), controller_epoch=ctx.epoch)
+            try:
+                await self._zk.create(znodes.partition_state_path(tp), znodes.encode_partition_state(state), makepath=True)
+            except NodeExistsError:
+                await self._read_states([tp])
+                continue
+            ctx.states[tp] = state
+            created.append(tp)
+        return created
+
+    async def _unclean_allowed(self, topic: str) -> bool:
+        if self._topic_unclean_election is not None:
+            topic_setting = await self._topic_unclean_election(topic)
+            if topic_setting is not None:
+                return topic_setting
+        return self.settings.unclean_leader_election
+
+    async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Elect leaders for partitions whose leader is not alive; returns those changed."""
+        ctx = self._ctx
+        changed = []
+        for tp in partitions:
+            state = ctx.states.get(tp)
+            if state is None or state.leader in ctx.live:
+                continue
+            if tp.topic in ctx.deleting:
+                continue
+            unclean = False
+            if not any(r in ctx.live for r in state.isr):
+                unclean = await self._unclean_allowed(tp.topic)
+
+            def decide(current: LeaderIsr, tp=tp, unclean=unclean) -> LeaderIsr | None:
+                if current.leader in ctx.live:
+                    return None
+                election = assignment.elect_leader(ctx.replicas(tp), current.isr, ctx.live, unclean)
+                if election.leader == current.leader and election.isr == current.isr:
+                    return None
+                return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
+
+            if await self._write_state(tp, decide):
+                changed.append(tp)
+                new = ctx.states[tp]
+                if new.leader == assignment.NO_LEADER:
+                    log.warning("%s is offline: no in-sync replica is alive", tp)
+                else:
+                    log.info("%s: broker %d leads at epoch %d, ISR %s", tp, new.leader, new.leader_epoch, list(new.isr))
+        return changed
+
+    async def _remove_from_isr(self, partitions: Iterable[TopicPartition], brokers: Collection[int]) -> list[TopicPartition]:
+        """Take `brokers` out of the ISR of partitions they follow (Kafka's controller does it
+        for dead and stopping brokers), bumping the leader epoch."""
+        partitions = list(partitions)
+        await self._read_states(partitions)  # leaders change ISRs too: decide on the latest
+        changed = []
+        for tp in partitions:
+            def decide(current: LeaderIsr) -> LeaderIsr | None:
+                if current.leader in brokers or not any(r in brokers for r in current.isr):
+                    return None
+                isr = tuple(r for r in current.isr if r not in brokers)
+                return LeaderIsr(current.leader, current.leader_epoch + 1, isr, self._ctx.epoch)
+
+            if await self._write_state(tp, decide):
+                changed.append(tp)
+        return changed
+
+    # ------------------------------------------------------------------ requests to brokers
+
+    def _connect(self, broker_id: int) -> None:
+        registration = self._ctx.brokers[broker_id]
+        endpoint = registration.endpoint(self.settings.inter_broker_listener) or registration.endpoints[0]
+        self._channel.add_broker(broker_id, endpoint.host, endpoint.port)
+
+    def _send(self, broker_id: int, api_key: int, version: int, request: Any) -> asyncio.Future:
+        return self._channel.send(broker_id, api_key, version, request)
+
+    def _send_leader_and_isr(self, partitions: Iterable[TopicPartition], only_to: Collection[int] | None = None) -> None:
+        ctx = self._ctx
+        by_broker: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            if tp not in ctx.states or tp.topic in ctx.deleting:
+                continue
+            for replica in ctx.replicas(tp):
+                if replica in ctx.brokers and (only_to is None or replica in only_to):
+                    by_broker.setdefault(replica, []).append(tp)
+        for broker_id, tps in by_broker.items():
+            self._send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, self._leader_and_isr(broker_id, tps))
+
+    def _leader_and_isr(self, broker_id: int, partitions: list[TopicPartition]) -> LeaderAndIsrRequest:
+        ctx = self._ctx
+        by_topic: dict[str, list[LeaderAndIsrPartitionState]] = {}
+        leaders = set()
+        for tp in partitions:
+            state = ctx.states[tp]
+            plan = ctx.reassigning.get(tp)
+            by_topic.setdefault(tp.topic, []).append(
+                LeaderAndIsrPartitionState(
+                    partition_index=tp.partition,
+                    controller_epoch=state.controller_epoch,
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    isr=tuple(state.isr),
+                    zk_version=state.zk_version,
+                    replicas=ctx.replicas(tp),
+                    adding_replicas=plan.adding if plan else (),
+                    removing_replicas=plan.removing if plan else (),
+                    is_new=False,
+                )
+            )
+            if state.leader in ctx.brokers:
+                leaders.add(state.leader)
+        live_leaders = []
+        for leader in sorted(leaders):
+            registration = ctx.brokers[leader]
+            endpoint = registration.endpoint(self.settings.inter_broker_listener) or registration.endpoints[0]
+            live_leaders.append(LeaderAndIsrLiveLeader(broker_id=leader, host_name=endpoint.host, port=endpoint.port))
+        return LeaderAndIsrRequest(
+            controller_id=self.broker_id,
+            controller_epoch=ctx.epoch,
+            broker_epoch=ctx.broker_epochs.get(broker_id, -1),
+            topic_states=tuple(LeaderAndIsrTopicState(topic_name=t, partition_states=tuple(s)) for t, s in by_topic.items()),
+            live_leaders=tuple(live_leaders),
+        )
+
+    def _send_update_metadata(
+        self,
+        partitions: Iterable[TopicPartition],
+        to_brokers: Iterable[int],
+        deleted: Iterable[TopicPartition] = (),
+    ) -> None:
+        ctx = self._ctx
+        by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
+        for tp in partitions:
+            state = ctx.states.get(tp)
+            if state is None:
+                continue
+            replicas = ctx.replicas(tp)
+            by_topic.setdefault(tp.topic, []).append(
+                UpdateMetadataPartitionState(
+                    partition_index=tp.partition,
+                    controller_epoch=state.controller_epoch,
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    isr=tuple(state.isr),
+                    zk_version=state.zk_version,
+                    replicas=replicas,
+                    offline_replicas=tuple(r for r in replicas if r not in ctx.brokers),
+                )
+            )
+        for tp in deleted:
+            by_topic.setdefault(tp.topic, []).append(
+                UpdateMetadataPartitionState(
+                    partition_index=tp.partition, controller_epoch=ctx.epoch, leader=LEADER_DURING_DELETE,
+                    leader_epoch=0, isr=(), zk_version=0, replicas=(), offline_replicas=(),
+                )
+            )
+        topic_states = tuple(UpdateMetadataTopicState(topic_name=t, partition_states=tuple(s)) for t, s in by_topic.items())
+        live_brokers = tuple(
+            UpdateMetadataBroker(
+                id=broker_id,
+                endpoints=tuple(
+                    UpdateMetadataEndpoint(
+                        port=e.port, host=e.host, listener=e.listener,
+                        security_protocol=_SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
+                    )
+                    for e in registration.endpoints
+                ),
+                rack=registration.rack,
+            )
+            for broker_id, registration in sorted(ctx.brokers.items())
+        )
+        for broker_id in to_brokers:
+            if broker_id in ctx.brokers:
+                self._send(broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, UpdateMetadataRequest(
+                    controller_id=self.broker_id,
+                    controller_epoch=ctx.epoch,
+                    broker_epoch=ctx.broker_epochs.get(broker_id, -1),
+                    topic_states=topic_states,
+                    live_brokers=live_brokers,
+                ))
+
+    def _send_stop_replica(self, broker_id: int, partitions: Iterable[TopicPartition], delete: bool) -> asyncio.Future:
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        return self._send(broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, StopReplicaRequest(
+            controller_id=self.broker_id,
+            controller_epoch=self._ctx.epoch,
+            broker_epoch=self._ctx.broker_epochs.get(broker_id, -1),
+            delete_partitions=delete,
+            topics=tuple(StopReplicaTopic(name=t, partition_indexes=tuple(p)) for t, p in by_topic.items()),
+        ))
+
+    def _propagate(self, partitions: list[TopicPartition]) -> None:
+        """Tell the replicas of changed partitions, and every broker's metadata cache."""
+        if partitions:
+            self._send_leader_and_isr(partitions)
+            self._send_update_metadata(partitions, self._ctx.brokers)
+
+    # ------------------------------------------------------------------ events
+
+    async def _on_broker_change(self) -> None:
+        if not self.active:
+            return
+        ctx = self._ctx
+        before = set(ctx.brokers)
+        new = await self._read_brokers()
+        dead = before - set(ctx.brokers)
+        bounced = new & before
+        for broker_id in dead | bounced:
+            await self._channel.remove_broker(broker_id)
+        if dead:
+            log.info("controller: brokers %s left", sorted(dead))
+            await self._on_brokers_failed(dead)
+        if new:
+            log.info("controller: brokers %s joined", sorted(new))
+            await self._on_brokers_started(new)
+
+    async def _on_brokers_failed(self, dead: set[int]) -> None:
+        ctx = self._ctx
+        affected = [tp for tp in ctx.partitions() if any(r in dead for r in ctx.replicas(tp))]
+        await self._read_states(affected)
+        changed = await self._elect_offline(affected)
+        changed += await self._remove_from_isr([tp for tp in affected if tp not in changed], dead)
+        self._send_leader_and_isr(changed)
+        self._send_update_metadata(ctx.partitions(), ctx.brokers)
+
+    async def _on_brokers_started(self, new: set[int]) -> None:
+        ctx = self._ctx
+        for broker_id in new:
+            self._connect(broker_id)
+        self._send_update_metadata(ctx.partitions(), ctx.brokers)
+        initialized = await self._initialize_new_partitions(ctx.partitions())
+        elected = await self._elect_offline([tp for tp in ctx.partitions() if tp not in initialized])
+        hosted = [tp for tp in ctx.partitions() if any(r in new for r in ctx.replicas(tp))]
+        self._send_leader_and_isr(hosted, only_to=new)
+        self._propagate(initialized + elected)
+        for tp in list(ctx.reassigning):
+            await self._maybe_finish_reassignment(tp)
+
+    async def _on_topic_change(self) -> None:
+        if not self.active:
+            return
+        ctx = self._ctx
+        names = set(await self._zk.get_children(znodes.BROKER_TOPICS, self._watch("topic change", self._on_topic_change)))
+        for gone in set(ctx.topics) - names:
+            for tp in ctx.partitions_of(gone):
+                ctx.states.pop(tp, None)
+                ctx.reassigning.pop(tp, None)
+            ctx.topics.pop(gone, None)
+            self._watched_topics.discard(gone)
+        for topic in sorted(names - set(ctx.topics)):
+            if await self._load_topic(topic) is not None:
+                await self._on_new_partitions(ctx.partitions_of(topic))
+
+    async def _on_partition_change(self, topic: str) -> None:
+        """A topic's znode changed: partitions added (CreatePartitions)."""
+        self._watched_topics.discard(topic)
+        if not self.active:
+            return
+        before = set(self._ctx.partitions_of(topic))
+        if await self._load_topic(topic) is None:
+            return
+        await self._on_new_partitions([tp for tp in self._ctx.partitions_of(topic) if tp not in before])
+
+    async def _on_new_partitions(self, partitions: list[TopicPartition]) -> None:
+        await self._read_states(partitions)
+        created = await self._initialize_new_partitions(partitions)
+        self._propagate([tp for tp in partitions if tp in self._ctx.states])
+        if created:
+            log.info("controller: created %d partition(s) of %s", len(created), sorted({tp.topic for tp in created}))
+
+    async def _on_delete_topics(self) -> None:
+        if not self.active:
+            return
+        ctx = self._ctx
+        names = await self._zk.children_or_empty(znodes.DELETE_TOPICS, self._watch("delete topics", self._on_delete_topics))
+        for topic in names:
+            if topic in ctx.topics:
+                await self._delete_topic(topic)
+            await self._delete_quietly(znodes.delete_topic_path(topic))
+
+    async def _delete_topic(self, topic: str) -> None:
+        """Deleted from every metadata cache first, then from the replicas (StopReplica with
+        delete, waiting for the live ones), then from ZooKeeper."""
+        ctx = self._ctx
+        ctx.deleting.add(topic)
+        partitions = ctx.partitions_of(topic)
+        self._send_update_metadata((), ctx.brokers, deleted=partitions)
+        answers = []
+        for broker_id in {r for tp in partitions for r in ctx.replicas(tp) if r in ctx.brokers}:
+            answers.append(self._send_stop_replica(broker_id, [tp for tp in partitions if broker_id in ctx.replicas(tp)], True))
+        if answers:
+            await asyncio.wait(answers, timeout=_STOP_REPLICA_WAIT_S)
+        self._watched_topics.discard(topic)
+        await self._delete_quietly(znodes.topic_path(topic), recursive=True)
+        await self._delete_quietly(znodes.topic_config_path(topic))
+        for tp in partitions:
+            ctx.states.pop(tp, None)
+            ctx.reassigning.pop(tp, None)
+        ctx.topics.pop(topic, None)
+        ctx.deleting.discard(topic)
+        log.info("controller: deleted topic %s", topic)
+
+    async def _delete_quietly(self, path: str, recursive: bool = False) -> None:
+        try:
+            await self._zk.delete(path, recursive=recursive)
+        except NoNodeError:
+            pass
+
+    async def _on_isr_change(self) -> None:
+        if not self.active:
+            return
+        names = await self._zk.children_or_empty(znodes.ISR_CHANGE_NOTIFICATION, self._watch("isr change", self._on_isr_change))
+        changed: set[TopicPartition] = set()
+        for name in sorted(names):
+            path = f"{znodes.ISR_CHANGE_NOTIFICATION}/{name}"
+            found = await self._zk.get_or_none(path)
+            if found is not None:
+                changed.update(tp for tp in znodes.decode_isr_change(found[0]) if tp.topic in self._ctx.topics)
+            await self._delete_quietly(path)
+        if not changed:
+            return
+        await self._read_states(changed)
+        self._send_update_metadata(sorted(changed), self._ctx.brokers)
+        for tp in sorted(changed):
+            await self._maybe_finish_reassignment(tp)
+
+    # ------------------------------------------------------------------ controlled shutdown
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
+        """Move leaderships off a stopping broker, take it out of ISRs and stop its other
+        replicas (StopReplica without delete); answers the partitions it still leads (no other
+        in-sync replica)."""
+        return await self.run(
+            "controlled shutdown", lambda: self._controlled_shutdown(broker_id, broker_epoch), (ErrorCode.not_controller, [])
+        )
+
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
+        ctx = self._ctx
+        if not self.active:
+            return ErrorCode.not_controller, []
+        if broker_id not in ctx.brokers:
+            return ErrorCode.broker_not_available, []
+        if broker_epoch != -1 and broker_epoch < ctx.broker_epochs.get(broker_id, -1):
+            return ErrorCode.stale_broker_epoch, []
+        ctx.shutting_down.add(broker_id)
+        hosted = [tp for tp in ctx.partitions() if broker_id in ctx.replicas(tp) and tp in ctx.states]
+        moved = []
+        for tp in hosted:
+            if ctx.states[tp].leader != broker_id or len(ctx.replicas(tp)) == 1:
+                continue
+
+            def decide(current: LeaderIsr, tp=tp) -> LeaderIsr | None:
+                if current.leader != broker_id:
+                    return None
+                election = assignment.elect_for_shutdown(ctx.replicas(tp), current.isr, ctx.brokers, ctx.shutting_down)
+                if election is None:
+                    return None
+                return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
+
+            if await self._write_state(tp, decide):
+                moved.append(tp)
+        followed = await self._remove_from_isr([tp for tp in hosted if tp not in moved], {broker_id})
+        self._propagate(moved + followed)
+        # Kafka's OfflineReplica step: the stopping broker stops fetching, so its leaders do not
+        # take it back into their ISRs while it goes.
+        stopped = [tp for tp in hosted if ctx.states[tp].leader != broker_id]
+        if stopped:
+            self._send_stop_replica(broker_id, stopped, False)
+        remaining = [tp for tp in hosted if ctx.states[tp].leader == broker_id]
+        log.info("controller: broker %d shutting down; %d leadership(s) moved, %d remain",
+                 broker_id, len(moved), len(remaining))
+        return ErrorCode.none, remaining
+
+    # ------------------------------------------------------------------ leader elections
+
+    def known_partitions(self) -> list[TopicPartition]:
+        return [tp for tp in self._ctx.partitions() if tp in self._ctx.states]
+
+    async def elect_leaders(self, partitions: Iterable[TopicPartition], unclean: bool) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        wanted = list(partitions)
+        return await self.run(
+            "elect leaders", lambda: self._elect_leaders(wanted, unclean), {tp: (ErrorCode.not_controller, None) for tp in wanted}
+        )
+
+    async def _elect_leaders(self, partitions: list[TopicPartition], unclean: bool) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        ctx = self._ctx
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        changed = []
+        for tp in partitions:
+            if not self.active:
+                results[tp] = (ErrorCode.not_controller, None)
+                continue
+            if tp not in ctx.states or tp.topic in ctx.deleting:
+                results[tp] = (ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+                continue
+            error = await self._elect_one(tp, unclean)
+            results[tp] = error
+            if error[0] is ErrorCode.none:
+                changed.append(tp)
+        self._propagate(changed)
+        return results
+
+    async def _elect_one(self, tp: TopicPartition, unclean: bool) -> tuple[ErrorCode, str | None]:
+        ctx = self._ctx
+        replicas = ctx.replicas(tp)
+        state = ctx.states[tp]
+        if unclean:
+            if state.leader in ctx.live:
+                return ErrorCode.election_not_needed, "Leader is alive: no election needed."
+            election = assignment.elect_leader(replicas, state.isr, ctx.live, True)
+            if election.leader == assignment.NO_LEADER:
+                return ErrorCode.eligible_leaders_not_available, "No live replica can lead."
+        else:
+            if replicas and state.leader == replicas[0]:
+                return ErrorCode.election_not_needed, "The preferred replica is the leader already."
+            preferred = assignment.preferred_leader(replicas, state.isr, ctx.live)
+            if preferred is None:
+                return ErrorCode.preferred_leader_not_available, "The preferred replica is not alive or not in sync."
+            election = assignment.Election(preferred, state.isr)
+
+        def decide(current: LeaderIsr) -> LeaderIsr | None:
+            return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
+
+        if not await self._write_state(tp, decide):
+            return ErrorCode.unknown_server_error, "The partition state changed meanwhile."
+        return ErrorCode.none, None
+
+    async def _rebalance_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.rebalance_interval_s)
+            self.enqueue("preferred leader check", self._check_preferred_leaders)
+
+    async def _check_preferred_leaders(self) -> None:
+        if not self.active:
+            return
+        ctx = self._ctx
+        leaders = {tp: (ctx.states[tp].leader, ctx.replicas(tp)) for tp in ctx.partitions() if tp in ctx.states and tp not in ctx.reassigning}
+        candidates = assignment.imbalanced_partitions(leaders, self.settings.imbalance_percentage)
+        eligible = [tp for tp in candidates if assignment.preferred_leader(ctx.replicas(tp), ctx.states[tp].isr, ctx.live) is not None]
+        if eligible:
+            log.info("controller: moving %d partition(s) back to their preferred leader", len(eligible))
+            await self._elect_leaders(eligible, unclean=False)
+
+    # ------------------------------------------------------------------ reassignment
+
+    async def alter_reassignments(self, targets: Mapping[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        wanted = dict(targets)
+        return await self.run(
+            "reassignment", lambda: self._alter_reassignments(wanted), {tp: (ErrorCode.not_controller, None) for tp in wanted}
+        )
+
+    def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, assignment.ReassignmentPlan]:
+        plans = self._ctx.reassigning
+        if partitions is None:
+            return dict(plans)
+        return {tp: plans[tp] for tp in partitions if tp in plans}
+
+    async def _alter_reassignments(self, targets: dict[TopicPartition, tuple[int, ...] | None]) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        results = {}
+        for tp, target in targets.items():
+            results[tp] = await self._reassign(tp, target)
+        return results
+
+    async def _reassign(self, tp: TopicPartition, target: tuple[int, ...] | None) -> tuple[ErrorCode, str | None]:
+        ctx = self._ctx
+        if not self.active:
+            return ErrorCode.not_controller, None
+        if tp not in ctx.states or tp.topic in ctx.deleting:
+            return ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+        plan = ctx.reassigning.get(tp)
+        if target is None:
+            if plan is None:
+                return ErrorCode.no_reassignment_in_progress, "No reassignment in progress."
+            target = tuple(r for r in plan.replicas if r not in plan.adding)
+        else:
+            if not target or len(set(target)) != len(target):
+                return ErrorCode.invalid_replica_assignment, "Replicas must be distinct and not empty."
+            unknown = [r for r in target if r not in ctx.brokers]
+            if unknown:
+                return ErrorCode.invalid_replica_assignment, f"Unknown or dead broker(s) {unknown}."
+        original = tuple(r for r in plan.replicas if r not in plan.adding) if plan else ctx.replicas(tp)
+        new_plan = assignment.plan_reassignment(original, target)
+        if not new_plan.adding and not new_plan.removing:
+            ctx.reassigning.pop(tp, None)
+            await self._write_assignment(tp, target, None)
+            return ErrorCode.none, None
+        ctx.reassigning[tp] = new_plan
+        await self._write_assignment(tp, new_plan.replicas, new_plan)
+        self._propagate([tp])
+        await self._maybe_finish_reassignment(tp)
+        return ErrorCode.none, None
+
+    async def _write_assignment(self, tp: TopicPartition, replicas: tuple[int, ...], plan: assignment.ReassignmentPlan | None) -> None:
+        ctx = self._ctx
+        current = ctx.topics[tp.topic]
+        adding = {p: r for p, r in current.adding_replicas.items() if p != tp.partition}
+        removing = {p: r for p, r in current.removing_replicas.items() if p != tp.partition}
+        if plan is not None:
+            if plan.adding:
+                adding[tp.partition] = plan.adding
+            if plan.removing:
+                removing[tp.partition] = plan.removing
+        updated = TopicAssignment(current.topic_id, {**current.partitions, tp.partition: replicas}, adding, removing)
+        # The controller's own write: the partition-change watch then finds nothing new.
+        await self._zk.set(znodes.topic_path(tp.topic), znodes.encode_topic(updated))
+        ctx.topics[tp.topic] = updated
+
+    async def _maybe_finish_reassignment(self, tp: TopicPartition) -> None:
+        ctx = self._ctx
+        plan = ctx.reassigning.get(tp)
+        state = ctx.states.get(tp)
+        if plan is None or state is None or not assignment.reassignment_caught_up(plan, state.isr):
+            return
+        election = assignment.finish_reassignment(plan, state.leader, state.isr, ctx.live)
+
+        def decide(current: LeaderIsr) -> LeaderIsr | None:
+            return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
+
+        if not await self._write_state(tp, decide):
+            return
+        del ctx.reassigning[tp]
+        await self._write_assignment(tp, plan.target, None)
+        self._send_leader_and_isr([tp])
+        for broker_id in plan.removing:
+            if broker_id in ctx.brokers:
+                self._send_stop_replica(broker_id, [tp], True)
+        self._send_update_metadata([tp], ctx.brokers)
+        await self._update_legacy_reassignment()
+        log.info("controller: reassignment of %s done, replicas %s", tp, list(plan.target))
+
+    async def _on_legacy_reassignment(self) -> None:
+        """/admin/reassign_partitions (kafka-reassign-partitions.sh of ZooKeeper days): start
+        what it lists; the znode goes once those reassignments are done."""
+        if not self.active:
+            return
+        found = await self._zk.get_or_none(znodes.REASSIGN_PARTITIONS)
+        await self._zk.exists(znodes.REASSIGN_PARTITIONS, self._watch("legacy reassignment", self._on_legacy_reassignment))
+        if found is None:
+            return
+        for tp, target in znodes.decode_reassignment(found[0]).items():
+            error, message = await self._reassign(tp, target)
+            if error is not ErrorCode.none:
+                log.warning("reassignment of %s in %s refused: %s %s", tp, znodes.REASSIGN_PARTITIONS, error.name, message or "")
+        await self._update_legacy_reassignment()
+
+    async def _update_legacy_reassignment(self) -> None:
+        found = await self._zk.get_or_none(znodes.REASSIGN_PARTITIONS)
+        if found is None:
+            return
+        pending = {tp: r for tp, r in znodes.decode_reassignment(found[0]).items() if tp in self._ctx.reassigning}
+        if not pending:
+            await self._delete_quietly(znodes.REASSIGN_PARTITIONS)

@@ -1,0 +1,336 @@
+"""ZooKeeper for the event loop: the only module that touches kazoo.
+
+kazoo runs its own connection thread. Every call here returns an awaitable: kazoo's `*_async`
+operations complete on that thread and their results are handed to the loop with
+`call_soon_threadsafe`; the few kazoo calls without an async form (recursive delete,
+ensure_path) run in a worker thread. Watches and session changes reach the loop the same way, so
+callers only ever see them on the loop. Watches fire for znode changes only (a session's end
+is a session event, and the session's watches are gone with it).
+
+Session states come out as `SessionEvent`s: CONNECTED (first connection, or reconnected within
+the session), SUSPENDED (connection lost, the session may survive), EXPIRED (the session is gone
+with its ephemeral znodes and watches; kazoo opens a new one and CONNECTED follows, after which
+the owner must re-register its ephemeral znodes and re-arm its watches).
+
+Errors are this module's own (`NoNodeError`, `NodeExistsError`, `BadVersionError`,
+`NotEmptyError`, and `ZkError` for the rest), so no caller imports kazoo.
+
+Thread-safety: call from the event loop only; callbacks run on it.
+"""
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from kazoo import exceptions as kazoo_errors
+from kazoo.client import KazooClient, KazooState
+from kazoo.protocol.states import EventType
+
+log = logging.getLogger(__name__)
+
+
+class ZkError(Exception):
+    """A ZooKeeper operation failed (connection loss, session expiry, server error)."""
+
+
+class NoNodeError(ZkError):
+    pass
+
+
+class NodeExistsError(ZkError):
+    pass
+
+
+class BadVersionError(ZkError):
+    """A compare-and-set lost: the znode changed since its version was read."""
+
+
+class NotEmptyError(ZkError):
+    pass
+
+
+_ERRORS: dict[type, type[ZkError]] = {
+    kazoo_errors.NoNodeError: NoNodeError,
+    kazoo_errors.NodeExistsError: NodeExistsError,
+    kazoo_errors.BadVersionError: BadVersionError,
+    kazoo_errors.NotEmptyError: NotEmptyError,
+}
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, ZkError):
+        return exc
+    for kazoo_type, ours in _ERRORS.items():
+        if isinstance(exc, kazoo_type):
+            return ours(str(exc) or kazoo_type.__name__)
+    if isinstance(exc, (kazoo_errors.KazooException, kazoo_errors.ZookeeperError)):
+        return ZkError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+class SessionEvent(enum.Enum):
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    EXPIRED = "expired"
+
+
+class WatchKind(enum.Enum):
+    CREATED = "created"
+    DELETED = "deleted"
+    CHANGED = "changed"
+    CHILDREN = "children"
+
+
+class WatchEvent(NamedTuple):
+    kind: WatchKind
+    path: str
+
+
+_WATCH_KINDS = {
+    EventType.CREATED: WatchKind.CREATED,
+    EventType.DELETED: WatchKind.DELETED,
+    EventType.CHANGED: WatchKind.CHANGED,
+    EventType.CHILD: WatchKind.CHILDREN,
+}
+
+
+@dataclass(frozen=True)
+class ZnodeStat:
+    version: int
+    czxid: int
+    mzxid: int
+    ephemeral_owner: int
+
+
+Watch = Callable[[WatchEvent], None]
+
+
+class Op(NamedTuple):
+    """One step of a multi-op transaction: kind is "create", "set", "delete" or "check"."""
+
+    kind: str
+    path: str
+    data: bytes = b""
+    version: int = -1
+
+
+def split_connect_string(connect: str) -> tuple[str, str]:
+    """"h1:2181,h2:2181/chroot" -> ("h1:2181,h2:2181", "/chroot"); no chroot gives ""."""
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, ("/" + chroot.rstrip("/")) if slash and chroot.strip("/") else ""
+
+
+class ZkClient:
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        self._hosts, self._chroot = split_connect_string(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self._kazoo = KazooClient(hosts=self._hosts, timeout=session_timeout_ms / 1000)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session_listeners: list[Callable[[SessionEvent], None]] = []
+        self._closed = False
+
+    # ------------------------------------------------------------------ connection
+
+    async def start(self) -> None:
+        """Connect (creating the chroot path if missing, as Kafka does), or raise ZkError after
+        zookeeper.connection.timeout.ms."""
+        self._loop = asyncio.get_running_loop()
+        self._kazoo.add_listener(self._on_kazoo_state)
+        timeout_s = self.connection_timeout_ms / 1000
+        try:
+            await asyncio.to_thread(self._kazoo.start, timeout_s)
+        except Exception as exc:
+            raise ZkError(f"cannot connect to ZooKeeper at {self._hosts} within {timeout_s}s: {exc}") from exc
+        if self._chroot:
+            await asyncio.to_thread(self._kazoo.ensure_path, self._chroot)
+            self._kazoo.chroot = self._chroot
+
+    async def close(self) -> None:
+        """End the session: its ephemeral znodes go at once."""
+        self._closed = True
+        await asyncio.to_thread(self._close_blocking)
+
+    def _close_blocking(self) -> None:
+        try:
+            self._kazoo.stop()
+        finally:
+            self._kazoo.close()
+
+    def add_session_listener(self, listener: Callable[[SessionEvent], None]) -> None:
+        self._session_listeners.append(listener)
+
+    @property
+    def session_id(self) -> tuple[int, bytes] | None:
+        """(session id, password) of the current session: tests use it to expire the session."""
+        return self._kazoo.client_id
+
+    @property
+    def connected(self) -> bool:
+        return self._kazoo.connected
+
+    def _on_kazoo_state(self, state: str) -> None:
+        """On kazoo's thread: never block here; hand the event to the loop."""
+        event = {
+            KazooState.CONNECTED: SessionEvent.CONNECTED,
+            KazooState.SUSPENDED: SessionEvent.SUSPENDED,
+            KazooState.LOST: SessionEvent.EXPIRED,
+        }[state]
+        if self._closed or self._loop is None or self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._dispatch_session_event, event)
+
+    def _dispatch_session_event(self, event: SessionEvent) -> None:
+        log.info("ZooKeeper session %s", event.value)
+        for listener in list(self._session_listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("ZooKeeper session listener failed on %s", event.value)
+
+    # ------------------------------------------------------------------ operations
+
+    async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat]:
+        data, stat = await self._bridge(self._kazoo.get_async(path, self._wrap(watch)))
+        return data, _stat(stat)
+
+    async def get_or_none(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            return await self.get(path, watch)
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
+        stat = await self._bridge(self._kazoo.exists_async(path, self._wrap(watch)))
+        return None if stat is None else _stat(stat)
+
+    async def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
+        return list(await self._bridge(self._kazoo.get_children_async(path, self._wrap(watch))))
+
+    async def children_or_empty(self, path: str, watch: Watch | None = None) -> list[str]:
+        try:
+            return await self.get_children(path, watch)
+        except NoNodeError:
+            return []
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        """Create a znode; returns its path (with the sequence number, for sequential ones)."""
+        return await self._bridge(
+            self._kazoo.create_async(path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+        )
+
+    async def create_with_stat(self, path: str, data: bytes, *, ephemeral: bool = False) -> ZnodeStat:
+        _, stat = await self._bridge(
+            self._kazoo.create_async(path, data, ephemeral=ephemeral, makepath=True, include_data=True)
+        )
+        return _stat(stat)
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        """Write `data`; with `version` >= 0 only if the znode is still at it (compare-and-set)."""
+        return _stat(await self._bridge(self._kazoo.set_async(path, data, version)))
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        if recursive:
+            await self._in_thread(self._kazoo.delete, path, recursive=True)
+        else:
+            await self._bridge(self._kazoo.delete_async(path, version))
+
+    async def ensure_path(self, path: str) -> None:
+        await self._in_thread(self._kazoo.ensure_path, path)
+
+    async def multi(self, ops: Sequence[Op]) -> None:
+        """Apply `ops` atomically: all or none. A failed step raises its error."""
+        transaction = self._kazoo.transaction()
+        for op in ops:
+            if op.kind == "create":
+                transaction.create(op.path, op.data)
+            elif op.kind == "set":
+                transaction.set_data(op.path, op.data, op.version)
+            elif op.kind == "delete":
+                transaction.delete(op.path, op.version)
+            elif op.kind == "check":
+                transaction.check(op.path, op.version)
+            else:
+                raise ValueError(f"unknown transaction step {op.kind}")
+        results = await self._bridge(transaction.commit_async())
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, kazoo_errors.RolledBackError):
+                raise _translate(result)
+
+    # ------------------------------------------------------------------ bridging
+
+    def _bridge(self, async_result: Any) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(result: Any) -> None:
+            # On kazoo's thread: the result is ready, get() does not block.
+            try:
+                value = result.get(block=False)
+            except BaseException as exc:  # noqa: BLE001 (handed to the loop as it is)
+                error = _translate(exc)
+                loop.call_soon_threadsafe(_set_exception, future, error)
+            else:
+                loop.call_soon_threadsafe(_set_result, future, value)
+
+        async_result.rawlink(settle)
+        return future
+
+    async def _in_thread(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except BaseException as exc:
+            raise _translate(exc) from exc
+
+    def _wrap(self, watch: Watch | None) -> Callable | None:
+        if watch is None:
+            return None
+        loop = self._loop or asyncio.get_running_loop()
+
+        def on_kazoo_thread(event: Any) -> None:
+            kind = _WATCH_KINDS.get(event.type)
+            # kazoo also fires every watch when the session ends (type NONE): that news comes
+            # through the session listeners, and the watches are re-armed in the new session.
+            if kind is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(_call_watch, watch, WatchEvent(kind, event.path))
+
+        return on_kazoo_thread
+
+
+def _call_watch(watch: Watch, event: WatchEvent) -> None:
+    try:
+        watch(event)
+    except Exception:
+        log.exception("ZooKeeper watch failed on %s", event)
+
+
+def _set_result(future: asyncio.Future, value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future, error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+def _stat(stat: Any) -> ZnodeStat:
+    return ZnodeStat(
+        version=stat.version, czxid=stat.czxid, mzxid=stat.mzxid, ephemeral_owner=stat.ephemeralOwner
+    )

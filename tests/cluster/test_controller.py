@@ -1,0 +1,385 @@
+"""The controller with three real broker processes and ZooKeeper (tests/cluster/harness.py):
+topic creation with three replicas, the same metadata from every broker, controller failover
+with a higher epoch, leader failover within the ISR (acks=all records survive it), controlled
+shutdown, session expiry, reassignment, preferred leader election, and the admin requests only
+the controller serves."""
+
+import asyncio
+import datetime
+import json
+import time
+
+import pytest
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from replication.broker_client import BrokerClient
+
+from tests.cluster.harness import wait_until
+from tests.harness import unique_topic
+
+_TIMEOUT_S = 60
+
+
+# Small preallocated indexes: these tests make many partitions and write little.
+_SMALL_INDEXES = {"log.index.size.max.bytes": "65536"}
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    """Three brokers that all know each other and the controller (listening comes before
+    joining the cluster)."""
+    cluster = cluster_factory(overrides=_SMALL_INDEXES)
+    _wait_formed(cluster)
+    return cluster
+
+
+def _wait_formed(cluster) -> None:
+    def formed() -> bool:
+        for broker_id in (1, 2, 3):
+            try:
+                metadata = _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5)
+            except KafkaException:
+                return False
+            if sorted(metadata.brokers) != [1, 2, 3] or metadata.controller_id < 0:
+                return False
+        return True
+
+    wait_until(formed, _TIMEOUT_S, "the cluster formed")
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+
+
+def _partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] | None:
+    """partition -> (leader, replicas, isr) as the broker at `bootstrap` describes `topic`."""
+    try:
+        # All topics: naming one would let the client's Metadata request auto-create it.
+        metadata = _admin(bootstrap).list_topics(timeout=5)
+    except KafkaException:
+        return None
+    described = metadata.topics.get(topic)
+    if described is None or described.error is not None:
+        return None
+    return {
+        p: (info.leader, tuple(info.replicas), tuple(info.isrs)) for p, info in sorted(described.partitions.items())
+    }
+
+
+def _controller(cluster) -> tuple[int, int]:
+    """(controller id, controller epoch) from ZooKeeper."""
+    with cluster.zookeeper_client() as zk:
+        controller, _ = zk.get("/controller")
+        epoch, _ = zk.get("/controller_epoch")
+    return json.loads(controller)["brokerid"], int(epoch)
+
+
+def _create(cluster, topic: str, partitions: int, replication_factor: int) -> None:
+    admin = _admin(cluster.bootstrap)  # kept: the futures die with their client
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=30)
+    futures[topic].result(timeout=_TIMEOUT_S)
+
+
+def _agreed(cluster, topic: str, broker_ids, partitions: int):
+    """What every broker of `broker_ids` says of `topic`, when all say the same and every
+    partition has a leader."""
+    views = [_partitions(cluster.broker(b).bootstrap, topic) for b in broker_ids]
+    first = views[0]
+    if first is None or len(first) != partitions or any(view != first for view in views):
+        return None
+    if any(leader < 0 for leader, _, _ in first.values()):
+        return None
+    return first
+
+
+def test_a_topic_with_three_replicas_looks_the_same_from_every_broker(cluster):
+    topic = unique_topic("rf3")
+    _create(cluster, topic, 6, 3)
+    agreed = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 6), _TIMEOUT_S, "metadata agreement")
+    for leader, replicas, isr in agreed.values():
+        assert sorted(replicas) == [1, 2, 3]
+        assert leader == replicas[0]
+        assert sorted(isr) == [1, 2, 3]
+    assert sorted({replicas[0] for _, replicas, _ in agreed.values()}) == [1, 2, 3]  # leaders spread
+    metadata = _admin(cluster.broker(2).bootstrap).list_topics(timeout=10)
+    assert sorted(metadata.brokers) == [1, 2, 3]
+    assert metadata.controller_id == _controller(cluster)[0]
+
+
+def test_more_replicas_than_brokers_is_refused(cluster):
+    topic = unique_topic("rf4")
+    admin = _admin(cluster.bootstrap)
+    futures = admin.create_topics([NewTopic(topic, 1, 4)], operation_timeout=30)
+    with pytest.raises(KafkaException) as error:
+        futures[topic].result(timeout=_TIMEOUT_S)
+    assert error.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+
+
+def test_killing_the_controller_elects_another_with_a_higher_epoch(cluster):
+    old_controller, old_epoch = _controller(cluster)
+    cluster.broker(old_controller).kill()
+    # The winner creates /controller, then increments /controller_epoch.
+    new_controller, new_epoch = wait_until(
+        lambda: (c := _controller_or_none(cluster)) and c[0] != old_controller and c[1] > old_epoch and c,
+        _TIMEOUT_S, "a new controller with a higher epoch",
+    )
+    assert new_controller != old_controller and new_epoch == old_epoch + 1
+    survivors = [b for b in (1, 2, 3) if b != old_controller]
+    for broker_id in survivors:
+        wait_until(
+            lambda: _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5).controller_id == new_controller,
+            _TIMEOUT_S, f"broker {broker_id} names the new controller",
+        )
+    topic = unique_topic("after-failover")
+    _create(cluster, topic, 2, 2)
+    wait_until(lambda: _agreed(cluster, topic, survivors, 2), _TIMEOUT_S, "a topic made by the new controller")
+
+
+def _controller_or_none(cluster):
+    try:
+        return _controller(cluster)
+    except Exception:  # noqa: BLE001 (the znode is gone between controllers)
+        return None
+
+
+def test_killing_a_leader_elects_a_new_one_from_the_isr(cluster):
+    topic = unique_topic("leader-kill")
+    _create(cluster, topic, 3, 3)
+    before = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement")
+    controller, _ = _controller(cluster)
+    partition, (victim, _, isr) = next((p, s) for p, s in before.items() if s[0] != controller)
+    cluster.broker(victim).kill()
+    survivors = [b for b in (1, 2, 3) if b != victim]
+
+    def moved():
+        after = _agreed(cluster, topic, survivors, 3)
+        return after if after and after[partition][0] != victim else None
+
+    after = wait_until(moved, _TIMEOUT_S, "a new leader")
+    leader, replicas, new_isr = after[partition]
+    assert leader in isr and leader != victim
+    assert victim not in new_isr
+    assert replicas == before[partition][1]
+    cluster.broker(victim).start()
+    wait_until(
+        lambda: victim in _admin(cluster.broker(leader).bootstrap).list_topics(timeout=5).brokers,
+        _TIMEOUT_S, "the killed broker back in the metadata",
+    )
+
+
+def test_controlled_shutdown_moves_leadership_away_first(cluster):
+    topic = unique_topic("controlled")
+    _create(cluster, topic, 3, 3)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement")
+    stopping = 3
+    assert cluster.broker(stopping).stop() == 0
+    assert "controlled shutdown done" in cluster.broker(stopping).log()
+
+    def moved_away():
+        after = _agreed(cluster, topic, (1, 2), 3)
+        return after and all(leader != stopping and stopping not in isr for leader, _, isr in after.values())
+
+    wait_until(moved_away, _TIMEOUT_S, "leaders and ISRs without the stopped broker")
+
+
+def test_partitions_added_and_topic_deleted_through_the_controller(cluster):
+    topic = unique_topic("grow")
+    _create(cluster, topic, 2, 2)
+    admin = _admin(cluster.bootstrap)
+    admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
+    grown = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 5), _TIMEOUT_S, "five partitions everywhere")
+    assert all(len(replicas) == 2 for _, replicas, _ in grown.values())
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
+    wait_until(
+        lambda: all(_partitions(cluster.broker(b).bootstrap, topic) is None for b in (1, 2, 3)),
+        _TIMEOUT_S, "the topic gone from every broker",
+    )
+    with cluster.zookeeper_client() as zk:
+        wait_until(
+            lambda: not any(zk.exists(path) for path in (
+                f"/brokers/topics/{topic}", f"/config/topics/{topic}", f"/admin/delete_topics/{topic}"
+            )),
+            _TIMEOUT_S, "the topic's znodes removed once its replicas are deleted",
+        )
+
+
+def test_session_expiry_re_registers_the_broker_and_re_elects_the_controller(cluster):
+    controller, epoch = _controller(cluster)
+    with cluster.zookeeper_client() as zk:
+        _, registration = zk.get(f"/brokers/ids/{controller}")
+    cluster.expire_session(controller)
+
+    def registered_again():
+        with cluster.zookeeper_client() as zk:
+            found = zk.exists(f"/brokers/ids/{controller}")
+        return found is not None and found.czxid > registration.czxid
+
+    wait_until(registered_again, _TIMEOUT_S, "a new registration (new broker epoch)")
+    wait_until(
+        lambda: (c := _controller_or_none(cluster)) and c[1] > epoch, _TIMEOUT_S, "a controller with a higher epoch"
+    )
+    _wait_formed(cluster)
+    topic = unique_topic("after-expiry")
+    _create(cluster, topic, 3, 3)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement after the expiry")
+
+
+def test_records_acknowledged_by_all_replicas_survive_the_leaders_death(cluster):
+    topic = unique_topic("acks-all")
+    _create(cluster, topic, 1, 3)
+    before = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    leader = before[0][0]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False})
+    delivered = []
+
+    def on_delivery(error, message):
+        if error is None:
+            delivered.append(message.value())
+
+    values = [b"record-%d" % i for i in range(200)]
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+    assert producer.flush(_TIMEOUT_S) == 0
+    assert sorted(delivered) == sorted(values)
+    cluster.broker(leader).kill()
+    survivors = [b for b in (1, 2, 3) if b != leader]
+    wait_until(
+        lambda: (after := _agreed(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
+        _TIMEOUT_S, "a new leader",
+    )
+    consumer = Consumer({
+        "bootstrap.servers": cluster.broker(survivors[0]).bootstrap,
+        "group.id": unique_topic("reader"),
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read = []
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < len(values) and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.close()
+    assert read == values
+
+
+def test_topic_configs_reach_every_broker(cluster):
+    topic = unique_topic("configs")
+    _create(cluster, topic, 1, 2)
+    admin = _admin(cluster.bootstrap)
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
+    ])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=_TIMEOUT_S)
+
+    def retention(broker_id: int) -> str | None:
+        client = _admin(cluster.broker(broker_id).bootstrap)  # kept while its future is read
+        described = client.describe_configs([ConfigResource("topic", topic)])
+        entries = next(iter(described.values())).result(timeout=10)
+        return entries["retention.ms"].value
+
+    for broker_id in (1, 2, 3):
+        wait_until(lambda: retention(broker_id) == "123456", _TIMEOUT_S, f"broker {broker_id} has the new config")
+
+
+def test_a_consumer_group_is_coordinated_by_the_leader_of_its_offsets_partition(cluster):
+    topic = unique_topic("grouped")
+    _create(cluster, topic, 2, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False})
+    values = [b"v%d" % i for i in range(20)]
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(_TIMEOUT_S) == 0
+    group = unique_topic("group")
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.subscribe([topic])
+    read = []
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < len(values) and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert sorted(read) == sorted(values)
+    offsets = wait_until(
+        lambda: _partitions(cluster.broker(1).bootstrap, "__consumer_offsets"), _TIMEOUT_S, "__consumer_offsets"
+    )
+    assert all(len(replicas) == 3 for _, replicas, _ in offsets.values())
+
+
+def _send(bootstrap: str, api_key: ApiKey, version: int, request):
+    host, port = bootstrap.rsplit(":", 1)
+
+    async def call():
+        client = BrokerClient(host, int(port), "test", connect_timeout_s=5, request_timeout_s=30)
+        try:
+            return await client.send(api_key, version, request)
+        finally:
+            await client.close()
+
+    return asyncio.run(call())
+
+
+def test_a_reassignment_moves_replicas_and_leadership(cluster):
+    topic = unique_topic("moves")
+    admin = _admin(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=_TIMEOUT_S)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    controller, _ = _controller(cluster)
+    started = _send(cluster.broker(controller).bootstrap, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0,
+                    AlterPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=(
+                        ReassignableTopic(name=topic, partitions=(ReassignablePartition(partition_index=0, replicas=(2, 3)),)),
+                    )))
+    assert started.error_code == ErrorCode.none
+    assert [p.error_code for t in started.responses for p in t.partitions] == [ErrorCode.none]
+
+    def moved():
+        after = _agreed(cluster, topic, (1, 2, 3), 1)
+        return after if after and after[0][1] == (2, 3) and sorted(after[0][2]) == [2, 3] else None
+
+    leader, _, _ = wait_until(moved, _TIMEOUT_S, "replicas moved to brokers 2 and 3")[0]
+    assert leader in (2, 3)
+    listed = _send(cluster.broker(controller).bootstrap, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                   ListPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=None))
+    assert listed.error_code == ErrorCode.none and listed.topics == ()
+
+
+def test_preferred_leader_election_gives_leadership_back(cluster):
+    topic = unique_topic("preferred")
+    admin = _admin(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=_TIMEOUT_S)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    assert cluster.broker(1).stop() == 0  # controlled shutdown: broker 2 leads
+    cluster.broker(1).start()
+    wait_until(
+        lambda: (after := _agreed(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 2 and sorted(after[0][2]) == [1, 2],
+        _TIMEOUT_S, "broker 1 back in the ISR under leader 2",
+    )
+    elect_admin = _admin(cluster.bootstrap)
+    result = elect_admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(timeout=_TIMEOUT_S)
+    assert result[TopicPartition(topic, 0)] is None
+    wait_until(
+        lambda: (after := _agreed(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 1,
+        _TIMEOUT_S, "the preferred replica leads again",
+    )

@@ -1,0 +1,159 @@
+"""The cluster-mode handlers through the dispatcher of in-process brokers: the inter-broker
+requests' epoch fencing, the controller-only admin requests, and what a standalone broker
+answers to them. Cluster brokers run against a real ZooKeeper; a one-broker cluster is its own
+controller."""
+
+import asyncio
+import datetime
+
+import pytest
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+
+from broker.local_cluster import ZooKeeperServer, ZooKeeperUnavailable
+from broker.server import Broker
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.legacy import (
+    ControlledShutdownRequest,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrTopicState,
+    StopReplicaRequest,
+    StopReplicaTopic,
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataRequest,
+)
+from storage.topic_partition import TopicPartition
+from tests.unit.broker.test_admin_handlers import Admin, settings
+
+TIMEOUT = datetime.timedelta(seconds=5)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zk") / "zookeeper", tick_ms=500)
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:
+        pytest.skip(str(exc))
+    yield server
+    server.kill()
+
+
+def run_cluster_broker(tmp_path, zookeeper, scenario):
+    """A one-broker cluster (broker 1, its own controller) in a fresh chroot."""
+
+    async def main():
+        broker = Broker(settings(tmp_path, {
+            "broker.id": "1",
+            "zookeeper.connect": f"{zookeeper.connect_string}/{tmp_path.name}",
+            "zookeeper.session.timeout.ms": "6000",
+            "controlled.shutdown.enable": "false",
+        }))
+        await broker.start()
+        try:
+            await broker.metadata_cache.wait_until(lambda: broker.metadata_cache.controller_id == 1, 20)
+            return await scenario(Admin(broker))
+        finally:
+            await broker.stop()
+
+    return asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def run_standalone(tmp_path, scenario):
+    async def main():
+        broker = Broker(settings(tmp_path))
+        await broker.start()
+        try:
+            return await scenario(Admin(broker))
+        finally:
+            await broker.stop()
+
+    return asyncio.run(main())
+
+
+def _update_metadata(controller_epoch: int, broker_epoch: int = -1) -> UpdateMetadataRequest:
+    return UpdateMetadataRequest(
+        controller_id=1, controller_epoch=controller_epoch, broker_epoch=broker_epoch, topic_states=(),
+        live_brokers=(UpdateMetadataBroker(
+            id=1, endpoints=(UpdateMetadataEndpoint(port=1, host="h", listener="PLAINTEXT", security_protocol=0),),
+        ),),
+    )
+
+
+def _leader_and_isr(controller_epoch: int, broker_epoch: int = -1) -> LeaderAndIsrRequest:
+    state = LeaderAndIsrPartitionState(
+        partition_index=0, controller_epoch=controller_epoch, leader=1, leader_epoch=0, isr=(1,),
+        zk_version=0, replicas=(1,),
+    )
+    return LeaderAndIsrRequest(
+        controller_id=1, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
+        topic_states=(LeaderAndIsrTopicState(topic_name="fenced", partition_states=(state,)),), live_leaders=(),
+    )
+
+
+def test_controller_requests_are_fenced_by_epochs(tmp_path, zookeeper):
+    async def scenario(admin: Admin):
+        broker = admin.broker
+        epoch = broker.cluster.controller_epoch
+        own = broker.cluster.broker_epoch
+        newer = await admin.call(ApiKey.UPDATE_METADATA, 5, _update_metadata(epoch + 5))
+        assert newer.error_code == ErrorCode.none
+        assert broker.metadata_cache.endpoint(1) == ("h", 1)
+        older = await admin.call(ApiKey.UPDATE_METADATA, 5, _update_metadata(epoch + 4))
+        assert older.error_code == ErrorCode.stale_controller_epoch
+        stale_broker = await admin.call(ApiKey.UPDATE_METADATA, 5, _update_metadata(epoch + 5, own - 1))
+        assert stale_broker.error_code == ErrorCode.stale_broker_epoch
+        fenced = await admin.call(ApiKey.LEADER_AND_ISR, 3, _leader_and_isr(epoch))
+        assert fenced.error_code == ErrorCode.stale_controller_epoch
+        assert [p.error_code for p in fenced.partition_errors] == [ErrorCode.stale_controller_epoch]
+        stop = await admin.call(ApiKey.STOP_REPLICA, 1, StopReplicaRequest(
+            controller_id=1, controller_epoch=epoch + 5, broker_epoch=own - 1, delete_partitions=True,
+            topics=(StopReplicaTopic(name="fenced", partition_indexes=(0,)),),
+        ))
+        assert stop.error_code == ErrorCode.stale_broker_epoch
+
+    run_cluster_broker(tmp_path, zookeeper, scenario)
+
+
+def test_the_controller_serves_admin_requests(tmp_path, zookeeper):
+    async def scenario(admin: Admin):
+        created = await admin.call(ApiKey.CREATE_TOPICS, 7, CreateTopicsRequest(
+            topics=(
+                CreatableTopic(name="one", num_partitions=2, replication_factor=1, assignments=(), configs=()),
+                CreatableTopic(name="two", num_partitions=1, replication_factor=2, assignments=(), configs=()),
+            ),
+            timeout=TIMEOUT, validate_only=False,
+        ))
+        assert [t.error_code for t in created.topics] == [ErrorCode.none, ErrorCode.invalid_replication_factor]
+        assert admin.broker.metadata_cache.leader_of(TopicPartition("one", 1)) == 1
+        elected = await admin.call(ApiKey.ELECT_LEADERS, 2, ElectLeadersRequest(
+            election_type=0, topic_partitions=(TopicPartitions(topic="one", partitions=(0, 7)),), timeout=TIMEOUT,
+        ))
+        results = {p.partition_id: p.error_code for r in elected.replica_election_results for p in r.partition_result}
+        assert results == {0: ErrorCode.election_not_needed, 7: ErrorCode.unknown_topic_or_partition}
+        listed = await admin.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                                  ListPartitionReassignmentsRequest(timeout=TIMEOUT, topics=None))
+        assert listed.error_code == ErrorCode.none and listed.topics == ()
+        shutdown = await admin.call(ApiKey.CONTROLLED_SHUTDOWN, 2, ControlledShutdownRequest(broker_id=9, broker_epoch=1))
+        assert shutdown.error_code == ErrorCode.broker_not_available
+
+    run_cluster_broker(tmp_path, zookeeper, scenario)
+
+
+def test_a_standalone_broker_has_no_controller_to_obey(tmp_path):
+    async def scenario(admin: Admin):
+        fenced = await admin.call(ApiKey.LEADER_AND_ISR, 3, _leader_and_isr(1))
+        assert fenced.error_code == ErrorCode.stale_controller_epoch
+        update = await admin.call(ApiKey.UPDATE_METADATA, 5, _update_metadata(1))
+        assert update.error_code == ErrorCode.stale_controller_epoch
+        shutdown = await admin.call(ApiKey.CONTROLLED_SHUTDOWN, 2, ControlledShutdownRequest(broker_id=0, broker_epoch=1))
+        assert shutdown.error_code == ErrorCode.not_controller
+        listed = await admin.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                                  ListPartitionReassignmentsRequest(timeout=TIMEOUT, topics=None))
+        assert listed.error_code == ErrorCode.not_controller
+
+    run_standalone(tmp_path, scenario)

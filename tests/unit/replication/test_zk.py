@@ -1,0 +1,149 @@
+"""replication.zk against a real ZooKeeper: operations, watches on the loop, session expiry."""
+
+import asyncio
+import threading
+
+import pytest
+from kazoo.client import KazooClient
+
+from replication.zk import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SessionEvent,
+    WatchKind,
+    ZkClient,
+    split_connect_string,
+)
+from broker.local_cluster import ZooKeeperServer, ZooKeeperUnavailable
+
+_WAIT_S = 20
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zk") / "zookeeper", tick_ms=500)
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:
+        pytest.skip(str(exc))
+    yield server
+    server.kill()
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 60))
+
+
+def test_split_connect_string():
+    assert split_connect_string("a:1,b:2/kafka/x") == ("a:1,b:2", "/kafka/x")
+    assert split_connect_string("a:1") == ("a:1", "")
+    assert split_connect_string("a:1/") == ("a:1", "")
+
+
+def test_operations_and_compare_and_set(zookeeper):
+    async def scenario():
+        client = ZkClient(zookeeper.connect_string + "/ops", 6000)
+        await client.start()
+        try:
+            await client.create("/a/b", b"1", makepath=True)
+            data, stat = await client.get("/a/b")
+            assert data == b"1"
+            with pytest.raises(NodeExistsError):
+                await client.create("/a/b", b"2")
+            await client.set("/a/b", b"2", stat.version)
+            with pytest.raises(BadVersionError):
+                await client.set("/a/b", b"3", stat.version)
+            assert await client.get_children("/a") == ["b"]
+            sequential = await client.create("/a/seq_", b"", sequence=True)
+            assert sequential.startswith("/a/seq_")
+            await client.multi([Op("check", "/a/b", version=stat.version + 1), Op("create", "/a/c", b"x")])
+            assert (await client.get("/a/c"))[0] == b"x"
+            with pytest.raises(BadVersionError):
+                await client.multi([Op("check", "/a/b", version=0), Op("create", "/a/d", b"x")])
+            assert await client.exists("/a/d") is None
+            await client.delete("/a", recursive=True)
+            with pytest.raises(NoNodeError):
+                await client.get("/a/b")
+            assert await client.get_or_none("/a") is None
+        finally:
+            await client.close()
+
+    run(scenario())
+
+
+def test_watches_are_delivered_on_the_loop(zookeeper):
+    async def scenario():
+        client = ZkClient(zookeeper.connect_string + "/watches", 6000)
+        await client.start()
+        loop_thread = threading.get_ident()
+        events = asyncio.Queue()
+
+        def watch(event):
+            assert threading.get_ident() == loop_thread
+            events.put_nowait(event)
+
+        try:
+            assert await client.exists("/w", watch) is None
+            await client.create("/w", b"")
+            event = await asyncio.wait_for(events.get(), _WAIT_S)
+            assert (event.kind, event.path) == (WatchKind.CREATED, "/w")
+            await client.get_children("/w", watch)
+            await client.create("/w/child", b"")
+            event = await asyncio.wait_for(events.get(), _WAIT_S)
+            assert (event.kind, event.path) == (WatchKind.CHILDREN, "/w")
+            await client.get("/w/child", watch)
+            await client.delete("/w/child")
+            event = await asyncio.wait_for(events.get(), _WAIT_S)
+            assert (event.kind, event.path) == (WatchKind.DELETED, "/w/child")
+        finally:
+            await client.close()
+
+    run(scenario())
+
+
+def test_session_expiry_is_reported_and_ephemerals_can_be_registered_again(zookeeper):
+    async def scenario():
+        client = ZkClient(zookeeper.connect_string, 4000)
+        events = asyncio.Queue()
+        client.add_session_listener(events.put_nowait)
+        await client.start()
+        assert await asyncio.wait_for(events.get(), _WAIT_S) is SessionEvent.CONNECTED
+        registered = asyncio.Event()
+
+        async def register():
+            await client.create("/eph", b"me", ephemeral=True)
+            registered.set()
+
+        async def react():
+            expired = False
+            while True:
+                event = await events.get()
+                if event is SessionEvent.EXPIRED:
+                    expired = True
+                elif event is SessionEvent.CONNECTED and expired:
+                    await register()
+                    return
+
+        try:
+            await register()
+            registered.clear()
+            reaction = asyncio.create_task(react())
+            await asyncio.to_thread(_expire, zookeeper.connect_string, client.session_id)
+            await asyncio.wait_for(reaction, _WAIT_S)
+            assert registered.is_set()
+            data, stat = await client.get("/eph")
+            assert data == b"me" and stat.ephemeral_owner == client.session_id[0]
+        finally:
+            await client.close()
+
+    run(scenario())
+
+
+def _expire(connect: str, session: tuple[int, bytes]) -> None:
+    """ZooKeeper's way to expire a session from outside: open it again elsewhere and close it."""
+    other = KazooClient(hosts=connect, client_id=session, timeout=4)
+    other.start(10)
+    other.stop()
+    other.close()
