@@ -1,8 +1,7 @@
 """The group coordinator: the consumer groups of the __consumer_offsets partitions this broker
 leads (standalone: all of them), their committed offsets, and their records in that topic.
 
-Each group belongs to one partition, chosen as Kafka chooses it (Java's String.hashCode of the
-group id, modulo the partition count), so a group's records stay in one place whoever leads it.
+Each group belongs to one partition, chosen as Kafka chooses it (coordinator.internal_topic).
 __consumer_offsets is created on first use (FindCoordinator or any group request) with
 offsets.topic.num.partitions partitions, compacted, segments of offsets.topic.segment.bytes.
 
@@ -23,11 +22,11 @@ Loading: a partition that exists when the broker starts (or, with replication, w
 this broker takes) is replayed from its log in a worker thread, then its groups and offsets are
 installed on the loop; until then requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
 (except Heartbeat, answered NONE, and SyncGroup, answered REBALANCE_IN_PROGRESS, as Kafka
-answers clients that predate that code). A load that fails is logged and tried again.
+answers clients that predate that code). A load that fails is logged and tried again
+(coordinator.internal_topic).
 """
 
 import asyncio
-import enum
 import logging
 import time
 from collections import defaultdict
@@ -42,6 +41,7 @@ from storage.log import Log
 from storage.topic_partition import TopicPartition
 
 from coordinator import records
+from coordinator.internal_topic import InternalTopic, partition_for
 from coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from coordinator.group import (
     UNKNOWN_MEMBER_ID,
@@ -64,27 +64,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_INT32_MIN = -(2**31)
 _NEVER_MS = 2**31  # intervals this long (Kafka's "never", Long.MAX_VALUE) are not scheduled
-_LOAD_RETRY_S = 5.0
 _DEAD_GROUP = GroupDescription(GroupState.DEAD.value, "", "", ())
 _NO_GROUP = GroupDescription("", "", "", ())
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode: 31 * h + c over UTF-16 code units, wrapping as an int32."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h - 2**32 if h >= 2**31 else h
-
-
-def partition_for(group_id: str, partition_count: int) -> int:
-    """The __consumer_offsets partition of a group, as Kafka computes it (Utils.abs maps
-    Integer.MIN_VALUE, which has no positive counterpart, to 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == _INT32_MIN else abs(h)) % partition_count
 
 
 def _wall_clock_ms() -> int:
@@ -94,11 +76,6 @@ def _wall_clock_ms() -> int:
 def _java_length(text: str) -> int:
     """String.length() in Java: UTF-16 code units."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-class _Load(enum.Enum):
-    LOADING = enum.auto()
-    LOADED = enum.auto()
 
 
 class GroupOverview(NamedTuple):
@@ -195,7 +172,6 @@ class GroupCoordinator:
     ) -> None:
         self.clock = clock
         self._config = config
-        self._topics = topics
         self._replica_manager = replica_manager
         self._group_config = GroupConfig(
             min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
@@ -204,11 +180,20 @@ class GroupCoordinator:
             max_size=config.get("group.max.size"),
         )
         self._groups: dict[str, Group] = {}
-        self._partition_count: int | None = None
-        self._partitions: dict[int, _Load] = {}  # the offsets partitions this broker leads
+        self.offsets_topic = InternalTopic(
+            OFFSETS_TOPIC,
+            topics,
+            config.get("offsets.topic.num.partitions"),
+            config.get("offsets.topic.replication.factor"),
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config.get("offsets.topic.segment.bytes")),
+                "compression.type": "producer",
+            },
+            self._load,
+        )
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._creating: asyncio.Task | None = None
-        self._background: set[asyncio.Task] = set()  # loads and the expiry loop
+        self._background: set[asyncio.Task] = set()  # the expiry loop
         self._writes: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.active = False
@@ -220,9 +205,7 @@ class GroupCoordinator:
         offsets. Call once the logs and partitions are up."""
         self._loop = asyncio.get_running_loop()
         self.active = True
-        info = self._topics.topics.get(OFFSETS_TOPIC)
-        if info is not None:
-            self._take_over(info.partitions, is_new=False)
+        self.offsets_topic.start()
         if self._config.get("offsets.retention.check.interval.ms") < _NEVER_MS:
             self._spawn(self._expire_offsets_periodically())
 
@@ -230,6 +213,7 @@ class GroupCoordinator:
         """Stop serving: waiting JoinGroup and SyncGroup requests are answered NOT_COORDINATOR,
         writes under way finish. Call before the log manager shuts down."""
         self.active = False
+        loads = self.offsets_topic.stop()
         for task in self._background:
             task.cancel()
         for timer in self._timers.values():
@@ -238,7 +222,7 @@ class GroupCoordinator:
         for group in self._groups.values():
             group.unload()
         self._groups.clear()
-        await asyncio.gather(*self._background, *self._writes, return_exceptions=True)
+        await asyncio.gather(*loads, *self._background, *self._writes, return_exceptions=True)
 
     def _spawn(self, coroutine) -> asyncio.Task:
         task = self._loop.create_task(coroutine)
@@ -252,89 +236,26 @@ class GroupCoordinator:
     # ------------------------------------------------------------------- the offsets topic
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self._partition_count)
-
-    async def _ensure_offsets_topic(self) -> bool:
-        """Whether __consumer_offsets is ready, creating it on first use."""
-        if self._partition_count is not None:
-            return True
-        if self._creating is None:
-            self._creating = self._loop.create_task(self._create_offsets_topic())
-        return await asyncio.shield(self._creating)
-
-    async def _create_offsets_topic(self) -> bool:
-        try:
-            info = self._topics.topics.get(OFFSETS_TOPIC)
-            if info is not None:  # made with CreateTopics since the broker started
-                self._take_over(info.partitions, is_new=False)
-                return True
-            count = self._config.get("offsets.topic.num.partitions")
-            replication_factor = min(
-                self._config.get("offsets.topic.replication.factor"), self._topics.live_broker_count
-            )
-            configs = {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self._config.get("offsets.topic.segment.bytes")),
-                "compression.type": "producer",
-            }
-            self._topics.check_new_topic(
-                OFFSETS_TOPIC,
-                count,
-                replication_factor,
-                {},
-                configs,
-                default_partitions=count,
-                default_replication_factor=replication_factor,
-            )
-            await self._topics.create(OFFSETS_TOPIC, count, configs)
-        except KafkaError as exc:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
-            return False
-        finally:
-            self._creating = None
-        self._take_over(count, is_new=True)
-        return True
-
-    def _take_over(self, partition_count: int, is_new: bool) -> None:
-        """Lead every partition (standalone); a new topic has nothing to load."""
-        self._partition_count = partition_count
-        for partition in range(partition_count):
-            if is_new:
-                self._partitions[partition] = _Load.LOADED
-            else:
-                self._partitions[partition] = _Load.LOADING
-                self._spawn(self._load(partition))
+        return self.offsets_topic.partition_for(group_id)
 
     # ---------------------------------------------------------------------------- loading
 
     async def _load(self, partition: int) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, partition)
-        started = time.monotonic()
-        while True:
-            try:
-                replica = self._replica_manager.get_partition(tp)
-                contents = await asyncio.to_thread(
-                    read_offsets_partition,
-                    replica.log,
-                    replica.log.log_start_offset,
-                    replica.high_watermark,
-                    self._config.get("offsets.load.buffer.size"),
-                )
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # Its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, and clients retry.
-                log.exception("loading %s failed; retrying in %.0f s", tp, _LOAD_RETRY_S)
-                await asyncio.sleep(_LOAD_RETRY_S)
+        replica = self._replica_manager.get_partition(tp)
+        contents = await asyncio.to_thread(
+            read_offsets_partition,
+            replica.log,
+            replica.log.log_start_offset,
+            replica.high_watermark,
+            self._config.get("offsets.load.buffer.size"),
+        )
         self._install(contents)
-        self._partitions[partition] = _Load.LOADED
         log.info(
-            "loaded %d group(s) and the offsets of %d group(s) from %s in %.0f ms",
+            "loaded %d group(s) and the offsets of %d group(s) from %s",
             len(contents.groups),
             len(contents.offsets),
             tp,
-            (time.monotonic() - started) * 1000,
         )
 
     def _install(self, contents: PartitionContents) -> None:
@@ -375,14 +296,9 @@ class GroupCoordinator:
         offset APIs, DescribeGroups and DeleteGroups, for clients of old."""
         if not group_id and not empty_id_allowed:
             return ErrorCode.invalid_group_id
-        if not self.active or not await self._ensure_offsets_topic() or not self.active:
+        if not self.active or not await self.offsets_topic.ensure() or not self.active:
             return ErrorCode.coordinator_not_available
-        state = self._partitions.get(self.partition_for(group_id))
-        if state is None:
-            return ErrorCode.not_coordinator
-        if state is _Load.LOADING:
-            return ErrorCode.coordinator_load_in_progress
-        return ErrorCode.none
+        return self.offsets_topic.state_of(group_id)
 
     def _add_group(self, group_id: str) -> Group:
         group = self._groups[group_id] = Group(group_id, self._group_config, self._now, self)
@@ -435,7 +351,7 @@ class GroupCoordinator:
     async def find_coordinator(self) -> ErrorCode:
         """Whether this broker coordinates groups (standalone it leads every offsets
         partition, so every group's)."""
-        if not self.active or not await self._ensure_offsets_topic():
+        if not self.active or not await self.offsets_topic.ensure():
             return ErrorCode.coordinator_not_available
         return ErrorCode.none
 
@@ -587,7 +503,7 @@ class GroupCoordinator:
         with the groups known so far while partitions are loading."""
         if not self.active:
             return ErrorCode.coordinator_not_available, []
-        loading = any(state is _Load.LOADING for state in self._partitions.values())
+        loading = self.offsets_topic.loading
         wanted = {state.lower() for state in states}
         return (
             ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none,

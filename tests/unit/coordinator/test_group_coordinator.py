@@ -23,7 +23,8 @@ from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRe
 from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 
 from coordinator import group_coordinator
-from coordinator.group_coordinator import OFFSETS_TOPIC, partition_for
+from coordinator.group_coordinator import OFFSETS_TOPIC
+from coordinator.internal_topic import partition_for
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value
 from protocol import schemas
 from protocol.api_keys import ApiKey

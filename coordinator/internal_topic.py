@@ -1,0 +1,161 @@
+"""A coordinator's internal topic (__consumer_offsets, __transaction_state): created on first use,
+its partitions led by this broker loaded before their keys are served.
+
+Each key belongs to one partition, chosen as Kafka chooses it (Java's String.hashCode of the key,
+modulo the partition count), so a key's records stay in one place whoever leads it.
+
+Loading: a partition that exists when the broker starts (or, with replication, whose leadership
+this broker takes: `take_over` is the hook) is handed to the owner's `load` coroutine, which
+replays it (in a worker thread) and installs what it found on the loop; until then the
+partition's keys answer COORDINATOR_LOAD_IN_PROGRESS. A load that fails is logged and tried
+again. A new topic has nothing to load.
+"""
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from broker.topic_manager import TopicManager
+
+log = logging.getLogger(__name__)
+
+_INT32_MIN = -(2**31)
+LOAD_RETRY_S = 5.0
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: 31 * h + c over UTF-16 code units, wrapping as an int32."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
+def partition_for(key: str, partition_count: int) -> int:
+    """The partition of a group or transactional id, as Kafka computes it (Utils.abs maps
+    Integer.MIN_VALUE, which has no positive counterpart, to 0)."""
+    h = java_string_hash(key)
+    return (0 if h == _INT32_MIN else abs(h)) % partition_count
+
+
+class LoadState(enum.Enum):
+    LOADING = enum.auto()
+    LOADED = enum.auto()
+
+
+class InternalTopic:
+    def __init__(
+        self,
+        name: str,
+        topics: "TopicManager",
+        partition_count: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        load: Callable[[int], Awaitable[None]],
+    ) -> None:
+        self.name = name
+        self._topics = topics
+        self._wanted_partitions = partition_count
+        self._wanted_replication_factor = replication_factor
+        self._configs = dict(configs)
+        self._load = load
+        self.partition_count: int | None = None
+        self.partitions: dict[int, LoadState] = {}  # the partitions this broker leads
+        self._creating: asyncio.Task | None = None
+        self._loads: set[asyncio.Task] = set()
+
+    def start(self) -> None:
+        """Load the partitions of the topic if it exists."""
+        info = self._topics.topics.get(self.name)
+        if info is not None:
+            self.take_over(info.partitions, is_new=False)
+
+    def stop(self) -> list[asyncio.Task]:
+        """Call off loads under way; returns them to be awaited."""
+        for task in self._loads:
+            task.cancel()
+        return list(self._loads)
+
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.partition_count)
+
+    async def ensure(self) -> bool:
+        """Whether the topic is ready, creating it on first use."""
+        if self.partition_count is not None:
+            return True
+        if self._creating is None:
+            self._creating = asyncio.get_running_loop().create_task(self._create())
+        return await asyncio.shield(self._creating)
+
+    def state_of(self, key: str) -> ErrorCode:
+        """Whether the key's partition is served: NONE, COORDINATOR_LOAD_IN_PROGRESS or
+        NOT_COORDINATOR. Call once `ensure` is true."""
+        state = self.partitions.get(self.partition_for(key))
+        if state is None:
+            return ErrorCode.not_coordinator
+        if state is LoadState.LOADING:
+            return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.none
+
+    @property
+    def loading(self) -> bool:
+        return any(state is LoadState.LOADING for state in self.partitions.values())
+
+    async def _create(self) -> bool:
+        try:
+            info = self._topics.topics.get(self.name)
+            if info is not None:  # made with CreateTopics since the broker started
+                self.take_over(info.partitions, is_new=False)
+                return True
+            count = self._wanted_partitions
+            replication_factor = min(self._wanted_replication_factor, self._topics.live_broker_count)
+            self._topics.check_new_topic(
+                self.name,
+                count,
+                replication_factor,
+                {},
+                self._configs,
+                default_partitions=count,
+                default_replication_factor=replication_factor,
+            )
+            await self._topics.create(self.name, count, self._configs)
+        except KafkaError as exc:
+            log.warning("cannot create %s: %s", self.name, exc)
+            return False
+        finally:
+            self._creating = None
+        self.take_over(count, is_new=True)
+        return True
+
+    def take_over(self, partition_count: int, is_new: bool) -> None:
+        """Lead every partition (standalone); a new topic has nothing to load."""
+        self.partition_count = partition_count
+        for partition in range(partition_count):
+            if is_new:
+                self.partitions[partition] = LoadState.LOADED
+            else:
+                self.partitions[partition] = LoadState.LOADING
+                task = asyncio.get_running_loop().create_task(self._load_partition(partition))
+                self._loads.add(task)
+                task.add_done_callback(self._loads.discard)
+
+    async def _load_partition(self, partition: int) -> None:
+        started = time.monotonic()
+        while True:
+            try:
+                await self._load(partition)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("loading %s-%d failed; retrying in %.0f s", self.name, partition, LOAD_RETRY_S)
+                await asyncio.sleep(LOAD_RETRY_S)
+        self.partitions[partition] = LoadState.LOADED
+        log.debug("loaded %s-%d in %.0f ms", self.name, partition, (time.monotonic() - started) * 1000)
