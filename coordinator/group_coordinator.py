@@ -34,14 +34,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.errors import ErrorCode, KafkaError, ProtocolError
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.record_batch import BatchHeader, split_batches
-from protocol.records import Record, build_batch, iter_records
+from protocol.records import Record, iter_records
 from storage.log import Log
 from storage.topic_partition import TopicPartition
 
 from coordinator import records
-from coordinator.internal_topic import InternalTopic, partition_for
+from coordinator.internal_topic import Entry, InternalTopic, append_entries, coordinator_store_error
 from coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from coordinator.group import (
     UNKNOWN_MEMBER_ID,
@@ -82,9 +82,6 @@ class GroupOverview(NamedTuple):
     group_id: str
     protocol_type: str
     state: str
-
-
-Entry = tuple[bytes, bytes | None]  # a record's key and value (None: a tombstone)
 
 
 @dataclass
@@ -139,27 +136,11 @@ def read_offsets_partition(partition_log: Log, start: int, end: int, buffer_byte
     return contents
 
 
-def _group_store_error(error: ErrorCode) -> ErrorCode:
-    """What members see when storing group metadata failed (Kafka's mapping)."""
-    if error in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-    ):
-        return ErrorCode.coordinator_not_available
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
-        return ErrorCode.unknown_server_error
-    return error
-
-
 def _offset_store_error(error: ErrorCode) -> ErrorCode:
     """What OffsetCommit answers when appending the offsets failed (Kafka's mapping)."""
     if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
         return ErrorCode.invalid_commit_offset_size
-    return _group_store_error(error)
+    return coordinator_store_error(error)
 
 
 class GroupCoordinator:
@@ -532,7 +513,7 @@ class GroupCoordinator:
                 if tombstones:
                     writes[group_id] = self._write(self.partition_for(group_id), tombstones)
         for group_id, write in writes.items():
-            errors[group_id] = _group_store_error(await asyncio.shield(write))
+            errors[group_id] = coordinator_store_error(await asyncio.shield(write))
         return errors
 
     async def delete_offsets(
@@ -556,7 +537,7 @@ class GroupCoordinator:
         tombstones = self._clean_up(group, eligible)
         stored = ErrorCode.none
         if tombstones:
-            stored = _group_store_error(await asyncio.shield(self._write(self.partition_for(group_id), tombstones)))
+            stored = coordinator_store_error(await asyncio.shield(self._write(self.partition_for(group_id), tombstones)))
         results.update(dict.fromkeys(eligible, stored))
         return ErrorCode.none, {tp: results[tp] for tp in partitions}
 
@@ -633,7 +614,7 @@ class GroupCoordinator:
 
         def stored(task: asyncio.Task) -> None:
             if not task.cancelled():
-                on_stored(_group_store_error(task.result()))
+                on_stored(coordinator_store_error(task.result()))
                 self._reschedule(group)
 
         write.add_done_callback(stored)
@@ -641,20 +622,11 @@ class GroupCoordinator:
     def _write(self, partition: int, entries: Sequence[Entry]) -> asyncio.Task:
         """Append the entries as one batch; the task gives NONE once they are committed, or
         the error of the append. Writes reach the log in the order they were asked for."""
-        now = self.clock()
-        batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(entries)])
-        task = self._loop.create_task(self._append(TopicPartition(OFFSETS_TOPIC, partition), batch))
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        task = self._loop.create_task(append_entries(self._replica_manager, tp, entries, self.clock()))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         return task
-
-    async def _append(self, tp: TopicPartition, batch: bytes) -> ErrorCode:
-        try:
-            await self._replica_manager.append_committed(tp, memoryview(bytearray(batch)))
-        except KafkaError as exc:
-            log.warning("writing to %s failed: %s", tp, exc)
-            return exc.error_code
-        return ErrorCode.none
 
 
 def _restored_member(stored: records.MemberMetadata, protocol: str | None) -> Member:

@@ -15,12 +15,15 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.records import Record, build_batch
+from storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
     from broker.topic_manager import TopicManager
 
 log = logging.getLogger(__name__)
@@ -43,6 +46,39 @@ def partition_for(key: str, partition_count: int) -> int:
     Integer.MIN_VALUE, which has no positive counterpart, to 0)."""
     h = java_string_hash(key)
     return (0 if h == _INT32_MIN else abs(h)) % partition_count
+
+
+Entry = tuple[bytes, bytes | None]  # a record's key and value (None: a tombstone)
+
+
+async def append_entries(
+    replica_manager: "ReplicaManager", tp: TopicPartition, entries: Sequence[Entry], now: int, **batch_fields
+) -> ErrorCode:
+    """Append the entries as one batch (`batch_fields`: producer fields of build_batch) and
+    return NONE once they are committed, or the error of the append."""
+    batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(entries)], **batch_fields)
+    try:
+        await replica_manager.append_committed(tp, memoryview(bytearray(batch)))
+    except KafkaError as exc:
+        log.warning("writing to %s failed: %s", tp, exc)
+        return exc.error_code
+    return ErrorCode.none
+
+
+def coordinator_store_error(error: ErrorCode) -> ErrorCode:
+    """What clients see when a coordinator could not store its records (Kafka's mapping)."""
+    if error in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
+        return ErrorCode.coordinator_not_available
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return ErrorCode.unknown_server_error
+    return error
 
 
 class LoadState(enum.Enum):

@@ -165,7 +165,7 @@ class TransactionMetadata:
             return self.fence(now)
         if self.state is TxnState.DEAD:
             return Decision(ErrorCode.concurrent_transactions)
-        if self.producer_epoch >= _LAST_USABLE_EPOCH or self.producer_id == NO_PRODUCER_ID:
+        if self.needs_new_producer_id:
             producer_id, epoch = new_producer_id(), 0
         else:
             producer_id, epoch = self.producer_id, self.producer_epoch + 1
@@ -178,6 +178,11 @@ class TransactionMetadata:
             partitions=frozenset(),
             start_ms=-1,
         )
+
+    @property
+    def needs_new_producer_id(self) -> bool:
+        """Whether the next epoch bump starts a new producer id (the epoch is exhausted)."""
+        return self.producer_epoch >= _LAST_USABLE_EPOCH
 
     def _is_expected(self, producer_id: int, epoch: int) -> bool:
         if producer_id != self.producer_id:
