@@ -61,6 +61,22 @@ class ReplicaManager:
         self._wake(tp)
         return result
 
+    def append_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> AppendResult:
+        """Write a transaction marker as the partition's leader."""
+        partition = self.get_partition(tp)
+        try:
+            result = partition.append_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
+        self._wake(tp)
+        return result
+
+    def aborted_transactions(self, partition: Partition, fetch_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions a read_committed fetch from
+        `fetch_offset` spans (up to the last stable offset)."""
+        aborted = partition.log.collect_aborted(fetch_offset, partition.last_stable_offset)
+        return [(entry.producer_id, entry.first_offset) for entry in aborted]
+
     async def append_committed(self, tp: TopicPartition, records: memoryview) -> AppendResult:
         """Append `records` as the leader, before the first suspension, and return once they
         are committed: what the group coordinator waits for before it answers. Standalone the

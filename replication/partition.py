@@ -39,11 +39,20 @@ class Partition:
         self.log.high_watermark = self.log.log_end_offset
         return result
 
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> AppendResult:
+        """Write a transaction coordinator's COMMIT or ABORT marker (WriteTxnMarkers)."""
+        result = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
+        self.log.high_watermark = self.log.log_end_offset
+        return result
+
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
     @property
     def last_stable_offset(self) -> int:
-        """Without transactions, every committed offset is stable."""
-        return self.log.high_watermark
+        """The first offset of the earliest open transaction, at most the high watermark."""
+        first_unstable = self.log.transactions.first_unstable_offset
+        if first_unstable is None:
+            return self.log.high_watermark
+        return min(first_unstable, self.log.high_watermark)

@@ -86,6 +86,7 @@ from storage.segment import (
     segment_path,
 )
 from storage.topic_partition import TopicPartition
+from storage.txn_index import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from storage.log_manager import LogManager
@@ -542,7 +543,7 @@ def _delete(segment: LogSegment) -> None:
 
 def _remove_cleaned_files(directory: str, base_offset: int) -> None:
     """Files a failed discard may have left, which the new ones must not be opened over."""
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         try:
             os.unlink(segment_path(directory, base_offset, suffix + CLEANED_SUFFIX))
         except FileNotFoundError:

@@ -13,6 +13,11 @@ Offsets:
 - recovery point: everything below it has been fsynced. After an unclean shutdown, loading
   re-validates the segments from the one holding the recovery point onwards.
 
+Transactions: `transactions` (storage.transactions) follows the open transactions, from which the
+last stable offset comes; `append_marker` writes a COMMIT or ABORT control batch (a transaction
+coordinator's marker) and records an aborted transaction in the active segment's transaction
+index; `collect_aborted` gives read_committed fetches the aborted transactions they span.
+
 Compaction (storage.cleaner) rewrites inactive segments elsewhere and hands back segments to
 put in place of those they were made from (`replace_segments`); `load` completes a swap that a
 crash interrupted.
@@ -40,7 +45,7 @@ from protocol.record_batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from protocol.records import recompress_batch
+from protocol.records import ControlRecordType, build_batch, control_record, recompress_batch
 from storage.errors import OffsetOutOfRangeError
 from storage.log_config import LogConfig
 from storage.records_file import FileRegion, RecordsFile
@@ -56,13 +61,15 @@ from storage.segment import (
     segment_path,
 )
 from storage.topic_partition import TopicPartition
+from storage.transactions import PartitionTransactions
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from storage.validation import validate_produced_records
 
 log = logging.getLogger(__name__)
 
 _base_offset = attrgetter("base_offset")
 _TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
-_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _BASE_OFFSET_DIGITS = 20
 
 
@@ -110,6 +117,7 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         scheduler: LogScheduler,
+        transactions: PartitionTransactions | None = None,
     ) -> None:
         self.directory = directory
         self.topic_partition = topic_partition
@@ -123,6 +131,7 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._roll_jitter_ms = self._pick_roll_jitter()
+        self.transactions = transactions or PartitionTransactions()
 
     # ----------------------------------------------------------------------------- loading
 
@@ -149,10 +158,14 @@ class Log:
         _remove_leftovers(directory)
         _complete_swaps(directory)
         bases = _segment_base_offsets(directory)
+        transactions = PartitionTransactions()
         if bases:
             segments = [cls._open_segment(directory, base, config) for base in bases]
+            rebuild_txn_indexes_from = segments[-1].base_offset + 1
             if not had_clean_shutdown:
                 segments = cls._recover(topic_partition, segments, recovery_point, config)
+                rebuild_txn_indexes_from = segments[_first_unflushed(segments, recovery_point)].base_offset
+            transactions.replay(segments, rebuild_txn_indexes_from)
             segments[-1].make_active(config)
         else:
             segments = [LogSegment.open(directory, log_start_offset, config, active=True)]
@@ -165,6 +178,7 @@ class Log:
             log_start_offset,
             recovery_point,
             scheduler,
+            transactions,
         )
 
     @staticmethod
@@ -186,8 +200,7 @@ class Log:
         recovery_point: int,
         config: LogConfig,
     ) -> list[LogSegment]:
-        first_unflushed = max(bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
-        for position in range(first_unflushed, len(segments)):
+        for position in range(_first_unflushed(segments, recovery_point), len(segments)):
             segment = segments[position]
             truncated = _recover_segment(segment, config)
             if truncated:
@@ -231,7 +244,30 @@ class Log:
             max_timestamp = log_append_time = now
         batch = AppendedBatch(last_offset, max_timestamp, header.size)
         self._append(records, [batch], header.record_count, now)
+        self.transactions.on_batch(BatchHeader.from_buffer(records))
         return AppendResult(first_offset, last_offset, log_append_time, self.log_start_offset)
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, leader_epoch: int
+    ) -> AppendResult:
+        """Append a transaction marker (a control batch of one COMMIT or ABORT record) for the
+        producer's transaction, closing it."""
+        now = _now_ms()
+        offset = self.log_end_offset
+        record_type = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        batch = build_batch(
+            [control_record(record_type, coordinator_epoch, offset, now)],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,
+            is_control=True,
+            partition_leader_epoch=leader_epoch,
+        )
+        self._append(memoryview(batch), [AppendedBatch(offset, now, len(batch))], 1, now)
+        aborted = self.transactions.on_marker(producer_id, offset, record_type)
+        if aborted is not None:
+            self.active_segment.txn_index.append(aborted)
+        return AppendResult(offset, offset, -1, self.log_start_offset)
 
     def _append(
         self, data: memoryview, batches: Sequence[AppendedBatch], record_count: int, now_ms: int
@@ -328,6 +364,16 @@ class Log:
             return None
         return newest.find_max_timestamp()
 
+    def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [fetch_offset, upper_bound_offset)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index(fetch_offset) :]:
+            aborted, complete = segment.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
+            found += aborted
+            if complete or segment.base_offset >= upper_bound_offset:
+                break
+        return found
+
     @property
     def size_in_bytes(self) -> int:
         return sum(segment.size for segment in self.segments)
@@ -412,6 +458,10 @@ class Log:
         region of one still sends its bytes.
         """
         first = self.segments.index(replaced[0])
+        for segment in replaced:
+            for aborted in segment.txn_index.entries:
+                cleaned.txn_index.append(aborted)
+        cleaned.txn_index.flush()
         cleaned.rename_with_suffix(SWAP_SUFFIX)
         for segment in replaced:
             segment.rename_to_deleted()
@@ -457,6 +507,11 @@ def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
     return truncated
 
 
+def _first_unflushed(segments: Sequence[LogSegment], recovery_point: int) -> int:
+    """The position of the segment holding the recovery point."""
+    return max(bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
+
+
 def _segment_base_offsets(directory: str) -> list[int]:
     return sorted(
         int(name[: -len(LOG_SUFFIX)])
@@ -492,7 +547,7 @@ def _complete_swaps(directory: str) -> None:
             if suffix in _SEGMENT_FILE_SUFFIXES and base <= other_base < end:
                 os.unlink(os.path.join(directory, name))
         log.info("completing the swap of cleaned segment %d in %s", base, directory)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             swap = segment_path(directory, base, suffix + SWAP_SUFFIX)
             if os.path.exists(swap):
                 os.rename(swap, segment_path(directory, base, suffix))

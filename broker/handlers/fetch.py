@@ -16,7 +16,8 @@ a stale or future current_leader_epoch (v9+).
 Fetch sessions (KIP-227) are not kept: every response is a full one with session_id 0 echoing
 every requested partition, which clients accept by sending full requests; an incremental request
 (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND. read_committed (v4+) stops at the last stable
-offset, the high watermark until transactions exist.
+offset (the first offset of the earliest open transaction) and lists the aborted transactions the
+answer may span, from the segments' transaction indexes, for the consumer to drop.
 """
 
 import time
@@ -98,7 +99,7 @@ def _read(ctx: RequestContext, request: FetchRequest) -> _Read:
                 result.last_stable_offset = partition.last_stable_offset
                 result.log_start_offset = log.log_start_offset
                 if read_committed:
-                    result.aborted_transactions = []
+                    result.aborted_transactions = replica_manager.aborted_transactions(partition, wanted.fetch_offset)
                 if region is not None:
                     result.records = region
                     remaining = max(remaining - len(region), 0)
