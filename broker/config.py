@@ -573,6 +573,8 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("producer.id.expiration.ms", _I, 86400000,
        "Idempotence state of a producer id unused for this long is dropped.",
        minimum=1, dynamic=True),
+    _c("producer.id.expiration.check.interval.ms", _I, 600000,
+       "How often partitions drop the state of expired producer ids.", minimum=1),
     # --- replication
     _c("replica.lag.time.max.ms", _L, 30000,
        "A follower that has not caught up within this time is removed from the ISR."),

@@ -155,6 +155,10 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
         flush_check_interval_ms=flush_interval,
         checkpoint_interval_ms=config.get("log.flush.offset.checkpoint.interval.ms"),
         recovery_threads_per_dir=config.get("num.recovery.threads.per.data.dir"),
+        producer_id_expiration_ms=config.get("producer.id.expiration.ms"),
+        producer_id_expiration_check_interval_ms=config.get(
+            "producer.id.expiration.check.interval.ms"
+        ),
         cleaner=CleanerConfig(
             enable=config.get("log.cleaner.enable"),
             threads=config.get("log.cleaner.threads"),

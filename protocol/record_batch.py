@@ -59,6 +59,7 @@ __all__ = [
     "NO_PRODUCER_EPOCH",
     "NO_SEQUENCE",
     "NO_PARTITION_LEADER_EPOCH",
+    "MAX_SEQUENCE",
     "COMPRESSION_MASK",
     "TIMESTAMP_TYPE_FLAG",
     "TRANSACTIONAL_FLAG",
@@ -77,6 +78,8 @@ __all__ = [
     "set_log_append_time",
     "split_batches",
     "iter_batches",
+    "increment_sequence",
+    "decrement_sequence",
 ]
 
 MAGIC_V2 = 2
@@ -103,6 +106,7 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
+MAX_SEQUENCE = 2**31 - 1  # sequences wrap from here to 0
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08
@@ -166,6 +170,13 @@ class BatchHeader(NamedTuple):
         return self.last_offset + 1
 
     @property
+    def last_sequence(self) -> int:
+        """The sequence number of the batch's last record (NO_SEQUENCE when it has none)."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+    @property
     def compression(self) -> Compression:
         """The codec; raises CorruptRecordError for codec numbers that do not exist."""
         codec = self.attributes & COMPRESSION_MASK
@@ -191,6 +202,20 @@ class BatchHeader(NamedTuple):
     @property
     def has_delete_horizon(self) -> bool:
         return bool(self.attributes & DELETE_HORIZON_FLAG)
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """`sequence` + `increment`, wrapping past MAX_SEQUENCE to 0 as producers number records."""
+    if sequence > MAX_SEQUENCE - increment:
+        return increment - (MAX_SEQUENCE - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """`sequence` - `decrement`, wrapping below 0 to MAX_SEQUENCE."""
+    if sequence < decrement:
+        return MAX_SEQUENCE - (decrement - sequence) + 1
+    return sequence - decrement
 
 
 def _check_range(buf: bytes | bytearray | memoryview, pos: int, length: int, what: str) -> None:

@@ -29,3 +29,16 @@ class KafkaStorageError(KafkaError):
     """The partition's log directory failed (disk full, I/O error): the partition is offline."""
 
     error_code = ErrorCode.kafka_storage_error
+
+
+class OutOfOrderSequenceError(KafkaError):
+    """An idempotent producer's batch that does not follow its last one (a gap, or a new epoch
+    not starting at sequence 0)."""
+
+    error_code = ErrorCode.out_of_order_sequence_number
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A batch from an older epoch of its producer id: a fenced, zombie producer."""
+
+    error_code = ErrorCode.invalid_producer_epoch

@@ -13,6 +13,13 @@ Offsets:
 - recovery point: everything below it has been fsynced. After an unclean shutdown, loading
   re-validates the segments from the one holding the recovery point onwards.
 
+Idempotent producers (storage.producer_state): a leader append of a batch with a producer id is
+checked against its producer's state first; a retry of one of the producer's last five batches
+is answered with that batch's offsets and not appended again. The state is snapshotted at each
+roll and on close (<offset>.snapshot files next to the segments) and rebuilt on load from the
+newest usable snapshot plus the batches after it; after an unclean shutdown only snapshots at or
+below the recovery point are trusted.
+
 Transactions: `transactions` (storage.transactions) follows the open transactions, from which the
 last stable offset comes; `append_marker` writes a COMMIT or ABORT control batch (a transaction
 coordinator's marker) and records an aborted transaction in the active segment's transaction
@@ -33,7 +40,7 @@ import os
 import random
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import NamedTuple, Protocol
 
@@ -48,6 +55,11 @@ from protocol.record_batch import (
 from protocol.records import ControlRecordType, build_batch, control_record, recompress_batch
 from storage.errors import OffsetOutOfRangeError
 from storage.log_config import LogConfig
+from storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerStateManager,
+    SnapshotFile,
+)
 from storage.records_file import FileRegion, RecordsFile
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -77,7 +89,7 @@ class LogScheduler(Protocol):
     """Where a log sends the work it must not do on the event loop."""
 
     def flush(self, log: "Log", up_to_offset: int) -> None:
-        """fsync the segments below `up_to_offset`, then call `log.mark_flushed(up_to_offset)`."""
+        """fsync `log.files_to_flush(up_to_offset)`, then call `log.mark_flushed(up_to_offset)`."""
 
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
         """Delete segments already removed from the log, after file.delete.delay.ms."""
@@ -87,8 +99,8 @@ class InlineScheduler:
     """Does the work at once, on the caller's thread: for tests and offline tools."""
 
     def flush(self, log: "Log", up_to_offset: int) -> None:
-        for segment in log.segments_to_flush(up_to_offset):
-            segment.flush()
+        for file in log.files_to_flush(up_to_offset):
+            file.flush()
         log.mark_flushed(up_to_offset)
 
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
@@ -117,6 +129,7 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         scheduler: LogScheduler,
+        producer_state: ProducerStateManager,
         transactions: PartitionTransactions | None = None,
     ) -> None:
         self.directory = directory
@@ -128,6 +141,7 @@ class Log:
         self.log_start_offset = log_start_offset
         self.high_watermark = self.log_end_offset
         self.recovery_point = min(recovery_point, self.log_end_offset)
+        self.producer_state = producer_state
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._roll_jitter_ms = self._pick_roll_jitter()
@@ -146,13 +160,14 @@ class Log:
         recovery_point: int = 0,
         had_clean_shutdown: bool = True,
         scheduler: LogScheduler,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> "Log":
         """Open a partition directory (creating it if missing) and recover it if needed.
 
         Blocking: call from a worker thread. Leftovers of interrupted deletions and cleanings are
         removed and interrupted swaps completed; after an unclean shutdown the segments from the
         recovery point on are re-validated and a torn or corrupt tail is cut, along with every
-        segment after it.
+        segment after it. Then the producer state is loaded.
         """
         os.makedirs(directory, exist_ok=True)
         _remove_leftovers(directory)
@@ -170,7 +185,8 @@ class Log:
         else:
             segments = [LogSegment.open(directory, log_start_offset, config, active=True)]
         log_start_offset = max(log_start_offset, segments[0].base_offset)
-        return cls(
+        producer_state = ProducerStateManager(directory, topic_partition, producer_id_expiration_ms)
+        loaded = cls(
             directory,
             topic_partition,
             config,
@@ -178,8 +194,51 @@ class Log:
             log_start_offset,
             recovery_point,
             scheduler,
+            producer_state,
             transactions,
         )
+        loaded._load_producer_state(had_clean_shutdown)
+        return loaded
+
+    def _load_producer_state(self, had_clean_shutdown: bool) -> None:
+        state = self.producer_state
+        bases = [segment.base_offset for segment in self.segments]
+        state.remove_stray_snapshots(bases)
+        if had_clean_shutdown and not state.snapshot_offsets:
+            # A log written before producer state was kept: it has none to rebuild, and scanning
+            # it would only slow the first start. As Kafka does, start with empty snapshots.
+            for offset in (*bases[-2:], self.log_end_offset):
+                state.take_snapshot(offset)
+            return
+        if not had_clean_shutdown:
+            # Snapshots above the recovery point may describe records the crash lost.
+            state.delete_snapshots_above(self.recovery_point)
+        self.rebuild_producer_state(self.log_end_offset)
+
+    def rebuild_producer_state(self, end_offset: int) -> None:
+        """Make the producer state that of the batches below `end_offset`: the newest snapshot
+        at or below it, then the batches after that snapshot replayed; snapshots above it are
+        deleted. Loading calls it; so must a truncation of the log (a follower cutting its log
+        to `end_offset`), after the segments are cut."""
+        state = self.producer_state
+        replay_from = state.truncate_and_reload(self.log_start_offset, end_offset, _now_ms())
+        for header in self._batch_headers(replay_from, end_offset):
+            state.record_batch(header)
+        state.take_snapshot(end_offset)
+
+    def _batch_headers(self, start_offset: int, end_offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches from the one holding `start_offset` to the last before
+        `end_offset`."""
+        for segment in self.segments[self._segment_index(start_offset) :]:
+            if segment.base_offset >= end_offset:
+                return
+            first = segment.translate_offset(start_offset)
+            if first is None:
+                continue
+            for location in segment.records.batches(first.position):
+                if location.header.base_offset >= end_offset:
+                    return
+                yield location.header
 
     @staticmethod
     def _open_segment(directory: str, base_offset: int, config: LogConfig) -> LogSegment:
@@ -226,10 +285,30 @@ class Log:
         """Validate one produced batch, give it offsets and append it.
 
         `records` must be writable: baseOffset, partitionLeaderEpoch and (for LogAppendTime
-        topics) the timestamp are set in place before the bytes go to the file.
+        topics) the timestamp are set in place before the bytes go to the file. A batch of an
+        idempotent producer must follow the producer's previous one; a retry of one of its last
+        five batches is not appended again: the result gives that batch's offsets, its
+        timestamp as log_append_time_ms, as Kafka answers.
         """
         now = _now_ms()
         header = validate_produced_records(records, self.config, now)
+        if header.producer_id < 0:
+            return self._assign_offsets_and_append(records, header, leader_epoch, now)
+        duplicate = self.producer_state.check_append(header)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, self.log_start_offset
+            )
+        result = self._assign_offsets_and_append(records, header, leader_epoch, now)
+        max_timestamp = now if result.log_append_time_ms >= 0 else header.max_timestamp
+        self.producer_state.record_batch(
+            header._replace(base_offset=result.first_offset, max_timestamp=max_timestamp)
+        )
+        return result
+
+    def _assign_offsets_and_append(
+        self, records: memoryview, header: BatchHeader, leader_epoch: int, now: int
+    ) -> AppendResult:
         codec = _topic_codec(self.config.compression_type)
         if codec is not None and header.compression != codec:
             records = memoryview(bytearray(recompress_batch(records, codec)))
@@ -264,6 +343,7 @@ class Log:
             partition_leader_epoch=leader_epoch,
         )
         self._append(memoryview(batch), [AppendedBatch(offset, now, len(batch))], 1, now)
+        self.producer_state.record_batch(BatchHeader.from_buffer(batch))
         aborted = self.transactions.on_marker(producer_id, offset, record_type)
         if aborted is not None:
             self.active_segment.txn_index.append(aborted)
@@ -300,6 +380,7 @@ class Log:
         old.on_become_inactive()
         new_base = self.log_end_offset
         self.segments.append(LogSegment.open(self.directory, new_base, self.config, active=True))
+        self.producer_state.take_snapshot(new_base)
         self._roll_jitter_ms = self._pick_roll_jitter()
         self.scheduler.flush(self, new_base)
 
@@ -443,6 +524,7 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         for segment in doomed:
             segment.rename_to_deleted()
+            self.producer_state.delete_snapshot(segment.base_offset)
         self.scheduler.delete_segments(self, doomed)
         return len(doomed)
 
@@ -465,6 +547,8 @@ class Log:
         cleaned.rename_with_suffix(SWAP_SUFFIX)
         for segment in replaced:
             segment.rename_to_deleted()
+        for segment in replaced[1:]:
+            self.producer_state.delete_snapshot(segment.base_offset)
         cleaned.rename_with_suffix("")
         self.segments[first : first + len(replaced)] = [cleaned]
         self.scheduler.delete_segments(self, list(replaced))
@@ -478,10 +562,12 @@ class Log:
         if self.log_end_offset > self.recovery_point:
             self.scheduler.flush(self, self.log_end_offset)
 
-    def segments_to_flush(self, up_to_offset: int) -> list[LogSegment]:
-        """Segments holding offsets in [recovery point, up_to_offset)."""
+    def files_to_flush(self, up_to_offset: int) -> list[LogSegment | SnapshotFile]:
+        """Segments holding offsets in [recovery point, up_to_offset), and the producer
+        snapshots at or below up_to_offset not flushed yet."""
         first = self._segment_index(self.recovery_point)
-        return [s for s in self.segments[first:] if s.base_offset < up_to_offset]
+        segments = [s for s in self.segments[first:] if s.base_offset < up_to_offset]
+        return segments + self.producer_state.pop_unflushed(up_to_offset)
 
     def mark_flushed(self, offset: int) -> None:
         self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
@@ -489,7 +575,12 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
+    def take_producer_snapshot(self) -> None:
+        """Snapshot the producer state at the log end offset (clean shutdown)."""
+        self.producer_state.take_snapshot(self.log_end_offset)
+
     def close(self) -> None:
+        self.take_producer_snapshot()
         for segment in self.segments:
             segment.close()
 

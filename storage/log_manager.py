@@ -41,6 +41,7 @@ from storage.cleaner import CleanerConfig, LogCleaner
 from storage.errors import KafkaStorageError
 from storage.log import Log
 from storage.log_config import LogConfig
+from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, SnapshotFile
 from storage.segment import LogSegment
 from storage.topic_partition import TopicPartition
 
@@ -67,6 +68,8 @@ class LogManagerSettings:
     flush_check_interval_ms: int = 2**63 - 1
     checkpoint_interval_ms: int = 60_000
     recovery_threads_per_dir: int = 1
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    producer_id_expiration_check_interval_ms: int = 600_000
     cleaner: CleanerConfig = CleanerConfig()
 
 
@@ -111,6 +114,7 @@ class LogManager:
             (self._settings.retention_check_interval_ms, self.apply_retention),
             (self._settings.flush_check_interval_ms, self._flush_by_time),
             (self._settings.checkpoint_interval_ms, self.checkpoint),
+            (self._settings.producer_id_expiration_check_interval_ms, self.remove_expired_producers),
         ]
         # Kafka's "never" for these intervals is Long.MAX_VALUE; asyncio cannot sleep that long.
         self._periodic = [
@@ -140,6 +144,7 @@ class LogManager:
                     recovery_point=recovery_points.get(tp, 0),
                     had_clean_shutdown=log_dir.had_clean_shutdown,
                     scheduler=self,
+                    producer_id_expiration_ms=self._settings.producer_id_expiration_ms,
                 )
                 for tp in partition_dirs
             ),
@@ -207,7 +212,13 @@ class LogManager:
         log_dir = min(online, key=lambda d: len(d.logs))
         directory = os.path.join(log_dir.path, tp.dir_name)
         try:
-            created = Log.load(directory, tp, config, scheduler=self)
+            created = Log.load(
+                directory,
+                tp,
+                config,
+                scheduler=self,
+                producer_id_expiration_ms=self._settings.producer_id_expiration_ms,
+            )
         except OSError as exc:
             self._take_offline(log_dir, exc)
             raise KafkaStorageError(f"cannot create {tp} in {log_dir.path}: {exc}") from exc
@@ -252,8 +263,8 @@ class LogManager:
     # ------------------------------------------------------------ LogScheduler, for the logs
 
     def flush(self, flushed_log: Log, up_to_offset: int) -> None:
-        segments = flushed_log.segments_to_flush(up_to_offset)
-        future = self._run_blocking(_flush_segments, segments)
+        files = flushed_log.files_to_flush(up_to_offset)
+        future = self._run_blocking(_flush_files, files)
 
         def done(f: asyncio.Future) -> None:
             if f.cancelled():
@@ -281,6 +292,13 @@ class LogManager:
                 continue
             if deleted:
                 log.info("%s: retention deleted %d segment(s)", tp, deleted)
+
+    def remove_expired_producers(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for tp, partition_log in self.logs.items():
+            expired = partition_log.producer_state.remove_expired_producers(now_ms)
+            if expired:
+                log.info("%s: %d producer id(s) expired", tp, expired)
 
     def _flush_by_time(self) -> None:
         now = time.time() * 1000
@@ -346,7 +364,11 @@ class LogManager:
                 continue
             logs = [self.logs[tp] for tp in log_dir.logs if tp in self.logs]
             try:
-                await self._run_blocking(_flush_logs_fully, logs)
+                snapshots = []
+                for partition_log in logs:
+                    partition_log.take_producer_snapshot()
+                    snapshots += partition_log.producer_state.pop_unflushed(partition_log.log_end_offset)
+                await self._run_blocking(_flush_logs_fully, logs, snapshots)
                 for partition_log in logs:
                     partition_log.mark_flushed(partition_log.log_end_offset)
                 await self._run_blocking(_write_checkpoints, log_dir, *self._checkpoint_snapshot(log_dir))
@@ -448,15 +470,15 @@ def _write_clean_shutdown_marker(log_dir: LogDir) -> None:
         pass
 
 
-def _flush_segments(segments: list[LogSegment]) -> None:
-    for segment in segments:
-        segment.flush()
+def _flush_files(files: list[LogSegment | SnapshotFile]) -> None:
+    for file in files:
+        file.flush()
 
 
-def _flush_logs_fully(logs: list[Log]) -> None:
+def _flush_logs_fully(logs: list[Log], snapshots: list[SnapshotFile]) -> None:
     for partition_log in logs:
-        for segment in partition_log.segments:
-            segment.flush()
+        _flush_files(partition_log.segments)
+    _flush_files(snapshots)
 
 
 def _delete_segment_files(segments: list[LogSegment]) -> None:

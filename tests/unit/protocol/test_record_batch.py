@@ -7,10 +7,14 @@ from protocol.record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    MAX_SEQUENCE,
+    NO_SEQUENCE,
     BatchHeader,
     TimestampType,
     compute_crc,
     crc_is_valid,
+    decrement_sequence,
+    increment_sequence,
     iter_batches,
     magic_of,
     set_base_offset,
@@ -377,3 +381,19 @@ def test_iter_batches_refuses_impossible_sizes(batch_length):
 
 def test_built_batches_carry_magic_2():
     assert magic_of(sample_batch()) == MAGIC_V2
+
+
+@pytest.mark.parametrize(
+    "sequence, delta, expected",
+    [(0, 0, 0), (5, 3, 8), (MAX_SEQUENCE - 1, 1, MAX_SEQUENCE), (MAX_SEQUENCE, 1, 0), (MAX_SEQUENCE - 2, 5, 2)],
+)
+def test_sequences_wrap_past_int32_max(sequence, delta, expected):
+    assert increment_sequence(sequence, delta) == expected
+    assert decrement_sequence(expected, delta) == sequence
+
+
+def test_last_sequence_of_a_batch():
+    records = [Record(i, 0, None, b"v") for i in range(3)]
+    header = BatchHeader.from_buffer(build_batch(records, producer_id=1, producer_epoch=0, base_sequence=MAX_SEQUENCE - 1))
+    assert header.last_sequence == 0  # MAX_SEQUENCE - 1, MAX_SEQUENCE, 0
+    assert BatchHeader.from_buffer(build_batch(records)).last_sequence == NO_SEQUENCE

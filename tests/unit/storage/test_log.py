@@ -1,12 +1,20 @@
 import os
+import struct
+import time
 
+import crc32c
 import pytest
 
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
 from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter_batches
 from protocol.records import iter_records
-from storage.errors import MessageTooLargeError, OffsetOutOfRangeError
+from storage.errors import (
+    InvalidProducerEpochError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+)
 from storage.log_config import LogConfig
 from tests.unit.storage.conftest import batch
 
@@ -255,3 +263,136 @@ def test_topic_compression_type_recompresses(open_log, topic_codec, produced, st
     data = log.read(0, 1 << 20, 2, True).read()
     assert BatchHeader.from_buffer(data).compression == stored
     assert [r.value for r in iter_records(data)] == [b"a" * 100, b"b" * 100]
+
+
+# ------------------------------------------------------------------------ idempotent producers
+
+
+NOW_MS = int(time.time() * 1000)  # producers with older timestamps expire on reload
+
+
+def produce(log, seq, *values, epoch=0, pid=7, timestamp=NOW_MS, **kwargs):
+    """Append a batch of producer `pid` starting at sequence `seq`."""
+    return append(
+        log, *values, producer_id=pid, producer_epoch=epoch, base_sequence=seq, timestamp=timestamp, **kwargs
+    )
+
+
+def snapshot_offsets(log) -> list[int]:
+    return sorted(int(n[:20]) for n in os.listdir(log.directory) if n.endswith(".snapshot"))
+
+
+def test_a_retried_idempotent_batch_gets_its_offsets_and_is_not_appended_again(open_log):
+    log = open_log()
+    append(log, b"plain")
+    first = produce(log, 0, b"a", b"b", timestamp=5_000)
+    produce(log, 2, b"c")
+    size = log.size_in_bytes
+    retried = produce(log, 0, b"a", b"b", timestamp=5_000)
+    assert (retried.first_offset, retried.last_offset) == (first.first_offset, first.last_offset) == (1, 2)
+    assert retried.log_append_time_ms == 5_001  # the batch's max timestamp, as Kafka answers
+    assert (log.log_end_offset, log.size_in_bytes) == (4, size)
+    assert produce(log, 3, b"d").first_offset == 4
+
+
+def test_a_retry_on_a_log_append_time_topic_gets_the_original_append_time(open_log):
+    log = open_log(LogConfig(message_timestamp_type="LogAppendTime"))
+    first = produce(log, 0, b"a")
+    assert produce(log, 0, b"a").log_append_time_ms == first.log_append_time_ms > 0
+
+
+@pytest.mark.parametrize(
+    "seq, epoch, error",
+    [(3, 1, OutOfOrderSequenceError), (1, 2, OutOfOrderSequenceError), (2, 0, InvalidProducerEpochError)],
+)
+def test_out_of_order_and_fenced_batches_are_refused_and_nothing_is_appended(open_log, seq, epoch, error):
+    log = open_log()
+    produce(log, 0, b"a", b"b", epoch=1)
+    with pytest.raises(error):
+        produce(log, seq, b"c", epoch=epoch)
+    assert log.log_end_offset == 2
+    assert produce(log, 2, b"c", epoch=1).first_offset == 2
+
+
+def test_producer_state_survives_a_clean_reopen(open_log):
+    config = LogConfig(segment_bytes=1000)
+    log = open_log(config)
+    for seq in range(0, 12, 2):
+        produce(log, seq, b"x" * 100, b"y" * 100)
+    assert snapshot_offsets(log) == [s.base_offset for s in log.segments[1:]]
+    log.close()
+    assert snapshot_offsets(log)[-1] == 12
+    reopened = open_log(config)
+    assert produce(reopened, 10, b"x" * 100, b"y" * 100).first_offset == 10
+    with pytest.raises(OutOfOrderSequenceError):
+        produce(reopened, 13, b"z")
+    assert produce(reopened, 12, b"z").first_offset == 12
+
+
+def test_producer_state_is_rebuilt_after_a_crash_from_snapshots_at_or_below_the_recovery_point(open_log):
+    config = LogConfig(segment_bytes=1000)
+    log = open_log(config)
+    for seq in range(0, 12, 2):
+        produce(log, seq, b"x" * 100, b"y" * 100)
+        produce(log, seq // 2, b"other", pid=8)
+    recovery_point = log.recovery_point  # the base of the active segment: flushed at the roll
+    assert 0 < recovery_point < log.log_end_offset
+    # A snapshot above the recovery point, that the crash could have left describing lost
+    # records: here a producer that never wrote.
+    bogus = os.path.join(log.directory, f"{log.log_end_offset:020d}.snapshot")
+    with open(bogus, "wb") as f:
+        f.write(_kafka_snapshot([(99, 0, 5, 0, 0, 0, -1, -1)]))
+    recovered = open_log(config, had_clean_shutdown=False, recovery_point=recovery_point)
+    assert sorted(recovered.producer_state.producers) == [7, 8]
+    assert produce(recovered, 10, b"x" * 100, b"y" * 100).last_offset == log.log_end_offset - 2
+    assert produce(recovered, 6, b"other", pid=8).first_offset == log.log_end_offset
+    assert snapshot_offsets(recovered)[-1] == log.log_end_offset  # rewritten by the reload
+
+
+def _kafka_snapshot(entries) -> bytes:
+    body = struct.pack(">i", len(entries)) + b"".join(struct.pack(">qhiqiqiq", *e) for e in entries)
+    return struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+
+
+def test_a_log_without_snapshots_is_not_scanned_after_a_clean_shutdown(open_log):
+    """Logs from before producer state was kept: as Kafka's upgrade path, empty snapshots."""
+    config = LogConfig(segment_bytes=1000)
+    log = open_log(config)
+    for seq in range(0, 12, 2):
+        produce(log, seq, b"x" * 100, b"y" * 100)
+    log.close()
+    for offset in snapshot_offsets(log):
+        os.unlink(os.path.join(log.directory, f"{offset:020d}.snapshot"))
+    reopened = open_log(config)
+    assert reopened.producer_state.producers == {}
+    assert snapshot_offsets(reopened) == [reopened.segments[-1].base_offset, 12]
+
+
+def test_snapshots_go_with_their_segments_and_state_outlives_them(open_log):
+    config = LogConfig(segment_bytes=1000, retention_ms=1000)
+    log = open_log(config)
+    for seq in range(0, 12, 2):
+        produce(log, seq, b"x" * 100, b"y" * 100, timestamp=1_000)
+    log.roll()
+    log.apply_retention(now_ms=100_000)
+    assert log.log_start_offset == log.log_end_offset == 12
+    assert snapshot_offsets(log) == [12]
+    # Kafka keeps a producer's state after its batches are gone, until it expires.
+    assert produce(log, 10, b"x" * 100, b"y" * 100).first_offset == 10
+    log.close()
+    # A reload keeps no snapshot at or below the log start: the producer is unknown, and may go
+    # on from any sequence.
+    reopened = open_log(config)
+    assert reopened.producer_state.producers == {}
+    assert produce(reopened, 57, b"z").first_offset == 12
+
+
+def test_rebuilding_producer_state_to_an_earlier_offset_drops_later_batches(open_log):
+    """The hook a follower's log truncation calls."""
+    log = open_log(LogConfig(segment_bytes=1000))
+    for seq in range(0, 12, 2):
+        produce(log, seq, b"x" * 100, b"y" * 100)
+    log.rebuild_producer_state(6)
+    assert snapshot_offsets(log)[-1] == 6
+    assert log.producer_state.producers[7].last_seq == 5
+    assert [b.first_offset for b in log.producer_state.producers[7].batches] == [4]  # from a snapshot

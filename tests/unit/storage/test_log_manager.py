@@ -1,6 +1,7 @@
 import asyncio
 import os
 import threading
+import time
 
 import pytest
 
@@ -197,3 +198,47 @@ def test_a_checkpoint_asked_for_while_one_is_written_follows_it(tmp_path, monkey
         await logs.shutdown()
 
     run(scenario())
+
+
+def test_producer_state_is_snapshotted_and_fsynced_at_shutdown_and_expires_periodically(tmp_path, monkeypatch):
+    tp = TopicPartition("t", 0)
+    fsynced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def produce(log, seq, timestamp):
+        records = batch(b"v", timestamp=timestamp, producer_id=5, producer_epoch=0, base_sequence=seq)
+        log.append_as_leader(memoryview(records), 0)
+
+    async def first():
+        settings = log_manager_module.LogManagerSettings(producer_id_expiration_check_interval_ms=50)
+        logs = LogManager([str(tmp_path)], lambda topic: LogConfig(), settings)
+        await logs.startup()
+        log = logs.create(tp, LogConfig())
+        now = int(time.time() * 1000)
+        produce(log, 0, now)
+        produce(log, 1, now)
+        monkeypatch.setattr(os, "fsync", recording_fsync)
+        await logs.shutdown()
+
+    async def second():
+        settings = log_manager_module.LogManagerSettings(producer_id_expiration_check_interval_ms=50)
+        logs = LogManager([str(tmp_path)], lambda topic: LogConfig(), settings)
+        await logs.startup()
+        state = logs.get(tp).producer_state
+        assert state.producers[5].last_seq == 1
+        state.producer_id_expiration_ms = 1
+        deadline = time.monotonic() + 5
+        while state.producers and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert state.producers == {}
+        await logs.shutdown()
+
+    run(first())
+    snapshot = str(tmp_path / tp.dir_name / f"{2:020d}.snapshot")
+    assert snapshot in fsynced
+    assert fsynced.index(snapshot) < len(fsynced) - 3  # before the checkpoints
+    run(second())

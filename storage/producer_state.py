@@ -1,0 +1,404 @@
+"""The state of a partition's idempotent producers (Kafka's ProducerStateManager).
+
+Per producer id that wrote to the partition: its epoch, its last five batches (last sequence,
+last offset, the offset delta that gives their first sequence and offset, max timestamp), the
+last timestamp it wrote, and two fields kept for transactions: the epoch of the transaction
+coordinator that last ended one of its transactions, and the first offset of its open transaction
+(-1: none).
+
+A leader append is checked first (`check_append`, Kafka's ProducerAppendInfo since KIP-360):
+- a batch with the epoch and the first and last sequence of one of the five cached batches is a
+  retry whose answer was lost: it is not appended again, the client gets the original offsets;
+- an epoch older than the producer's: INVALID_PRODUCER_EPOCH (a fenced zombie);
+- a newer epoch must start at sequence 0, and the same epoch must go on from the last sequence
+  (MAX_SEQUENCE wraps to 0): otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a producer id without state (never seen, expired, or lost with the snapshots of deleted
+  segments) may start at any sequence. Since KIP-360 Kafka brokers no longer answer
+  UNKNOWN_PRODUCER_ID to Produce, and neither does logway.
+then recorded once appended (`record_batch`). Followers and log replay record batches unchecked.
+
+State outlives its batches: retention and DeleteRecords leave it alone. A producer idle for
+producer.id.expiration.ms (measured by its batches' timestamps) is dropped by
+`remove_expired_producers`, unless it has an open transaction.
+
+Snapshot files, in the partition directory: <offset as 20 digits>.snapshot holds the state after
+every batch below <offset>, in Kafka's format (all big-endian):
+
+    version int16 (1) | crc uint32: CRC-32C of all that follows | count int32 | per producer:
+    producer id int64, epoch int16, last sequence int32, last offset int64 (-1: no batch),
+    offset delta int32, timestamp int64, coordinator epoch int32, current txn first offset int64
+
+A snapshot keeps only each producer's last batch, so after a reload only a retry of that batch
+is recognised, as in Kafka. Snapshots are taken at each segment roll (at the new segment's base
+offset) and when the log closes (at its end), written at once and fsynced by the log's next flush
+(`pop_unflushed`). A torn or corrupt snapshot fails its CRC and is deleted; the one before it is
+used. A snapshot is deleted with the segment starting at its offset.
+
+Thread-safety: owned by the event loop, like its log (`Log.load` builds it in a worker thread
+before the log is shared); `SnapshotFile.flush` runs wherever the log's flushes run.
+"""
+
+import bisect
+import collections
+import logging
+import os
+import struct
+from collections.abc import Collection
+from typing import NamedTuple
+
+import crc32c
+
+from protocol.errors import InvalidRecordError
+from protocol.primitives import INT32
+from protocol.record_batch import (
+    MAX_SEQUENCE,
+    NO_PRODUCER_EPOCH,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    decrement_sequence,
+)
+from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from storage.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+NO_OFFSET = -1
+NO_COORDINATOR_EPOCH = -1
+
+_SNAPSHOT_VERSION = 1
+_VERSION_AND_CRC = struct.Struct(">hI")  # the CRC covers everything after these two
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_OFFSET_DIGITS = 20
+
+
+class CorruptSnapshotError(ValueError):
+    pass
+
+
+class BatchMetadata(NamedTuple):
+    """What is kept of one appended batch of a producer."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+class ProducerStateEntry:
+    """One producer id's state; `batches` holds its last batches of its current epoch, oldest
+    first."""
+
+    __slots__ = (
+        "producer_id",
+        "epoch",
+        "coordinator_epoch",
+        "last_timestamp",
+        "current_txn_first_offset",
+        "batches",
+    )
+
+    def __init__(
+        self,
+        producer_id: int,
+        epoch: int = NO_PRODUCER_EPOCH,
+        coordinator_epoch: int = NO_COORDINATOR_EPOCH,
+        last_timestamp: int = NO_TIMESTAMP,
+        current_txn_first_offset: int = NO_OFFSET,
+    ) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.coordinator_epoch = coordinator_epoch
+        self.last_timestamp = last_timestamp
+        self.current_txn_first_offset = current_txn_first_offset
+        self.batches: collections.deque[BatchMetadata] = collections.deque(
+            maxlen=NUM_BATCHES_TO_RETAIN
+        )
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def add_batch(self, epoch: int, batch: BatchMetadata) -> None:
+        """A new epoch starts the cached batches afresh."""
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
+        self.batches.append(batch)
+        self.last_timestamp = batch.timestamp
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.last_seq == last_seq and batch.first_seq == first_seq:
+                return batch
+        return None
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerStateEntry(producer_id={self.producer_id}, epoch={self.epoch}, "
+            f"batches={list(self.batches)}, last_timestamp={self.last_timestamp})"
+        )
+
+
+class SnapshotFile(NamedTuple):
+    offset: int
+    path: str
+
+    def flush(self) -> None:
+        """fsync the snapshot; one deleted meanwhile needs none."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class ProducerStateManager:
+    def __init__(
+        self,
+        directory: str,
+        topic_partition: TopicPartition,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        self.directory = directory
+        self.topic_partition = topic_partition
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.snapshot_offsets: list[int] = _list_snapshot_offsets(directory)
+        self._last_snapshot_offset = 0  # a snapshot at or below it would hold nothing new
+        self._unflushed: list[SnapshotFile] = []
+
+    # ------------------------------------------------------------------------------ appends
+
+    def check_append(self, header: BatchHeader) -> BatchMetadata | None:
+        """Check a produced batch of a producer id (>= 0) against the producer's state.
+
+        Returns the cached batch it repeats (to be answered with that batch's offsets, not
+        appended), or None when it may be appended; raises InvalidRecordError,
+        InvalidProducerEpochError or OutOfOrderSequenceError otherwise.
+        """
+        producer_id, epoch = header.producer_id, header.producer_epoch
+        first_seq = header.base_sequence
+        if first_seq < 0:
+            raise InvalidRecordError(
+                f"invalid sequence number {first_seq} in a batch of producer id {producer_id}"
+            )
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return None
+        duplicate = entry.find_duplicate(epoch, first_seq, header.last_sequence)
+        if duplicate is not None:
+            return duplicate
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"epoch {epoch} of producer {producer_id} in {self.topic_partition} is older "
+                f"than its last epoch {entry.epoch}"
+            )
+        if entry.epoch == NO_PRODUCER_EPOCH:
+            return None
+        if epoch != entry.epoch:
+            if first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"new epoch {epoch} of producer {producer_id} in {self.topic_partition} "
+                    f"starts at sequence {first_seq}, not 0"
+                )
+        elif not _in_sequence(entry.last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {producer_id} in "
+                f"{self.topic_partition}: {first_seq} (incoming), {entry.last_seq} (last written)"
+            )
+        return None
+
+    def record_batch(self, header: BatchHeader) -> None:
+        """Take an appended batch, its header as stored (base offset and max timestamp final),
+        into its producer's state; batches without a producer id change nothing. Leader appends
+        call it after `check_append`; followers and log replay call it for every batch."""
+        producer_id = header.producer_id
+        if producer_id < 0:
+            return
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if header.is_control:
+            # A transaction marker ends the producer's transaction; one written under a bumped
+            # epoch (the coordinator fenced the producer) fences the old epoch here too.
+            entry.current_txn_first_offset = NO_OFFSET
+            if header.producer_epoch > entry.epoch:
+                entry.epoch = header.producer_epoch
+                entry.batches.clear()
+            return
+        if header.is_transactional and entry.current_txn_first_offset == NO_OFFSET:
+            entry.current_txn_first_offset = header.base_offset
+        delta = header.last_offset_delta
+        last_offset = header.base_offset + delta
+        batch = BatchMetadata(header.last_sequence, last_offset, delta, header.max_timestamp)
+        entry.add_batch(header.producer_epoch, batch)
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Drop producers idle for producer.id.expiration.ms; return how many went."""
+        expired = [pid for pid, entry in self.producers.items() if self._is_expired(entry, now_ms)]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
+
+    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return (
+            entry.current_txn_first_offset == NO_OFFSET
+            and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        )
+
+    # ---------------------------------------------------------------------------- snapshots
+
+    def take_snapshot(self, offset: int) -> None:
+        """Write the state as the snapshot at `offset` (everything below it is recorded), unless
+        a snapshot at or above it was taken or loaded already."""
+        if offset <= self._last_snapshot_offset:
+            return
+        path = self._snapshot_path(offset)
+        with open(path, "wb") as f:
+            f.write(_encode_snapshot(self.producers.values()))
+        bisect.insort(self.snapshot_offsets, offset)
+        self._unflushed.append(SnapshotFile(offset, path))
+        self._last_snapshot_offset = offset
+
+    def pop_unflushed(self, up_to_offset: int) -> list[SnapshotFile]:
+        """Snapshots at or below `up_to_offset` written since the last call: the caller fsyncs
+        them with the segments below that offset."""
+        due = [s for s in self._unflushed if s.offset <= up_to_offset]
+        if due:
+            self._unflushed = [s for s in self._unflushed if s.offset > up_to_offset]
+        return due
+
+    def delete_snapshot(self, offset: int) -> None:
+        position = bisect.bisect_left(self.snapshot_offsets, offset)
+        if position == len(self.snapshot_offsets) or self.snapshot_offsets[position] != offset:
+            return
+        del self.snapshot_offsets[position]
+        try:
+            os.unlink(self._snapshot_path(offset))
+        except FileNotFoundError:
+            pass
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for above in self.snapshot_offsets[bisect.bisect_right(self.snapshot_offsets, offset) :]:
+            self.delete_snapshot(above)
+
+    def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
+        """Delete snapshots whose segment is gone, except the newest if it lies beyond every
+        segment's base (the one taken at the log end on close)."""
+        bases = set(segment_base_offsets)
+        strays = [offset for offset in self.snapshot_offsets if offset not in bases]
+        if strays and (not bases or strays[-1] > max(bases)):
+            strays.pop()
+        for offset in strays:
+            self.delete_snapshot(offset)
+
+    def truncate_and_reload(self, log_start_offset: int, end_offset: int, now_ms: int) -> int:
+        """Forget the state and load the newest snapshot in (log_start_offset, end_offset],
+        deleting those outside that range and corrupt ones on the way. Returns the snapshot's
+        offset (log_start_offset without one): the caller replays the log's batches from there
+        to end_offset."""
+        for offset in list(self.snapshot_offsets):
+            if offset > end_offset or offset <= log_start_offset:
+                self.delete_snapshot(offset)
+        self.producers = {}
+        while self.snapshot_offsets:
+            offset = self.snapshot_offsets[-1]
+            try:
+                entries = read_snapshot(self._snapshot_path(offset))
+            except CorruptSnapshotError as exc:
+                log.warning(
+                    "%s: deleting producer snapshot %d: %s", self.topic_partition, offset, exc
+                )
+                self.delete_snapshot(offset)
+                continue
+            self.producers = {e.producer_id: e for e in entries if not self._is_expired(e, now_ms)}
+            self._last_snapshot_offset = offset
+            return offset
+        self._last_snapshot_offset = log_start_offset
+        return log_start_offset
+
+    def _snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.directory, f"{offset:0{_OFFSET_DIGITS}d}{SNAPSHOT_SUFFIX}")
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
+
+
+def _list_snapshot_offsets(directory: str) -> list[int]:
+    offsets = []
+    for name in os.listdir(directory):
+        digits = name[: -len(SNAPSHOT_SUFFIX)]
+        if name.endswith(SNAPSHOT_SUFFIX) and len(digits) == _OFFSET_DIGITS and digits.isdigit():
+            offsets.append(int(digits))
+    return sorted(offsets)
+
+
+def _encode_snapshot(entries: Collection[ProducerStateEntry]) -> bytes:
+    body = [INT32.pack(len(entries))]
+    for entry in entries:
+        last = entry.batches[-1] if entry.batches else None
+        body.append(
+            _SNAPSHOT_ENTRY.pack(
+                entry.producer_id,
+                entry.epoch,
+                last.last_seq if last else NO_SEQUENCE,
+                last.last_offset if last else NO_OFFSET,
+                last.offset_delta if last else 0,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                entry.current_txn_first_offset,
+            )
+        )
+    payload = b"".join(body)
+    return _VERSION_AND_CRC.pack(_SNAPSHOT_VERSION, crc32c.crc32c(payload)) + payload
+
+
+def read_snapshot(path: str) -> list[ProducerStateEntry]:
+    """The producers of a snapshot file; CorruptSnapshotError for a file that is not a whole,
+    intact version 1 snapshot."""
+    with open(path, "rb") as f:
+        data = f.read()
+    entries_start = _VERSION_AND_CRC.size + INT32.size
+    if len(data) < entries_start:
+        raise CorruptSnapshotError(f"{len(data)} bytes is too short for a snapshot")
+    version, crc = _VERSION_AND_CRC.unpack_from(data)
+    if version != _SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"unknown snapshot version {version}")
+    if crc32c.crc32c(data[_VERSION_AND_CRC.size :]) != crc:
+        raise CorruptSnapshotError("the CRC does not match")
+    (count,) = INT32.unpack_from(data, _VERSION_AND_CRC.size)
+    if count < 0 or len(data) != entries_start + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshotError(f"{len(data)} bytes cannot hold {count} producers")
+    entries = []
+    for fields in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[entries_start:]):
+        producer_id, epoch, last_seq, last_offset, offset_delta, timestamp = fields[:6]
+        coordinator_epoch, txn_first_offset = fields[6:]
+        entry = ProducerStateEntry(
+            producer_id,
+            epoch,
+            coordinator_epoch,
+            timestamp,
+            txn_first_offset if txn_first_offset >= 0 else NO_OFFSET,
+        )
+        if last_offset >= 0:
+            entry.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        entries.append(entry)
+    return entries
