@@ -21,6 +21,7 @@ from broker.replica_manager import ReplicaManager
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
 from coordinator.group_coordinator import GroupCoordinator
+from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
 
@@ -53,6 +54,9 @@ class Broker:
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
         )
         self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
+        self.producer_ids = ProducerIdManager(
+            FileProducerIdBlockStore(config.log_dirs), self.broker_id
+        )
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []

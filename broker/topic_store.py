@@ -20,6 +20,8 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
+from storage.durable_file import replace_durably
+
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "logway-metadata.json"
@@ -114,9 +116,4 @@ def _read(path: str) -> dict | None:
 
 def _write(path: str, document: dict) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(document, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_durably(path, json.dumps(document, indent=1, sort_keys=True).encode())

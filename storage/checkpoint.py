@@ -2,13 +2,13 @@
 cleaner-offset-checkpoint, replication-offset-checkpoint): one per log directory.
 
 Format (text): a version line "0", a line with the entry count, then one "<topic> <partition>
-<offset>" line per partition. Written to "<name>.tmp", fsynced and renamed over the old file, so a
-crash leaves either the old or the new checkpoint, never a mix.
+<offset>" line per partition. Written to "<name>.tmp", fsynced and renamed over the old file
+(storage.durable_file), so a crash leaves either the old or the new checkpoint, never a mix.
 """
 
-import os
 from collections.abc import Mapping
 
+from storage.durable_file import replace_durably
 from storage.topic_partition import TopicPartition
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -54,9 +54,4 @@ class OffsetCheckpointFile:
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         lines = [str(_VERSION), str(len(offsets))]
         lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in offsets.items()]
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        replace_durably(self.path, ("\n".join(lines) + "\n").encode())

@@ -51,7 +51,8 @@ class Client:
 
     async def call(self, api_key: int, version: int, request: Any) -> Any:
         frame = encode_request(api_key, version, request, client_id=self.client_id)
-        chunks = self.broker._dispatcher.dispatch(memoryview(frame)[4:], CLIENT_ADDRESS)
+        # Writable, as the network hands frames over: Produce patches batches in place.
+        chunks = self.broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_ADDRESS)
         if inspect.isawaitable(chunks):
             chunks = await chunks
         return decode_response(api_key, version, b"".join(bytes(chunk) for chunk in chunks))

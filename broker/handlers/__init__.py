@@ -15,6 +15,7 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
+    init_producer_id,
     join_group,
     leave_group,
     list_groups,

@@ -8,6 +8,14 @@ max.message.bytes, INVALID_RECORD for an impossible batch, UNKNOWN_TOPIC_OR_PART
 INVALID_TOPIC_EXCEPTION for an illegal name or an internal topic, KAFKA_STORAGE_ERROR when the
 log dir fails. acks outside -1/0/1 gives INVALID_REQUIRED_ACKS for every partition.
 
+Batches of idempotent producers (producer id >= 0) are checked against the partition's producer
+state (storage.producer_state): OUT_OF_ORDER_SEQUENCE_NUMBER for a sequence gap or a new epoch
+not starting at 0, INVALID_PRODUCER_EPOCH for an older epoch, INVALID_RECORD for a negative
+sequence. A retry of one of the producer's last five batches answers NONE with the batch's
+original base offset, its timestamp as log_append_time_ms (as Kafka does) and the current log
+start offset, and is not appended again. Transactional batches are checked the same way and
+appended as they are (no transaction coordinator yet).
+
 acks=0 gets no response at all. Standalone, acks=1 and acks=-1 (all) are the same: the one
 replica is the whole ISR, so the batch is committed once appended.
 
