@@ -52,10 +52,10 @@ class ReplicaManager:
             raise KafkaError(f"this broker does not host {tp}", ErrorCode.unknown_topic_or_partition)
         return partition
 
-    def append(self, tp: TopicPartition, records: memoryview) -> AppendResult:
+    def append(self, tp: TopicPartition, records: memoryview, from_coordinator: bool = False) -> AppendResult:
         partition = self.get_partition(tp)
         try:
-            result = partition.append_as_leader(records)
+            result = partition.append_as_leader(records, from_coordinator)
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
         self._wake(tp)
@@ -81,8 +81,8 @@ class ReplicaManager:
         """Append `records` as the leader, before the first suspension, and return once they
         are committed: what the group coordinator waits for before it answers. Standalone the
         one replica is the whole ISR, so an appended batch is committed at once; replication
-        holds this until the ISR has it."""
-        return self.append(tp, records)
+        holds this until the ISR has it. Coordinators' batches skip producer sequence checks."""
+        return self.append(tp, records, from_coordinator=True)
 
     def delete_records_before(self, tp: TopicPartition, offset: int) -> int:
         """Raise the partition's log start offset (DeleteRecords); returns the new one."""

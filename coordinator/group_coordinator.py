@@ -18,6 +18,11 @@ assignment, before any SyncGroup is answered) and when a group empties; OffsetCo
 once its records are in the log; DeleteGroups, OffsetDelete and offset expiry (checked every
 offsets.retention.check.interval.ms) write tombstones. Committed offsets are served from memory.
 
+Transactional offsets (TxnOffsetCommit) are written as a transactional batch of the producer
+and held pending, per producer id, until the transaction's marker reaches the partition
+(`complete_transaction`): COMMIT makes them the group's offsets, ABORT drops them. Loading does
+the same with the markers it replays; offsets of a transaction still open stay pending.
+
 Loading: a partition that exists when the broker starts (or, with replication, whose leadership
 this broker takes) is replayed from its log in a worker thread, then its groups and offsets are
 installed on the loop; until then requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
@@ -36,7 +41,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.record_batch import BatchHeader, split_batches
-from protocol.records import Record, iter_records
+from protocol.records import ControlRecordType, Record, control_record_type, iter_records
 from storage.log import Log
 from storage.topic_partition import TopicPartition
 
@@ -84,26 +89,31 @@ class GroupOverview(NamedTuple):
     state: str
 
 
+OffsetsByGroup = dict[str, dict[TopicPartition, records.OffsetCommitValue]]
+
+
 @dataclass
 class PartitionContents:
     """What replaying an offsets partition leaves: the last metadata of each group and the last
-    offset of each (group, partition), tombstoned ones removed."""
+    offset of each (group, partition), tombstoned ones removed; the offsets of transactions
+    still open, per producer id."""
 
     groups: dict[str, records.GroupMetadataValue] = field(default_factory=dict)
-    offsets: dict[str, dict[TopicPartition, records.OffsetCommitValue]] = field(
-        default_factory=lambda: defaultdict(dict)
-    )
+    offsets: OffsetsByGroup = field(default_factory=lambda: defaultdict(dict))
+    pending: dict[int, OffsetsByGroup] = field(default_factory=dict)
 
-    def apply(self, record: Record) -> None:
+    def apply(self, record: Record, producer_id: int | None = None) -> None:
+        """A record; `producer_id` for one of a transactional batch."""
         if record.key is None:
             return
         key = records.decode_key(record.key)
         if isinstance(key, records.OffsetCommitKey):
             tp = TopicPartition(key.topic, key.partition)
+            offsets = self.offsets if producer_id is None else self.pending.setdefault(producer_id, defaultdict(dict))
             if record.value is None:
-                self.offsets[key.group].pop(tp, None)
+                offsets[key.group].pop(tp, None)
             else:
-                self.offsets[key.group][tp] = records.decode_offset_commit_value(record.value)
+                offsets[key.group][tp] = records.decode_offset_commit_value(record.value)
         elif isinstance(key, records.GroupMetadataKey):
             if record.value is None:
                 self.groups.pop(key.group, None)
@@ -127,10 +137,14 @@ def read_offsets_partition(partition_log: Log, start: int, end: int, buffer_byte
             header = BatchHeader.from_buffer(batch)
             offset = header.next_offset
             if header.is_control:
-                continue  # transaction markers: transactional commits are a later issue
+                committed = contents.pending.pop(header.producer_id, {})
+                if any(control_record_type(r) is ControlRecordType.COMMIT for r in iter_records(batch)):
+                    for group_id, offsets in committed.items():
+                        contents.offsets[group_id].update(offsets)
+                continue
             for record in iter_records(batch):
                 try:
-                    contents.apply(record)
+                    contents.apply(record, header.producer_id if header.is_transactional else None)
                 except (ProtocolError, ValueError) as exc:
                     log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
     return contents
@@ -161,6 +175,8 @@ class GroupCoordinator:
             max_size=config.get("group.max.size"),
         )
         self._groups: dict[str, Group] = {}
+        # producer id -> group id -> offsets of its open transaction
+        self._pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
         self.offsets_topic = InternalTopic(
             OFFSETS_TOPIC,
             topics,
@@ -259,14 +275,11 @@ class GroupCoordinator:
             if not offsets:
                 continue
             group = self._groups.get(group_id) or self._add_group(group_id)
-            for tp, value in offsets.items():
-                group.offsets[tp] = CommittedOffset(
-                    value.offset,
-                    value.leader_epoch,
-                    value.metadata,
-                    value.commit_timestamp,
-                    None if value.expire_timestamp == records.NO_TIMESTAMP else value.expire_timestamp,
-                )
+            group.offsets.update({tp: _committed(value) for tp, value in offsets.items()})
+        for producer_id, by_group in contents.pending.items():
+            pending = self._pending_txn_offsets.setdefault(producer_id, {})
+            for group_id, offsets in by_group.items():
+                pending.setdefault(group_id, {}).update({tp: _committed(value) for tp, value in offsets.items()})
         for group_id in contents.groups:
             self._reschedule(self._groups[group_id])
 
@@ -431,24 +444,56 @@ class GroupCoordinator:
             results.update(dict.fromkeys(accepted, _offset_store_error(stored)))
         return {tp: results[tp] for tp in offsets}
 
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: write the offsets in the producer's transaction; they stay pending
+        until its marker comes (`complete_transaction`)."""
+        error = await self._check(group_id, empty_id_allowed=False)
+        if error is not ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        group = self._groups.get(group_id) or self._add_group(group_id)
+        if generation_id >= 0:
+            error = group.check_offset_commit(member_id, group_instance_id, generation_id)
+            if error is not ErrorCode.none:
+                return dict.fromkeys(offsets, error)
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
+        write = append_entries(
+            self._replica_manager,
+            tp,
+            _offset_entries(group_id, offsets),
+            self.clock(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,
+        )
+        stored = await asyncio.shield(self._loop.create_task(write))
+        if stored is ErrorCode.none:
+            self._pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+        return dict.fromkeys(offsets, _offset_store_error(stored))
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached an offsets partition: the producer's pending offsets of
+        the groups in that partition become committed (COMMIT) or are dropped (ABORT)."""
+        pending = self._pending_txn_offsets.get(producer_id, {})
+        for group_id in [g for g in pending if self.partition_for(g) == offsets_partition]:
+            offsets = pending.pop(group_id)
+            group = self._groups.get(group_id)
+            if commit and group is not None and group.state is not GroupState.DEAD:
+                group.offsets.update(offsets)
+        if not pending:
+            self._pending_txn_offsets.pop(producer_id, None)
+
     def _store_offsets(self, group: Group, offsets: Mapping[TopicPartition, CommittedOffset]) -> asyncio.Task:
         group.prepare_offset_commit(offsets)
-        entries = [
-            (
-                records.encode_offset_commit_key(records.OffsetCommitKey(group.group_id, tp.topic, tp.partition)),
-                records.encode_offset_commit_value(
-                    records.OffsetCommitValue(
-                        committed.offset,
-                        committed.metadata,
-                        committed.commit_timestamp,
-                        committed.leader_epoch,
-                        records.NO_TIMESTAMP if committed.expire_timestamp is None else committed.expire_timestamp,
-                    )
-                ),
-            )
-            for tp, committed in offsets.items()
-        ]
-        write = self._write(self.partition_for(group.group_id), entries)
+        write = self._write(self.partition_for(group.group_id), _offset_entries(group.group_id, offsets))
 
         def installed(task: asyncio.Task) -> None:
             if not task.cancelled():
@@ -627,6 +672,34 @@ class GroupCoordinator:
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         return task
+
+
+def _offset_entries(group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> list[Entry]:
+    return [
+        (
+            records.encode_offset_commit_key(records.OffsetCommitKey(group_id, tp.topic, tp.partition)),
+            records.encode_offset_commit_value(
+                records.OffsetCommitValue(
+                    committed.offset,
+                    committed.metadata,
+                    committed.commit_timestamp,
+                    committed.leader_epoch,
+                    records.NO_TIMESTAMP if committed.expire_timestamp is None else committed.expire_timestamp,
+                )
+            ),
+        )
+        for tp, committed in offsets.items()
+    ]
+
+
+def _committed(value: records.OffsetCommitValue) -> CommittedOffset:
+    return CommittedOffset(
+        value.offset,
+        value.leader_epoch,
+        value.metadata,
+        value.commit_timestamp,
+        None if value.expire_timestamp == records.NO_TIMESTAMP else value.expire_timestamp,
+    )
 
 
 def _restored_member(stored: records.MemberMetadata, protocol: str | None) -> Member:

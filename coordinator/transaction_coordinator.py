@@ -67,7 +67,7 @@ class MarkerWriter(Protocol):
 
 
 class ProducerIdSource(Protocol):
-    async def next_producer_id(self) -> int:
+    async def generate(self) -> int:
         """A producer id never handed out before, on any broker."""
 
 
@@ -227,14 +227,14 @@ class TransactionCoordinator:
             return error, -1, -1
         txn = self._txns.get(transactional_id)
         if txn is None:
-            producer_id = await self._producer_ids.next_producer_id()
+            producer_id = await self._producer_ids.generate()
             # Another request may have made it meanwhile.
             txn = self._txns.setdefault(
                 transactional_id, TransactionMetadata.new(transactional_id, producer_id, timeout_ms, self.clock())
             )
         fresh_id = None
         if txn.needs_new_producer_id:
-            fresh_id = await self._producer_ids.next_producer_id()
+            fresh_id = await self._producer_ids.generate()
         decision = txn.init_producer(self.clock(), timeout_ms, lambda: fresh_id, expected_producer_id, expected_epoch)
         if decision.target is None:
             return decision.error, -1, -1

@@ -34,8 +34,8 @@ class Partition:
             ErrorCode.unknown_leader_epoch,
         )
 
-    def append_as_leader(self, records: memoryview) -> AppendResult:
-        result = self.log.append_as_leader(records, self.leader_epoch)
+    def append_as_leader(self, records: memoryview, from_coordinator: bool = False) -> AppendResult:
+        result = self.log.append_as_leader(records, self.leader_epoch, from_coordinator)
         self.log.high_watermark = self.log.log_end_offset
         return result
 

@@ -281,20 +281,21 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
 
-    def append_as_leader(self, records: memoryview, leader_epoch: int) -> AppendResult:
+    def append_as_leader(self, records: memoryview, leader_epoch: int, from_coordinator: bool = False) -> AppendResult:
         """Validate one produced batch, give it offsets and append it.
 
         `records` must be writable: baseOffset, partitionLeaderEpoch and (for LogAppendTime
         topics) the timestamp are set in place before the bytes go to the file. A batch of an
         idempotent producer must follow the producer's previous one; a retry of one of its last
         five batches is not appended again: the result gives that batch's offsets, its
-        timestamp as log_append_time_ms, as Kafka answers.
+        timestamp as log_append_time_ms, as Kafka answers. A coordinator's batch (transactional
+        offsets in __consumer_offsets) has no sequence to check.
         """
         now = _now_ms()
         header = validate_produced_records(records, self.config, now)
         if header.producer_id < 0:
             return self._assign_offsets_and_append(records, header, leader_epoch, now)
-        duplicate = self.producer_state.check_append(header)
+        duplicate = None if from_coordinator else self.producer_state.check_append(header)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, self.log_start_offset

@@ -1,6 +1,8 @@
 """One module per Kafka API. Importing this package registers every handler in HANDLERS."""
 
 from broker.handlers import (  # noqa: F401  (imported to register)
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -11,6 +13,7 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     describe_cluster,
     describe_configs,
     describe_groups,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -26,6 +29,8 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from broker.handlers.registry import HANDLERS
 

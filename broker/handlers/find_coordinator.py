@@ -1,14 +1,14 @@
 """FindCoordinator (api key 10), versions 0-4.
 
 Says which broker coordinates a key: for a consumer group (key type 0, GROUP), the leader of the
-group's __consumer_offsets partition, which standalone is this broker. The first request creates
-__consumer_offsets. Group ids are not checked here, as Kafka does not check them: the empty id
-maps to partition 0.
+group's __consumer_offsets partition; for a transactional id (key type 1, TRANSACTION), the leader
+of its __transaction_state partition. Standalone that is this broker. The first request creates
+the topic. Group ids are not checked here, as Kafka does not check them: the empty id maps to
+partition 0.
 
-Errors: COORDINATOR_NOT_AVAILABLE when __consumer_offsets cannot be created or the broker is
-shutting down, and for transactional ids (key type 1, TRANSACTION) until transactions are served
-(clients retry); INVALID_REQUEST for any other key type (as Kafka answers share groups' when they
-are off).
+Errors: COORDINATOR_NOT_AVAILABLE when the topic cannot be created or the broker is shutting
+down; INVALID_REQUEST for an empty transactional id and for any other key type (as Kafka answers
+share groups' when they are off).
 
 Version notes: v1 adds key_type, throttle time and an error message; v3 is flexible; v4 asks for
 several keys at once (coordinator_keys) and answers one coordinator entry per key.
@@ -57,7 +57,9 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
     if key_type == GROUP_KEY_TYPE:
         error = await ctx.broker.group_coordinator.find_coordinator()
     elif key_type == TRANSACTION_KEY_TYPE:
-        error = ErrorCode.coordinator_not_available
+        error = await ctx.broker.transaction_coordinator.check(key)
+        if error is ErrorCode.coordinator_load_in_progress:
+            error = ErrorCode.none  # the coordinator is here; requests to it wait for the load
     else:
         error = ErrorCode.invalid_request
     if error is not ErrorCode.none:
