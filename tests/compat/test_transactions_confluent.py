@@ -3,6 +3,10 @@ aborted transactions as read_committed and read_uncommitted consumers see them, 
 read_committed readers while a transaction is open, and broker restarts (clean and kill -9) in
 the middle of an open transaction."""
 
+import random
+import signal
+import subprocess
+import sys
 import time
 import uuid
 
@@ -10,15 +14,19 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness import unique_topic
+from tests.harness import REPO, unique_topic
 
 pytestmark = pytest.mark.compat
 
 TIMEOUT_S = 30
+COPIER = REPO / "tests" / "compat" / "transactional_copier.py"
+KILLS = 4
 OVERRIDES = {
     "transaction.state.log.num.partitions": "3",
     "offsets.topic.num.partitions": "3",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
 }
 
 
@@ -148,3 +156,30 @@ def test_a_broker_restart_during_an_open_transaction_leaves_nothing_half_visible
     successor.commit_transaction(TIMEOUT_S)
     assert read_all(txn_broker.bootstrap, topic, "read_committed", expected=1) == [b"next"]
     assert read_all(txn_broker.bootstrap, topic, "read_uncommitted", expected=3) == [b"open1", b"open2", b"next"]
+
+
+def test_a_copier_killed_at_random_points_copies_every_record_exactly_once(txn_broker):
+    source, target = unique_topic("copy-a"), unique_topic("copy-b")
+    create_topic(txn_broker.bootstrap, source, partitions=2)
+    create_topic(txn_broker.bootstrap, target)
+    expected = [f"record-{i}".encode() for i in range(200)]
+    plain = Producer({"bootstrap.servers": txn_broker.bootstrap})
+    for i, value in enumerate(expected):
+        plain.produce(source, value, partition=i % 2)
+    plain.flush(TIMEOUT_S)
+    group, transactional_id = unique_topic("copier"), unique_topic("copier-tx")
+    command = [sys.executable, str(COPIER), txn_broker.bootstrap, group, source, target, transactional_id]
+    chance = random.Random(6)
+    for _ in range(KILLS):
+        copier = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
+        time.sleep(chance.uniform(1.0, 4.0))
+        copier.send_signal(signal.SIGKILL)
+        copier.wait()
+    copier = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL)
+    try:
+        read_all(txn_broker.bootstrap, target, "read_committed", expected=len(expected), wait_s=20)
+    finally:
+        copier.kill()
+        copier.wait()
+    copied = read_all(txn_broker.bootstrap, target, "read_committed", wait_s=2)
+    assert sorted(copied) == sorted(expected)  # none lost, none twice
