@@ -237,6 +237,8 @@ class TransactionCoordinator:
             fresh_id = await self._producer_ids.generate()
         decision = txn.init_producer(self.clock(), timeout_ms, lambda: fresh_id, expected_producer_id, expected_epoch)
         if decision.target is None:
+            if decision.error is ErrorCode.none:
+                return ErrorCode.none, txn.producer_id, txn.producer_epoch
             return decision.error, -1, -1
         if decision.target.state is TxnState.PREPARE_ABORT:  # fenced an open transaction
             await self._end(txn, decision)

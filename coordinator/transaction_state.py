@@ -155,12 +155,18 @@ class TransactionMetadata:
     ) -> Decision:
         """InitProducerId: a new epoch for this transactional id (Empty, epoch bumped). An open
         transaction is fenced and aborted first: the client gets CONCURRENT_TRANSACTIONS and
-        retries. With an expected producer id and epoch (v3+), only that producer, or a retry of
-        its completed bump, may ask."""
+        retries. With an expected producer id and epoch (v3+), only that producer may ask; a retry
+        of the bump that made the current epoch writes nothing (the caller answers the current
+        producer id and epoch)."""
         if self.pending is not None or self.state in _PREPARED or self.state is TxnState.PREPARE_EPOCH_FENCE:
             return Decision(ErrorCode.concurrent_transactions)
-        if expected_producer_id != NO_PRODUCER_ID and not self._is_expected(expected_producer_id, expected_epoch):
-            return Decision(ErrorCode.producer_fenced)
+        if expected_producer_id != NO_PRODUCER_ID:
+            if expected_producer_id != self.producer_id:
+                return Decision(ErrorCode.producer_fenced)
+            if expected_epoch == self.last_producer_epoch and self.state in _IDLE:
+                return _NOTHING_TO_DO  # a retry of the bump that made the current epoch
+            if expected_epoch != self.producer_epoch:
+                return Decision(ErrorCode.producer_fenced)
         if self.state is TxnState.ONGOING:
             return self.fence(now)
         if self.state is TxnState.DEAD:
@@ -183,11 +189,6 @@ class TransactionMetadata:
     def needs_new_producer_id(self) -> bool:
         """Whether the next epoch bump starts a new producer id (the epoch is exhausted)."""
         return self.producer_epoch >= _LAST_USABLE_EPOCH
-
-    def _is_expected(self, producer_id: int, epoch: int) -> bool:
-        if producer_id != self.producer_id:
-            return False
-        return epoch == self.producer_epoch or (epoch == self.last_producer_epoch and self.state in _IDLE)
 
     def fence(self, now: int) -> Decision:
         """Abort the open transaction under a bumped epoch, so its producer can no longer write

@@ -115,6 +115,7 @@ def test_expected_producer_and_epoch_are_checked():
     assert txn.init_producer(1, 1000, lambda: None, PID + 1, 0).error is ErrorCode.producer_fenced
     written(txn, txn.init_producer(1, 1000, lambda: None, PID, 0))
     assert txn.producer_epoch == 1
+    assert txn.init_producer(2, 1000, lambda: None, PID, 0) == (ErrorCode.none, None)  # a retry
 
 
 def test_timeout_only_for_ongoing_transactions_past_their_timeout():
