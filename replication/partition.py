@@ -52,7 +52,7 @@ class Partition:
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the earliest open transaction, at most the high watermark."""
-        first_unstable = self.log.transactions.first_unstable_offset
+        first_unstable = self.log.first_unstable_offset
         if first_unstable is None:
             return self.log.high_watermark
         return min(first_unstable, self.log.high_watermark)

@@ -20,10 +20,12 @@ roll and on close (<offset>.snapshot files next to the segments) and rebuilt on 
 newest usable snapshot plus the batches after it; after an unclean shutdown only snapshots at or
 below the recovery point are trusted.
 
-Transactions: `transactions` (storage.transactions) follows the open transactions, from which the
-last stable offset comes; `append_marker` writes a COMMIT or ABORT control batch (a transaction
-coordinator's marker) and records an aborted transaction in the active segment's transaction
-index; `collect_aborted` gives read_committed fetches the aborted transactions they span.
+Transactions: the producer state follows each producer's open transaction, and the earliest
+gives the last stable offset (`first_unstable_offset`); `append_marker` writes a COMMIT or ABORT
+control batch (a transaction coordinator's marker) and records an aborted transaction in the
+active segment's transaction index (storage.txn_index); `collect_aborted` gives read_committed
+fetches the aborted transactions they span. Rebuilding the producer state replays markers too,
+rebuilding the transaction index entries from where the replay starts.
 
 Compaction (storage.cleaner) rewrites inactive segments elsewhere and hands back segments to
 put in place of those they were made from (`replace_segments`); `load` completes a swap that a
@@ -52,7 +54,14 @@ from protocol.record_batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from protocol.records import ControlRecordType, build_batch, control_record, recompress_batch
+from protocol.records import (
+    ControlRecordType,
+    build_batch,
+    control_record,
+    control_record_type,
+    iter_records,
+    recompress_batch,
+)
 from storage.errors import OffsetOutOfRangeError
 from storage.log_config import LogConfig
 from storage.producer_state import (
@@ -60,7 +69,7 @@ from storage.producer_state import (
     ProducerStateManager,
     SnapshotFile,
 )
-from storage.records_file import FileRegion, RecordsFile
+from storage.records_file import BatchLocation, FileRegion, RecordsFile
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -73,7 +82,6 @@ from storage.segment import (
     segment_path,
 )
 from storage.topic_partition import TopicPartition
-from storage.transactions import PartitionTransactions
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from storage.validation import validate_produced_records
 
@@ -130,7 +138,6 @@ class Log:
         recovery_point: int,
         scheduler: LogScheduler,
         producer_state: ProducerStateManager,
-        transactions: PartitionTransactions | None = None,
     ) -> None:
         self.directory = directory
         self.topic_partition = topic_partition
@@ -145,7 +152,6 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._roll_jitter_ms = self._pick_roll_jitter()
-        self.transactions = transactions or PartitionTransactions()
 
     # ----------------------------------------------------------------------------- loading
 
@@ -173,14 +179,10 @@ class Log:
         _remove_leftovers(directory)
         _complete_swaps(directory)
         bases = _segment_base_offsets(directory)
-        transactions = PartitionTransactions()
         if bases:
             segments = [cls._open_segment(directory, base, config) for base in bases]
-            rebuild_txn_indexes_from = segments[-1].base_offset + 1
             if not had_clean_shutdown:
                 segments = cls._recover(topic_partition, segments, recovery_point, config)
-                rebuild_txn_indexes_from = segments[_first_unflushed(segments, recovery_point)].base_offset
-            transactions.replay(segments, rebuild_txn_indexes_from)
             segments[-1].make_active(config)
         else:
             segments = [LogSegment.open(directory, log_start_offset, config, active=True)]
@@ -195,7 +197,6 @@ class Log:
             recovery_point,
             scheduler,
             producer_state,
-            transactions,
         )
         loaded._load_producer_state(had_clean_shutdown)
         return loaded
@@ -222,13 +223,17 @@ class Log:
         to `end_offset`), after the segments are cut."""
         state = self.producer_state
         replay_from = state.truncate_and_reload(self.log_start_offset, end_offset, _now_ms())
-        for header in self._batch_headers(replay_from, end_offset):
-            state.record_batch(header)
+        for segment in self.segments:
+            segment.txn_index.truncate_to(replay_from)  # the replay writes these again
+        for segment, location in self._batches(replay_from, end_offset):
+            header = location.header
+            first_offset = state.record_batch(header)
+            if first_offset is not None and _is_abort(segment, location):
+                segment.txn_index.append(self._aborted(header.producer_id, first_offset, header.base_offset))
         state.take_snapshot(end_offset)
 
-    def _batch_headers(self, start_offset: int, end_offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches from the one holding `start_offset` to the last before
-        `end_offset`."""
+    def _batches(self, start_offset: int, end_offset: int) -> Iterator[tuple[LogSegment, BatchLocation]]:
+        """The batches from the one holding `start_offset` to the last before `end_offset`."""
         for segment in self.segments[self._segment_index(start_offset) :]:
             if segment.base_offset >= end_offset:
                 return
@@ -238,7 +243,13 @@ class Log:
             for location in segment.records.batches(first.position):
                 if location.header.base_offset >= end_offset:
                     return
-                yield location.header
+                yield segment, location
+
+    def _aborted(self, producer_id: int, first_offset: int, marker_offset: int) -> AbortedTxn:
+        """The index entry of a transaction its marker just closed: the LSO is now the first
+        offset of the earliest transaction still open, or the offset after the marker."""
+        others = self.producer_state.first_unstable_offset
+        return AbortedTxn(producer_id, first_offset, marker_offset, marker_offset + 1 if others is None else others)
 
     @staticmethod
     def _open_segment(directory: str, base_offset: int, config: LogConfig) -> LogSegment:
@@ -259,7 +270,8 @@ class Log:
         recovery_point: int,
         config: LogConfig,
     ) -> list[LogSegment]:
-        for position in range(_first_unflushed(segments, recovery_point), len(segments)):
+        first_unflushed = max(bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
+        for position in range(first_unflushed, len(segments)):
             segment = segments[position]
             truncated = _recover_segment(segment, config)
             if truncated:
@@ -324,7 +336,6 @@ class Log:
             max_timestamp = log_append_time = now
         batch = AppendedBatch(last_offset, max_timestamp, header.size)
         self._append(records, [batch], header.record_count, now)
-        self.transactions.on_batch(BatchHeader.from_buffer(records))
         return AppendResult(first_offset, last_offset, log_append_time, self.log_start_offset)
 
     def append_marker(
@@ -344,11 +355,15 @@ class Log:
             partition_leader_epoch=leader_epoch,
         )
         self._append(memoryview(batch), [AppendedBatch(offset, now, len(batch))], 1, now)
-        self.producer_state.record_batch(BatchHeader.from_buffer(batch))
-        aborted = self.transactions.on_marker(producer_id, offset, record_type)
-        if aborted is not None:
-            self.active_segment.txn_index.append(aborted)
+        first_offset = self.producer_state.record_batch(BatchHeader.from_buffer(batch))
+        if first_offset is not None and not commit:
+            self.active_segment.txn_index.append(self._aborted(producer_id, first_offset, offset))
         return AppendResult(offset, offset, -1, self.log_start_offset)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (None: none is open)."""
+        return self.producer_state.first_unstable_offset
 
     def _append(
         self, data: memoryview, batches: Sequence[AppendedBatch], record_count: int, now_ms: int
@@ -599,9 +614,10 @@ def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
     return truncated
 
 
-def _first_unflushed(segments: Sequence[LogSegment], recovery_point: int) -> int:
-    """The position of the segment holding the recovery point."""
-    return max(bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
+def _is_abort(segment: LogSegment, location: BatchLocation) -> bool:
+    """Whether a control batch is an ABORT marker (its one record's key says)."""
+    data = memoryview(segment.records.read(location.position, location.size))
+    return any(control_record_type(record) is ControlRecordType.ABORT for record in iter_records(data))
 
 
 def _segment_base_offsets(directory: str) -> list[int]:

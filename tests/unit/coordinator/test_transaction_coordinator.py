@@ -10,6 +10,7 @@ from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as FindCoordinatorV1
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
@@ -146,6 +147,8 @@ async def test_find_coordinator_creates_the_state_topic(tmp_path):
         response = await client.call(ApiKey.FIND_COORDINATOR, 4, request)
         assert [c.error_code for c in response.coordinators] == [ErrorCode.none, ErrorCode.invalid_request]
         assert broker.topics.topics[TRANSACTION_STATE_TOPIC].partitions == 3
+        single = await client.call(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorV1(key="tx", key_type=1))
+        assert (single.error_code, single.node_id) == (ErrorCode.none, broker.broker_id)
         assert broker.topics.log_config(TRANSACTION_STATE_TOPIC).cleanup_policy == {"compact"}
 
 
