@@ -301,13 +301,17 @@ class Log:
         idempotent producer must follow the producer's previous one; a retry of one of its last
         five batches is not appended again: the result gives that batch's offsets, its
         timestamp as log_append_time_ms, as Kafka answers. A coordinator's batch (transactional
-        offsets in __consumer_offsets) has no sequence to check.
+        offsets in __consumer_offsets) has no sequence: only its epoch is checked.
         """
         now = _now_ms()
         header = validate_produced_records(records, self.config, now)
         if header.producer_id < 0:
             return self._assign_offsets_and_append(records, header, leader_epoch, now)
-        duplicate = None if from_coordinator else self.producer_state.check_append(header)
+        if from_coordinator:
+            self.producer_state.check_epoch(header)
+            duplicate = None
+        else:
+            duplicate = self.producer_state.check_append(header)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, self.log_start_offset

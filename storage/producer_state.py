@@ -229,6 +229,16 @@ class ProducerStateManager:
             )
         return None
 
+    def check_epoch(self, header: BatchHeader) -> None:
+        """Check a coordinator's batch of a producer (transactional offsets), which carries no
+        sequence: only a fenced epoch is refused (INVALID_PRODUCER_EPOCH)."""
+        entry = self.producers.get(header.producer_id)
+        if entry is not None and header.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"epoch {header.producer_epoch} of producer {header.producer_id} in "
+                f"{self.topic_partition} is older than its last epoch {entry.epoch}"
+            )
+
     def record_batch(self, header: BatchHeader) -> int | None:
         """Take an appended batch, its header as stored (base offset and max timestamp final),
         into its producer's state; batches without a producer id change nothing. Leader appends

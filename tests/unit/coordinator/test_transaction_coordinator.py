@@ -8,11 +8,15 @@ import functools
 
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as FindCoordinatorV1
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.list_transactions.v0.request import ListTransactionsRequest
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.txn_offset_commit.v3.request import (
@@ -323,3 +327,66 @@ async def test_write_txn_markers_appends_to_local_partitions(tmp_path):
         assert errors == [ErrorCode.none, ErrorCode.unknown_topic_or_partition]
         assert marker_types(broker) == [0]
         assert broker.replica_manager.get_partition(TP).last_stable_offset == 2
+
+
+@in_loop
+async def test_describe_and_list_transactions_and_producers(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        await broker.topics.create(TOPIC, 1, {})
+        client = Client(broker)
+        _, pid, epoch = await init(client)
+        await add_partitions(client, pid, epoch)
+        await produce(client, pid, epoch, 0, b"a")
+        response = await client.call(
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=("tx",))
+        )
+        (found,) = response.transaction_states
+        assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch) == (
+            ErrorCode.none, "Ongoing", pid, epoch,
+        )
+        assert [(t.topic, t.partitions) for t in found.topics] == [(TOPIC, (0,))]
+        assert found.transaction_timeout == MINUTE
+        # An unknown id is answered TRANSACTIONAL_ID_NOT_FOUND with a start time of -1 ms, which
+        # kio, decoding here, refuses to read (Kafka's clients read it as "none").
+        assert broker.transaction_coordinator.describe("unknown") is None
+        listed = await client.call(
+            ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=("Ongoing", "Bogus"), producer_id_filters=())
+        )
+        assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [("tx", "Ongoing")]
+        assert listed.unknown_state_filters == ("Bogus",)
+        none = await client.call(
+            ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=("Empty",), producer_id_filters=())
+        )
+        assert none.transaction_states == ()
+        producers = await client.call(
+            ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(topics=(TopicRequest(name=TOPIC, partition_indexes=(0, 5)),))
+        )
+        active, unknown = producers.topics[0].partitions
+        assert [(p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset) for p in active.active_producers] == [
+            (pid, epoch, 0, 0)
+        ]
+        assert unknown.error_code is ErrorCode.unknown_topic_or_partition
+
+
+@in_loop
+async def test_list_offsets_read_committed_answers_the_lso(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        await broker.topics.create(TOPIC, 1, {})
+        client = Client(broker)
+        _, pid, epoch = await init(client)
+        await add_partitions(client, pid, epoch)
+        await produce(client, pid, epoch, 0, b"a", b"b")
+
+        async def latest(isolation_level):
+            request = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=isolation_level,
+                topics=(ListOffsetsTopic(name=TOPIC, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)),),
+            )
+            response = await client.call(ApiKey.LIST_OFFSETS, 7, request)
+            return response.topics[0].partitions[0].offset
+
+        assert (await latest(0), await latest(1)) == (2, 0)
+        await end(client, pid, epoch, commit=True)
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        assert (await latest(0), await latest(1)) == (3, 3)
