@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (api key 27), version 1.
+"""WriteTxnMarkers (api key 27), versions 0-1.
 
 From a transaction coordinator to a partition's leader: append the COMMIT or ABORT marker of a
 producer's transaction to each named partition this broker leads (broker.txn_markers), which
@@ -7,8 +7,7 @@ in __consumer_offsets the transaction's offsets are committed or dropped).
 
 Errors, per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR.
 
-Version notes: v1 is flexible. v0 (the same fields, not flexible) is not in kio and not served:
-Kafka brokers since 2.8 send v1.
+Version notes: v1 is v0, flexible (v0 is declared in protocol.legacy).
 """
 
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest
@@ -26,7 +25,7 @@ from storage.topic_partition import TopicPartition
 from broker.handlers.registry import RequestContext, api
 
 
-@api(ApiKey.WRITE_TXN_MARKERS, versions=(1, 1))
+@api(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
 def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     writer = ctx.broker.markers
     results = []

@@ -29,6 +29,7 @@ from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableT
 from coordinator import transaction_log
 from coordinator.transaction_coordinator import TRANSACTION_STATE_TOPIC
 from coordinator.transaction_log import TxnState
+from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.record_batch import iter_batches
@@ -327,6 +328,9 @@ async def test_write_txn_markers_appends_to_local_partitions(tmp_path):
         assert errors == [ErrorCode.none, ErrorCode.unknown_topic_or_partition]
         assert marker_types(broker) == [0]
         assert broker.replica_manager.get_partition(TP).last_stable_offset == 2
+        legacy = await client.call(ApiKey.WRITE_TXN_MARKERS, 0, schemas.adapt(request, schemas.request_type(ApiKey.WRITE_TXN_MARKERS, 0)))
+        assert [p.error_code for t in legacy.markers[0].topics for p in t.partitions] == errors
+        assert marker_types(broker) == [0, 0]
 
 
 @in_loop
