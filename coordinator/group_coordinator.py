@@ -479,6 +479,10 @@ class GroupCoordinator:
             self._pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
         return dict.fromkeys(offsets, _offset_store_error(stored))
 
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """The partitions with offsets of the group in transactions not yet ended."""
+        return {tp for pending in self._pending_txn_offsets.values() for tp in pending.get(group_id, ())}
+
     def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker reached an offsets partition: the producer's pending offsets of
         the groups in that partition become committed (COMMIT) or are dropped (ABORT)."""

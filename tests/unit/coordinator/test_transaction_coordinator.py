@@ -261,10 +261,16 @@ async def test_transactional_offsets_become_visible_on_commit_only(tmp_path):
         await broker.topics.create(TOPIC, 1, {})
         client = Client(broker)
 
-        async def offsets():
-            request = OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id="g", topics=None),))
+        async def offsets(require_stable=False):
+            request = OffsetFetchRequest(
+                groups=(OffsetFetchRequestGroup(group_id="g", topics=None),), require_stable=require_stable
+            )
             response = await client.call(ApiKey.OFFSET_FETCH, 8, request)
-            return {p.partition_index: p.committed_offset for t in response.groups[0].topics for p in t.partitions}
+            return {
+                p.partition_index: p.committed_offset if p.error_code is ErrorCode.none else p.error_code
+                for t in response.groups[0].topics
+                for p in t.partitions
+            }
 
         async def commit_offset(pid, epoch, offset, commit):
             request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
@@ -280,15 +286,19 @@ async def test_transactional_offsets_become_visible_on_commit_only(tmp_path):
             )
             response = await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request)
             assert response.topics[0].partitions[0].error_code is ErrorCode.none
-            assert await offsets() == {}
+            committed_before = await offsets()
+            assert committed_before in ({}, {0: 7})
+            # All partitions (topics null) means those with a committed offset, as in Kafka.
+            unstable = {p: ErrorCode.unstable_offset_commit for p in committed_before}
+            assert await offsets(require_stable=True) == unstable
             assert await end(client, pid, epoch, commit) is ErrorCode.none
             await settled(broker, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
 
         _, pid, epoch = await init(client)
-        await commit_offset(pid, epoch, 5, commit=False)
-        assert await offsets() == {}
         await commit_offset(pid, epoch, 7, commit=True)
-        assert await offsets() == {0: 7}
+        assert await offsets(require_stable=True) == {0: 7}
+        await commit_offset(pid, epoch, 9, commit=False)
+        assert await offsets(require_stable=True) == {0: 7}
     async with running_broker(tmp_path, FAST) as broker:
         client = Client(broker)
         await asyncio.sleep(0.2)  # loading
