@@ -95,14 +95,20 @@ class TransactionIndex:
             pass
 
 
-def _read(path: str) -> list[AbortedTxn]:
+def read_entries(path: str) -> list[AbortedTxn]:
+    """The whole entries of an index file, read-only (none when it does not exist)."""
     try:
         with open(path, "rb") as file:
             data = file.read()
     except FileNotFoundError:
         return []
-    whole = len(data) - len(data) % ENTRY_SIZE
-    if whole != len(data):
+    return [AbortedTxn(*_ENTRY.unpack_from(data, pos)[1:]) for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE)]
+
+
+def _read(path: str) -> list[AbortedTxn]:
+    """The entries, a torn tail cut from the file."""
+    entries = read_entries(path)
+    if os.path.exists(path) and os.path.getsize(path) != len(entries) * ENTRY_SIZE:
         with open(path, "r+b") as file:
-            file.truncate(whole)
-    return [AbortedTxn(*_ENTRY.unpack_from(data, pos)[1:]) for pos in range(0, whole, ENTRY_SIZE)]
+            file.truncate(len(entries) * ENTRY_SIZE)
+    return entries

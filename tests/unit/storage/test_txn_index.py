@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
+from storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, read_entries
 
 
 def test_entries_are_kafkas_34_byte_layout(tmp_path):
@@ -46,3 +46,11 @@ def test_truncate_and_torn_tail(tmp_path):
         file.write(b"\x00" * 7)
     assert TransactionIndex(str(path)).entries == [AbortedTxn(1, 0, 5, 6)]
     assert path.stat().st_size == ENTRY_SIZE
+
+
+def test_read_entries_is_read_only(tmp_path):
+    path = tmp_path / "x.txnindex"
+    path.write_bytes(struct.pack(">hqqqq", 0, 7, 10, 20, 21) + b"\x00" * 5)
+    assert read_entries(str(path)) == [AbortedTxn(7, 10, 20, 21)]
+    assert path.stat().st_size == ENTRY_SIZE + 5
+    assert read_entries(str(tmp_path / "missing.txnindex")) == []
