@@ -6,19 +6,22 @@ set, wins over it), `partition` (int; null leaves the choice to the partitioner)
 (array<struct<key string, value binary>>). Other columns are ignored. Strings are written as
 UTF-8.
 
-The producer (confluent-kafka) uses acks=all and Java's partitioner for keyed records
-(murmur2_random), so a key lands in the partition a Java client would pick. kafka.* options
-reach it unchanged (compression.type, linger.ms, batch.size, ...). A task fails if any of its
-records is not acknowledged.
+The producer (confluent-kafka) is idempotent, uses acks=all and Java's partitioner for keyed
+records (murmur2_random), so a key lands in the partition a Java client would pick. kafka.*
+options reach it unchanged (compression.type, linger.ms, batch.size, ...; even
+enable.idempotence). A task fails if any of its records is not acknowledged.
 
-Delivery guarantees, now and later:
+Delivery guarantees:
 
-- Now: at least once. Idempotence is off by default, because logway does not serve
-  InitProducerId yet (issue 6). A Spark task that fails after some of its records were acked and
-  is retried writes those records again.
-- The idempotent producer (kafka.enable.idempotence=true, once served) removes duplicates from
-  librdkafka's own retries within one producer. It does not dedupe a retried Spark task: the new
-  attempt is a new producer with a new producer id.
+- Within a task attempt, exactly once and in order per partition: the producer is idempotent
+  (enable.idempotence=true), so its own retries (an answer lost on the network, a reconnect, a
+  broker restart) never write a record twice; the broker recognises a batch it already has by
+  producer id, epoch and sequence numbers and answers with the original offsets. A record
+  librdkafka gives up on (message.timeout.ms, or a fatal idempotence error) fails the task, as
+  any unacknowledged record does.
+- Across task attempts, at least once: a Spark task that fails after some of its records were
+  acked and is retried runs a new producer, with a new producer id, and the broker cannot tell
+  its records from those the failed attempt wrote. Idempotence does not dedupe them.
 - Exactly once per task needs a transactional producer per task with a deterministic
   transactional.id (say "<prefix>-<job>-<Spark partition id>", the same for every attempt of a
   task): the new attempt's init_transactions() fences the failed attempt and aborts its open
@@ -27,7 +30,7 @@ Delivery guarantees, now and later:
   commit_transaction(), `abort` abort_transaction(). One gap stays: an attempt that committed and
   was then lost before Spark heard of it is redone. Closing it needs the task to leave its
   transaction prepared and the driver's commit() to commit them all (two-phase commit, KIP-939),
-  or idempotent keys downstream.
+  or idempotent keys downstream. logway does not serve transactions yet (issue 6).
 """
 
 import logging
@@ -89,7 +92,8 @@ def check_columns(names: Iterable[str], topic_option: str | None) -> None:
 
 class TaskProducer:
     """The producer of one Spark task. `begin` / `commit` / `abort` are where a transactional
-    producer slots in (see the module docstring); this one is plain, at least once."""
+    producer slots in (see the module docstring); this one is idempotent: exactly once within
+    the attempt, at least once across attempts."""
 
     def __init__(self, options: WriteOptions, settings: dict | None = None) -> None:
         from confluent_kafka import Producer
@@ -99,7 +103,7 @@ class TaskProducer:
             options.client_config,
             **{
                 "acks": "all",
-                "enable.idempotence": False,
+                "enable.idempotence": True,
                 "partitioner": "murmur2_random",
                 "linger.ms": 5,
                 **(settings or {}),

@@ -28,8 +28,6 @@ def make_producer(broker, **extra) -> KafkaProducer:
     return KafkaProducer(
         bootstrap_servers=broker.bootstrap,
         acks="all",
-        # kafka-python 3 turns idempotence on by default, which needs InitProducerId: not served yet.
-        enable_idempotence=False,
         request_timeout_ms=10_000,
         max_block_ms=TIMEOUT_S * 1000,
         **extra,

@@ -4,9 +4,10 @@ offset, the log end is consistent and producing carries on after it. The same wi
 so that restarts load (and recover) many segments and their sparse indexes, and with kills
 landing while segments roll.
 
-Records are produced by confluent-kafka with acks=all (idempotence off: InitProducerId is not
-served yet) and read back with assign(); each record's value names its sequence number, and its
-timestamp is base + sequence number, so the record at any offset can be checked.
+Records are produced by confluent-kafka with acks=all and read back with assign(); each record's
+value names its sequence number, and its timestamp is base + sequence number, so the record at
+any offset can be checked. Idempotence is off: these tests count on records failing once the
+broker is gone (an idempotent producer across kill -9 is in test_idempotence.py).
 """
 
 import os

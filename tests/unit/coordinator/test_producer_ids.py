@@ -55,7 +55,7 @@ def test_the_newest_copy_over_the_log_dirs_wins_and_a_lost_disk_loses_nothing(tm
     (dirs[1] / BLOCK_FILE).unlink()  # a replaced disk
     (dirs[0] / BLOCK_FILE).write_bytes(b"garbage")  # and a damaged one
     assert run(FileProducerIdBlockStore([str(d) for d in dirs]).claim_block(0)).first_id == 0
-    
+
 
 def test_a_claim_needs_one_dir_that_takes_the_block(tmp_path):
     good, bad = tmp_path / "good", tmp_path / "bad"
