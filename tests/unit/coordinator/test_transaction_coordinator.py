@@ -33,7 +33,7 @@ from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.record_batch import iter_batches
-from protocol.records import Record, build_batch, control_record_type, iter_records
+from protocol.records import ControlRecordType, Record, build_batch, control_record_type, iter_records
 from storage.topic_partition import TopicPartition
 from tests.in_process import Client, running_broker
 
@@ -404,3 +404,43 @@ async def test_list_offsets_read_committed_answers_the_lso(tmp_path):
         await end(client, pid, epoch, commit=True)
         await settled(broker, TxnState.COMPLETE_COMMIT)
         assert (await latest(0), await latest(1)) == (3, 3)
+
+
+@in_loop
+async def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path):
+    async with running_broker(tmp_path, {**FAST, "transactional.id.expiration.ms": "1000"}) as broker:
+        client = Client(broker)
+        await init(client)
+        coordinator = broker.transaction_coordinator
+        now = coordinator.clock()
+        await coordinator.remove_expired_transactional_ids()
+        assert coordinator.describe("tx") is not None
+        coordinator.clock = lambda: now + 1000
+        await coordinator.remove_expired_transactional_ids()
+        assert coordinator.describe("tx") is None
+        partition = coordinator.state_topic.partition_for("tx")
+        (_, last), = batches(broker, TopicPartition(TRANSACTION_STATE_TOPIC, partition))[-1:]
+        assert last[0].value is None
+
+
+@in_loop
+async def test_markers_left_unwritten_are_written_after_a_restart(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        await broker.topics.create(TOPIC, 1, {})
+        client = Client(broker)
+        _, pid, epoch = await init(client)
+        await add_partitions(client, pid, epoch)
+        await produce(client, pid, epoch, 0, b"a")
+
+        async def unreachable(marker, partitions):
+            return dict.fromkeys(partitions, ErrorCode.not_leader_or_follower)
+
+        broker.transaction_coordinator._markers.write_markers = unreachable
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.none
+        await asyncio.sleep(0.3)  # retrying meanwhile
+        assert broker.transaction_coordinator.describe("tx").state is TxnState.PREPARE_COMMIT
+        assert broker.replica_manager.get_partition(TP).last_stable_offset == 0
+    async with running_broker(tmp_path, FAST) as broker:
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        assert marker_types(broker) == [ControlRecordType.COMMIT]
+        assert broker.replica_manager.get_partition(TP).last_stable_offset == 2
