@@ -40,13 +40,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.record_batch import BatchHeader, split_batches
-from protocol.records import ControlRecordType, Record, control_record_type, iter_records
+from protocol.records import ControlRecordType, Record, control_batch_type, iter_records
 from storage.log import Log
 from storage.topic_partition import TopicPartition
 
 from coordinator import records
-from coordinator.internal_topic import Entry, InternalTopic, append_entries, coordinator_store_error
+from coordinator.internal_topic import (
+    Entry,
+    InternalTopic,
+    append_entries,
+    coordinator_store_error,
+    read_partition_batches,
+)
 from coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from coordinator.group import (
     UNKNOWN_MEMBER_ID,
@@ -126,27 +131,18 @@ def read_offsets_partition(partition_log: Log, start: int, end: int, buffer_byte
     thread. Nothing appends to the partition meanwhile: only the coordinator writes to it, and
     not before it is loaded. A record that does not decode is logged and skipped."""
     contents = PartitionContents()
-    offset = start
-    while offset < end:
-        region = partition_log.read(offset, buffer_bytes, end, min_one_batch=True)
-        if region is None:
-            break
-        data = memoryview(region.read())
-        for position, size in split_batches(data):
-            batch = data[position : position + size]
-            header = BatchHeader.from_buffer(batch)
-            offset = header.next_offset
-            if header.is_control:
-                committed = contents.pending.pop(header.producer_id, {})
-                if any(control_record_type(r) is ControlRecordType.COMMIT for r in iter_records(batch)):
-                    for group_id, offsets in committed.items():
-                        contents.offsets[group_id].update(offsets)
-                continue
-            for record in iter_records(batch):
-                try:
-                    contents.apply(record, header.producer_id if header.is_transactional else None)
-                except (ProtocolError, ValueError) as exc:
-                    log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
+    for header, batch in read_partition_batches(partition_log, start, end, buffer_bytes):
+        if header.is_control:
+            committed = contents.pending.pop(header.producer_id, {})
+            if control_batch_type(batch) is ControlRecordType.COMMIT:
+                for group_id, offsets in committed.items():
+                    contents.offsets[group_id].update(offsets)
+            continue
+        for record in iter_records(batch):
+            try:
+                contents.apply(record, header.producer_id if header.is_transactional else None)
+            except (ProtocolError, ValueError) as exc:
+                log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
     return contents
 
 

@@ -15,11 +15,13 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
+from protocol.record_batch import BatchHeader, split_batches
 from protocol.records import Record, build_batch
+from storage.log import Log
 from storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -63,6 +65,25 @@ async def append_entries(
         log.warning("writing to %s failed: %s", tp, exc)
         return exc.error_code
     return ErrorCode.none
+
+
+def read_partition_batches(
+    partition_log: Log, start: int, end: int, buffer_bytes: int
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """The batches of offsets [start, end) of a coordinator's partition, `buffer_bytes` (or one
+    larger batch) read at a time: what loading replays. Blocking: for a worker thread; nothing
+    appends to the partition meanwhile, as only its coordinator writes to it, once loaded."""
+    offset = start
+    while offset < end:
+        region = partition_log.read(offset, buffer_bytes, end, min_one_batch=True)
+        if region is None:
+            return
+        data = memoryview(region.read())
+        for position, size in split_batches(data):
+            batch = data[position : position + size]
+            header = BatchHeader.from_buffer(batch)
+            offset = header.next_offset
+            yield header, batch
 
 
 def coordinator_store_error(error: ErrorCode) -> ErrorCode:

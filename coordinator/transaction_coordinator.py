@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.record_batch import BatchHeader, split_batches
 from protocol.records import iter_records
 from storage.log import Log
 from storage.topic_partition import TopicPartition
 
 from coordinator import transaction_log
-from coordinator.internal_topic import InternalTopic, append_entries, coordinator_store_error
+from coordinator.internal_topic import InternalTopic, append_entries, coordinator_store_error, read_partition_batches
 from coordinator.transaction_log import TransactionLogValue, TxnState
 from coordinator.transaction_state import Decision, TransactionMetadata
 
@@ -91,24 +90,16 @@ def read_transaction_partition(partition_log: Log, start: int, end: int, buffer_
     transactional id. Blocking: runs in a worker thread. A record that does not decode is logged
     and skipped."""
     found: dict[str, TransactionLogValue] = {}
-    offset = start
-    while offset < end:
-        region = partition_log.read(offset, buffer_bytes, end, min_one_batch=True)
-        if region is None:
-            break
-        data = memoryview(region.read())
-        for position, size in split_batches(data):
-            batch = data[position : position + size]
-            offset = BatchHeader.from_buffer(batch).next_offset
-            for record in iter_records(batch):
-                try:
-                    transactional_id = transaction_log.decode_key(record.key)
-                    if record.value is None:
-                        found.pop(transactional_id, None)
-                    else:
-                        found[transactional_id] = transaction_log.decode_value(record.value)
-                except (ProtocolError, ValueError) as exc:
-                    log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
+    for _, batch in read_partition_batches(partition_log, start, end, buffer_bytes):
+        for record in iter_records(batch):
+            try:
+                transactional_id = transaction_log.decode_key(record.key)
+                if record.value is None:
+                    found.pop(transactional_id, None)
+                else:
+                    found[transactional_id] = transaction_log.decode_value(record.value)
+            except (ProtocolError, ValueError) as exc:
+                log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
     return found
 
 
@@ -210,6 +201,15 @@ class TransactionCoordinator:
             return ErrorCode.coordinator_not_available
         return self.state_topic.state_of(transactional_id)
 
+    async def _known(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        """The id's metadata, or why there is none to use (INVALID_PRODUCER_ID_MAPPING for an id
+        never initialized)."""
+        error = await self.check(transactional_id)
+        if error is not ErrorCode.none:
+            return error, None
+        txn = self._txns.get(transactional_id)
+        return (ErrorCode.none, txn) if txn is not None else (ErrorCode.invalid_producer_id_mapping, None)
+
     def _coordinator_epoch(self, transactional_id: str) -> int:
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, self.state_topic.partition_for(transactional_id))
         return self._replica_manager.get_partition(tp).leader_epoch
@@ -252,24 +252,18 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
     ) -> ErrorCode:
         """AddPartitionsToTxn, and AddOffsetsToTxn with the group's offsets partition."""
-        error = await self.check(transactional_id)
-        if error is not ErrorCode.none:
-            return error
-        txn = self._txns.get(transactional_id)
+        error, txn = await self._known(transactional_id)
         if txn is None:
-            return ErrorCode.invalid_producer_id_mapping
+            return error
         decision = txn.add_partitions(self.clock(), producer_id, producer_epoch, partitions)
         if decision.target is None:
             return decision.error
         return await self._store(txn, decision.target)
 
     async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
-        error = await self.check(transactional_id)
-        if error is not ErrorCode.none:
-            return error
-        txn = self._txns.get(transactional_id)
+        error, txn = await self._known(transactional_id)
         if txn is None:
-            return ErrorCode.invalid_producer_id_mapping
+            return error
         decision = txn.end_transaction(self.clock(), producer_id, producer_epoch, commit)
         if decision.target is None:
             return decision.error

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import MAGIC_V2, TimestampType, crc_is_valid
-from protocol.records import ControlRecordType, control_record_type, iter_records
+from protocol.records import ControlRecordType, control_batch_type, iter_records
 from spark_jobs.options import TP, OptionError
 from spark_jobs.planning import DataLossError, OffsetRange
 from spark_jobs.rows import CREATE_TIME, LOG_APPEND_TIME
@@ -324,8 +324,7 @@ class TransactionOutcomes:
                     header = location.header
                     if header.is_control and header.is_transactional:
                         data = records.read(location.position, location.size)
-                        commit = all(control_record_type(r) is ControlRecordType.COMMIT for r in iter_records(data))
-                        yield header.producer_id, header.base_offset, commit
+                        yield header.producer_id, header.base_offset, control_batch_type(data) is ControlRecordType.COMMIT
             finally:
                 records.close()
 

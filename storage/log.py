@@ -54,14 +54,7 @@ from protocol.record_batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from protocol.records import (
-    ControlRecordType,
-    build_batch,
-    control_record,
-    control_record_type,
-    iter_records,
-    recompress_batch,
-)
+from protocol.records import ControlRecordType, build_batch, control_batch_type, control_record, recompress_batch
 from storage.errors import OffsetOutOfRangeError
 from storage.log_config import LogConfig
 from storage.producer_state import (
@@ -619,9 +612,8 @@ def _recover_segment(segment: LogSegment, config: LogConfig) -> int:
 
 
 def _is_abort(segment: LogSegment, location: BatchLocation) -> bool:
-    """Whether a control batch is an ABORT marker (its one record's key says)."""
-    data = memoryview(segment.records.read(location.position, location.size))
-    return any(control_record_type(record) is ControlRecordType.ABORT for record in iter_records(data))
+    """Whether a control batch is an ABORT marker."""
+    return control_batch_type(segment.records.read(location.position, location.size)) is ControlRecordType.ABORT
 
 
 def _segment_base_offsets(directory: str) -> list[int]:

@@ -107,6 +107,15 @@ async def fetch(client, isolation_level):
     return response.responses[0].partitions[0]
 
 
+async def begun(broker):
+    """A topic, and a transaction of "tx" open on its partition: (client, producer id, epoch)."""
+    await broker.topics.create(TOPIC, 1, {})
+    client = Client(broker)
+    _, pid, epoch = await init(client)
+    assert await add_partitions(client, pid, epoch) == [ErrorCode.none]
+    return client, pid, epoch
+
+
 async def settled(broker, state: TxnState, transactional_id="tx"):
     """Wait (bounded) for the background markers to bring the transaction to `state`."""
     for _ in range(200):
@@ -195,10 +204,7 @@ async def test_a_committed_transaction_writes_markers_and_moves_the_lso(tmp_path
 @in_loop
 async def test_an_aborted_transaction_is_listed_to_read_committed_fetches(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
-        await broker.topics.create(TOPIC, 1, {})
-        client = Client(broker)
-        _, pid, epoch = await init(client)
-        await add_partitions(client, pid, epoch)
+        client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"a")
         assert await end(client, pid, epoch, commit=False) is ErrorCode.none
         await settled(broker, TxnState.COMPLETE_ABORT)
@@ -226,10 +232,7 @@ async def test_errors_of_the_transactional_apis(tmp_path):
 @in_loop
 async def test_a_new_producer_fences_and_aborts_the_open_transaction(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
-        await broker.topics.create(TOPIC, 1, {})
-        client = Client(broker)
-        _, pid, epoch = await init(client)
-        await add_partitions(client, pid, epoch)
+        client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"zombie")
         assert await init(client) == (ErrorCode.concurrent_transactions, -1, -1)
         await settled(broker, TxnState.COMPLETE_ABORT)
@@ -242,10 +245,7 @@ async def test_a_new_producer_fences_and_aborts_the_open_transaction(tmp_path):
 @in_loop
 async def test_timed_out_transactions_are_aborted_by_the_coordinator(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
-        await broker.topics.create(TOPIC, 1, {})
-        client = Client(broker)
-        _, pid, epoch = await init(client)
-        await add_partitions(client, pid, epoch)
+        client, pid, epoch = await begun(broker)
         coordinator = broker.transaction_coordinator
         now = coordinator.clock()
         coordinator.clock = lambda: now + MINUTE // datetime.timedelta(milliseconds=1) + 1000
@@ -308,10 +308,7 @@ async def test_transactional_offsets_become_visible_on_commit_only(tmp_path):
 @in_loop
 async def test_state_survives_a_restart(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
-        await broker.topics.create(TOPIC, 1, {})
-        client = Client(broker)
-        _, pid, epoch = await init(client)
-        await add_partitions(client, pid, epoch)
+        client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"open")
     async with running_broker(tmp_path, FAST) as broker:
         description = await settled(broker, TxnState.ONGOING)
@@ -346,10 +343,7 @@ async def test_write_txn_markers_appends_to_local_partitions(tmp_path):
 @in_loop
 async def test_describe_and_list_transactions_and_producers(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
-        await broker.topics.create(TOPIC, 1, {})
-        client = Client(broker)
-        _, pid, epoch = await init(client)
-        await add_partitions(client, pid, epoch)
+        client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"a")
         response = await client.call(
             ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=("tx",))
@@ -385,10 +379,7 @@ async def test_describe_and_list_transactions_and_producers(tmp_path):
 @in_loop
 async def test_list_offsets_read_committed_answers_the_lso(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
-        await broker.topics.create(TOPIC, 1, {})
-        client = Client(broker)
-        _, pid, epoch = await init(client)
-        await add_partitions(client, pid, epoch)
+        client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"a", b"b")
 
         async def latest(isolation_level):
@@ -426,10 +417,7 @@ async def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path):
 @in_loop
 async def test_markers_left_unwritten_are_written_after_a_restart(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
-        await broker.topics.create(TOPIC, 1, {})
-        client = Client(broker)
-        _, pid, epoch = await init(client)
-        await add_partitions(client, pid, epoch)
+        client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"a")
 
         async def unreachable(marker, partitions):
