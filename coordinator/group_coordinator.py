@@ -176,6 +176,7 @@ class GroupCoordinator:
         self.offsets_topic = InternalTopic(
             OFFSETS_TOPIC,
             topics,
+            replica_manager,
             config.get("offsets.topic.num.partitions"),
             config.get("offsets.topic.replication.factor"),
             {
@@ -183,7 +184,9 @@ class GroupCoordinator:
                 "segment.bytes": str(config.get("offsets.topic.segment.bytes")),
                 "compression.type": "producer",
             },
-            self._load,
+            config.get("offsets.load.buffer.size"),
+            read_offsets_partition,
+            self._install,
         )
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._background: set[asyncio.Task] = set()  # the expiry loop
@@ -233,25 +236,14 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------------------- loading
 
-    async def _load(self, partition: int) -> None:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        replica = self._replica_manager.get_partition(tp)
-        contents = await asyncio.to_thread(
-            read_offsets_partition,
-            replica.log,
-            replica.log.log_start_offset,
-            replica.high_watermark,
-            self._config.get("offsets.load.buffer.size"),
-        )
-        self._install(contents)
+    def _install(self, partition: int, contents: PartitionContents) -> None:
         log.info(
-            "loaded %d group(s) and the offsets of %d group(s) from %s",
+            "%s-%d: %d group(s), the offsets of %d group(s)",
+            OFFSETS_TOPIC,
+            partition,
             len(contents.groups),
             len(contents.offsets),
-            tp,
         )
-
-    def _install(self, contents: PartitionContents) -> None:
         for group_id, value in contents.groups.items():
             self._groups[group_id] = Group.restore(
                 group_id,

@@ -5,9 +5,9 @@ Each key belongs to one partition, chosen as Kafka chooses it (Java's String.has
 modulo the partition count), so a key's records stay in one place whoever leads it.
 
 Loading: a partition that exists when the broker starts (or, with replication, whose leadership
-this broker takes: `take_over` is the hook) is handed to the owner's `load` coroutine, which
-replays it (in a worker thread) and installs what it found on the loop; until then the
-partition's keys answer COORDINATOR_LOAD_IN_PROGRESS. A load that fails is logged and tried
+this broker takes: `take_over` is the hook) is replayed by the owner's `read` in a worker thread
+(from its log start to its high watermark), and what that found is given to the owner's `install`
+on the loop; until then the partition's keys answer COORDINATOR_LOAD_IN_PROGRESS. A load that fails is logged and tried
 again. A new topic has nothing to load.
 """
 
@@ -15,8 +15,8 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_batch import BatchHeader, split_batches
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _INT32_MIN = -(2**31)
+Contents = TypeVar("Contents")  # what replaying one partition finds
 LOAD_RETRY_S = 5.0
 
 
@@ -107,22 +108,28 @@ class LoadState(enum.Enum):
     LOADED = enum.auto()
 
 
-class InternalTopic:
+class InternalTopic(Generic[Contents]):
     def __init__(
         self,
         name: str,
         topics: "TopicManager",
+        replica_manager: "ReplicaManager",
         partition_count: int,
         replication_factor: int,
         configs: Mapping[str, str],
-        load: Callable[[int], Awaitable[None]],
+        load_buffer_bytes: int,
+        read: Callable[[Log, int, int, int], Contents],
+        install: Callable[[int, Contents], None],
     ) -> None:
         self.name = name
         self._topics = topics
+        self._replica_manager = replica_manager
+        self._load_buffer_bytes = load_buffer_bytes
+        self._read = read
+        self._install = install
         self._wanted_partitions = partition_count
         self._wanted_replication_factor = replication_factor
         self._configs = dict(configs)
-        self._load = load
         self.partition_count: int | None = None
         self.partitions: dict[int, LoadState] = {}  # the partitions this broker leads
         self._creating: asyncio.Task | None = None
@@ -207,12 +214,20 @@ class InternalTopic:
         started = time.monotonic()
         while True:
             try:
-                await self._load(partition)
+                replica = self._replica_manager.get_partition(TopicPartition(self.name, partition))
+                contents = await asyncio.to_thread(
+                    self._read,
+                    replica.log,
+                    replica.log.log_start_offset,
+                    replica.high_watermark,
+                    self._load_buffer_bytes,
+                )
                 break
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("loading %s-%d failed; retrying in %.0f s", self.name, partition, LOAD_RETRY_S)
                 await asyncio.sleep(LOAD_RETRY_S)
+        self._install(partition, contents)
         self.partitions[partition] = LoadState.LOADED
-        log.debug("loaded %s-%d in %.0f ms", self.name, partition, (time.monotonic() - started) * 1000)
+        log.info("loaded %s-%d in %.0f ms", self.name, partition, (time.monotonic() - started) * 1000)

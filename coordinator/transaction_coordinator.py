@@ -121,6 +121,7 @@ class TransactionCoordinator:
         self.state_topic = InternalTopic(
             TRANSACTION_STATE_TOPIC,
             topics,
+            replica_manager,
             config.get("transaction.state.log.num.partitions"),
             config.get("transaction.state.log.replication.factor"),
             {
@@ -130,7 +131,9 @@ class TransactionCoordinator:
                 "compression.type": "uncompressed",
                 "unclean.leader.election.enable": "false",
             },
-            self._load,
+            config.get("transaction.state.log.load.buffer.size"),
+            read_transaction_partition,
+            self._install,
         )
         self._txns: dict[str, TransactionMetadata] = {}
         self._background: set[asyncio.Task] = set()
@@ -173,23 +176,14 @@ class TransactionCoordinator:
 
     # ---------------------------------------------------------------------------- loading
 
-    async def _load(self, partition: int) -> None:
-        tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
-        replica = self._replica_manager.get_partition(tp)
-        found = await asyncio.to_thread(
-            read_transaction_partition,
-            replica.log,
-            replica.log.log_start_offset,
-            replica.high_watermark,
-            self._config.get("transaction.state.log.load.buffer.size"),
-        )
+    def _install(self, partition: int, found: dict[str, TransactionLogValue]) -> None:
         for transactional_id, value in found.items():
             if value.state is TxnState.DEAD:
                 continue
             txn = self._txns[transactional_id] = TransactionMetadata.restore(transactional_id, value)
             if value.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 self._spawn(self._complete(txn))
-        log.info("loaded %d transactional id(s) from %s", len(found), tp)
+        log.info("%s-%d: %d transactional id(s)", TRANSACTION_STATE_TOPIC, partition, len(found))
 
     # ------------------------------------------------------------------- request checks
 
