@@ -411,6 +411,10 @@ class Cleaner:
                     if kept is not None:
                         writer.append(kept)
             writer.flush()
+            for snapshot in group:
+                # Inactive segments' transaction indexes change only when a log loads.
+                for aborted in snapshot.segment.txn_index.entries:
+                    cleaned.txn_index.append(aborted)
             cleaned.on_become_inactive()
             cleaned.flush()
         except BaseException:

@@ -553,10 +553,6 @@ class Log:
         region of one still sends its bytes.
         """
         first = self.segments.index(replaced[0])
-        for segment in replaced:
-            for aborted in segment.txn_index.entries:
-                cleaned.txn_index.append(aborted)
-        cleaned.txn_index.flush()
         cleaned.rename_with_suffix(SWAP_SUFFIX)
         for segment in replaced:
             segment.rename_to_deleted()
