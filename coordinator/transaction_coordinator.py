@@ -12,7 +12,8 @@ Ending a transaction (EndTxn, a fenced or timed-out transaction aborted) writes 
 PrepareAbort, answers the client, then has a COMMIT / ABORT marker written to every partition of
 the transaction (`MarkerWriter`: locally when this broker leads the partition; a remote leader
 is sent WriteTxnMarkers) and finally writes CompleteCommit / CompleteAbort. Markers that fail are
-retried until written; a partition that no longer exists is skipped, as Kafka does.
+retried until written; a partition that no longer exists, or that says the marker is stale
+(INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED), is skipped, as Kafka does.
 
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, Ongoing transactions
 older than their timeout are aborted under a bumped epoch (their producer is fenced); every
@@ -50,7 +51,14 @@ log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _MARKER_RETRY_S = 0.1
-_GONE = (ErrorCode.unknown_topic_or_partition, ErrorCode.invalid_topic_exception)
+# Markers not retried: the partition is gone, or the partition says this coordinator (or this
+# producer epoch) is stale, and another coordinator has taken over (Kafka gives up on these too).
+_NOT_RETRIED = (
+    ErrorCode.unknown_topic_or_partition,
+    ErrorCode.invalid_topic_exception,
+    ErrorCode.invalid_producer_epoch,
+    ErrorCode.transaction_coordinator_fenced,
+)
 
 
 class Marker(NamedTuple):
@@ -332,11 +340,11 @@ class TransactionCoordinator:
         while remaining:
             results = await self._markers.write_markers(marker, remaining)
             for tp, error in results.items():
-                if error in _GONE:
-                    log.info("%s: no marker for %s, which no longer exists", txn.transactional_id, tp)
+                if error in _NOT_RETRIED:
+                    log.warning("%s: no marker for %s (%s)", txn.transactional_id, tp, error.name)
                 elif error is not ErrorCode.none:
                     log.debug("%s: marker for %s failed (%s); retrying", txn.transactional_id, tp, error.name)
-            remaining = [tp for tp in remaining if results.get(tp, ErrorCode.unknown_server_error) not in (ErrorCode.none, *_GONE)]
+            remaining = [tp for tp in remaining if results.get(tp, ErrorCode.unknown_server_error) not in (ErrorCode.none, *_NOT_RETRIED)]
             if remaining:
                 await asyncio.sleep(_MARKER_RETRY_S)
         while await self._store(txn, txn.complete_transaction(self.clock()).target) is not ErrorCode.none:

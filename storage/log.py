@@ -339,7 +339,9 @@ class Log:
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, leader_epoch: int
     ) -> AppendResult:
         """Append a transaction marker (a control batch of one COMMIT or ABORT record) for the
-        producer's transaction, closing it."""
+        producer's transaction, closing it. Refused from a fenced producer epoch or coordinator
+        epoch (storage.producer_state.check_marker)."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         now = _now_ms()
         offset = self.log_end_offset
         record_type = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
@@ -352,7 +354,7 @@ class Log:
             partition_leader_epoch=leader_epoch,
         )
         self._append(memoryview(batch), [AppendedBatch(offset, now, len(batch))], 1, now)
-        first_offset = self.producer_state.record_batch(BatchHeader.from_buffer(batch))
+        first_offset = self.producer_state.record_marker(BatchHeader.from_buffer(batch), coordinator_epoch)
         if first_offset is not None and not commit:
             self.active_segment.txn_index.append(self._aborted(producer_id, first_offset, offset))
         return AppendResult(offset, offset, -1, self.log_start_offset)

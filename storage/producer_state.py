@@ -59,7 +59,11 @@ from protocol.record_batch import (
     BatchHeader,
     decrement_sequence,
 )
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from storage.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -238,6 +242,31 @@ class ProducerStateManager:
                 f"epoch {header.producer_epoch} of producer {header.producer_id} in "
                 f"{self.topic_partition} is older than its last epoch {entry.epoch}"
             )
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Check a transaction marker before it is written: INVALID_PRODUCER_EPOCH for an epoch
+        older than the producer's, TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older
+        than that of the producer's last marker."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker epoch {epoch} of producer {producer_id} in {self.topic_partition} is "
+                f"older than its epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {producer_id} in {self.topic_partition} from coordinator "
+                f"epoch {coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
+
+    def record_marker(self, header: BatchHeader, coordinator_epoch: int) -> int | None:
+        """`record_batch` for a marker this broker writes, which also remembers the epoch of
+        the coordinator that wrote it."""
+        first_offset = self.record_batch(header)
+        self.producers[header.producer_id].coordinator_epoch = coordinator_epoch
+        return first_offset
 
     def record_batch(self, header: BatchHeader) -> int | None:
         """Take an appended batch, its header as stored (base offset and max timestamp final),

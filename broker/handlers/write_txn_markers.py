@@ -5,7 +5,9 @@ producer's transaction to each named partition this broker leads (broker.txn_mar
 ends the transaction there (the LSO moves on, an abort is added to the transaction index, and
 in __consumer_offsets the transaction's offsets are committed or dropped).
 
-Errors, per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR.
+Errors, per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR; INVALID_PRODUCER_EPOCH
+for a marker older than the producer's epoch there, TRANSACTION_COORDINATOR_FENCED for one from
+an older coordinator epoch than the producer's last marker.
 
 Version notes: v1 is v0, flexible (v0 is declared in protocol.legacy).
 """

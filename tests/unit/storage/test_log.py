@@ -14,6 +14,7 @@ from storage.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from storage.log_config import LogConfig
 from storage.txn_index import AbortedTxn
@@ -474,3 +475,14 @@ def test_txn_indexes_go_with_their_segments(open_log):
     log.delete_records_before(log.segments[1].base_offset)
     assert not os.path.exists(first)
     assert log.collect_aborted(0, log.log_end_offset) == [AbortedTxn(7, 2, 3, 4)]
+
+
+def test_markers_from_fenced_epochs_or_coordinators_are_refused(open_log):
+    log = open_log()
+    txn_append(log, 7, 0, b"a")
+    log.append_marker(7, 1, 5, False, leader_epoch=3)  # a fencing abort under a bumped epoch
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_marker(7, 0, 5, True, leader_epoch=3)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_marker(7, 1, 4, True, leader_epoch=3)
+    assert log.producer_state.producers[7].coordinator_epoch == 5
