@@ -61,7 +61,9 @@ class ReplicaManager:
         self._wake(tp)
         return result
 
-    def append_marker(self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> AppendResult:
+    def append_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
         """Write a transaction marker as the partition's leader."""
         partition = self.get_partition(tp)
         try:

@@ -26,7 +26,9 @@ class LocalMarkerWriter:
         self._replica_manager = replica_manager
         self._group_coordinator = group_coordinator
 
-    async def write_markers(self, marker: Marker, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    async def write_markers(
+        self, marker: Marker, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
         return {tp: self.write_marker(marker, tp) for tp in partitions}
 
     def write_marker(self, marker: Marker, tp: TopicPartition) -> ErrorCode:

@@ -69,7 +69,9 @@ class Marker(NamedTuple):
 
 
 class MarkerWriter(Protocol):
-    async def write_markers(self, marker: Marker, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    async def write_markers(
+        self, marker: Marker, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]:
         """Write the marker to each partition's leader; the error of each partition."""
 
 
@@ -93,7 +95,9 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def read_transaction_partition(partition_log: Log, start: int, end: int, buffer_bytes: int) -> dict[str, TransactionLogValue]:
+def read_transaction_partition(
+    partition_log: Log, start: int, end: int, buffer_bytes: int
+) -> dict[str, TransactionLogValue]:
     """Replay offsets [start, end) of a __transaction_state partition: the last state of each
     transactional id. Blocking: runs in a worker thread. A record that does not decode is logged
     and skipped."""
@@ -262,7 +266,9 @@ class TransactionCoordinator:
             return decision.error
         return await self._store(txn, decision.target)
 
-    async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> ErrorCode:
         error, txn = await self._known(transactional_id)
         if txn is None:
             return error
@@ -344,7 +350,8 @@ class TransactionCoordinator:
                     log.warning("%s: no marker for %s (%s)", txn.transactional_id, tp, error.name)
                 elif error is not ErrorCode.none:
                     log.debug("%s: marker for %s failed (%s); retrying", txn.transactional_id, tp, error.name)
-            remaining = [tp for tp in remaining if results.get(tp, ErrorCode.unknown_server_error) not in (ErrorCode.none, *_NOT_RETRIED)]
+            done = (ErrorCode.none, *_NOT_RETRIED)
+            remaining = [tp for tp in remaining if results.get(tp, ErrorCode.unknown_server_error) not in done]
             if remaining:
                 await asyncio.sleep(_MARKER_RETRY_S)
         while await self._store(txn, txn.complete_transaction(self.clock()).target) is not ErrorCode.none:

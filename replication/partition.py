@@ -39,7 +39,9 @@ class Partition:
         self.log.high_watermark = self.log.log_end_offset
         return result
 
-    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> AppendResult:
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
         """Write a transaction coordinator's COMMIT or ABORT marker (WriteTxnMarkers)."""
         result = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
         self.log.high_watermark = self.log.log_end_offset

@@ -324,7 +324,8 @@ class TransactionOutcomes:
                     header = location.header
                     if header.is_control and header.is_transactional:
                         data = records.read(location.position, location.size)
-                        yield header.producer_id, header.base_offset, control_batch_type(data) is ControlRecordType.COMMIT
+                        commit = control_batch_type(data) is ControlRecordType.COMMIT
+                        yield header.producer_id, header.base_offset, commit
             finally:
                 records.close()
 

@@ -35,12 +35,17 @@ FIRST_FENCED_VERSION = 2
 
 
 @api(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
-async def handle_add_partitions_to_txn(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+async def handle_add_partitions_to_txn(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     wanted = [TopicPartition(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     known = ctx.broker.topics.topics
     unknown = {tp for tp in wanted if tp.topic not in known or not 0 <= tp.partition < known[tp.topic].partitions}
     if unknown:
-        errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in wanted}
+        errors = {
+            tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+            for tp in wanted
+        }
     else:
         error = await ctx.broker.transaction_coordinator.add_partitions(
             request.v3_and_below_transactional_id,

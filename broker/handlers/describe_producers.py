@@ -32,7 +32,9 @@ def handle_describe_producers(ctx: RequestContext, request: DescribeProducersReq
     return DescribeProducersResponse(
         throttle_time=datetime.timedelta(0),
         topics=tuple(
-            TopicResponse(name=topic.name, partitions=tuple(_describe(ctx, topic.name, p) for p in topic.partition_indexes))
+            TopicResponse(
+                name=topic.name, partitions=tuple(_describe(ctx, topic.name, p) for p in topic.partition_indexes)
+            )
             for topic in request.topics
         ),
     )

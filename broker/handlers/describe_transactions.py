@@ -23,11 +23,11 @@ from broker.handlers.registry import RequestContext, api
 
 
 @api(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
-async def handle_describe_transactions(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    return DescribeTransactionsResponse(
-        throttle_time=datetime.timedelta(0),
-        transaction_states=tuple([await _describe(ctx, transactional_id) for transactional_id in request.transactional_ids]),
-    )
+async def handle_describe_transactions(
+    ctx: RequestContext, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
+    states = [await _describe(ctx, transactional_id) for transactional_id in request.transactional_ids]
+    return DescribeTransactionsResponse(throttle_time=datetime.timedelta(0), transaction_states=tuple(states))
 
 
 async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionState:

@@ -30,4 +30,5 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
     error = await ctx.broker.transaction_coordinator.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
-    return EndTxnResponse(throttle_time=datetime.timedelta(0), error_code=for_version(error, ctx.api_version, FIRST_FENCED_VERSION))
+    error = for_version(error, ctx.api_version, FIRST_FENCED_VERSION)
+    return EndTxnResponse(throttle_time=datetime.timedelta(0), error_code=error)

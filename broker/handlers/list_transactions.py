@@ -41,6 +41,7 @@ def handle_list_transactions(ctx: RequestContext, request: ListTransactionsReque
                 transaction_state=txn.state.display_name,
             )
             for txn in transactions
-            if (not states or txn.state.display_name in states) and (not producer_ids or txn.producer_id in producer_ids)
+            if (not states or txn.state.display_name in states)
+            and (not producer_ids or txn.producer_id in producer_ids)
         ),
     )

@@ -52,7 +52,12 @@ async def handle_offset_fetch(ctx: RequestContext, request):
     if ctx.api_version >= FIRST_MULTI_GROUP_VERSION:
         groups = [
             await _fetch_group(
-                ctx, group.group_id, group.topics, request.require_stable, OffsetFetchResponsePartitions, OffsetFetchResponseTopics
+                ctx,
+                group.group_id,
+                group.topics,
+                request.require_stable,
+                OffsetFetchResponsePartitions,
+                OffsetFetchResponseTopics,
             )
             for group in request.groups
         ]
@@ -65,7 +70,12 @@ async def handle_offset_fetch(ctx: RequestContext, request):
         )
     request = adapt(request, SingleGroupRequest)
     error, topics = await _fetch_group(
-        ctx, request.group_id, request.topics, request.require_stable, OffsetFetchResponsePartition, OffsetFetchResponseTopic
+        ctx,
+        request.group_id,
+        request.topics,
+        request.require_stable,
+        OffsetFetchResponsePartition,
+        OffsetFetchResponseTopic,
     )
     if error is not ErrorCode.none and ctx.api_version < FIRST_VERSION_WITH_TOP_LEVEL_ERROR:
         topics = _errors_per_partition(request.topics, error)
