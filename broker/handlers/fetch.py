@@ -99,7 +99,9 @@ def _read(ctx: RequestContext, request: FetchRequest) -> _Read:
                 result.last_stable_offset = partition.last_stable_offset
                 result.log_start_offset = log.log_start_offset
                 if read_committed:
-                    result.aborted_transactions = replica_manager.aborted_transactions(partition, wanted.fetch_offset)
+                    result.aborted_transactions = (
+                        [] if region is None else replica_manager.aborted_transactions(partition, wanted.fetch_offset)
+                    )
                 if region is not None:
                     result.records = region
                     remaining = max(remaining - len(region), 0)
