@@ -48,6 +48,7 @@ from coordinator import records
 from coordinator.internal_topic import (
     Entry,
     InternalTopic,
+    LoadState,
     append_entries,
     coordinator_store_error,
     read_partition_batches,
@@ -173,6 +174,7 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         # producer id -> group id -> offsets of its open transaction
         self._pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
+        self._completions_while_loading: dict[int, list[tuple[int, bool]]] = defaultdict(list)
         self.offsets_topic = InternalTopic(
             OFFSETS_TOPIC,
             topics,
@@ -268,6 +270,8 @@ class GroupCoordinator:
             pending = self._pending_txn_offsets.setdefault(producer_id, {})
             for group_id, offsets in by_group.items():
                 pending.setdefault(group_id, {}).update({tp: _committed(value) for tp, value in offsets.items()})
+        for producer_id, commit in self._completions_while_loading.pop(partition, ()):
+            self._apply_completion(partition, producer_id, commit)
         for group_id in contents.groups:
             self._reschedule(self._groups[group_id])
 
@@ -473,12 +477,21 @@ class GroupCoordinator:
 
     def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker reached an offsets partition: the producer's pending offsets of
-        the groups in that partition become committed (COMMIT) or are dropped (ABORT)."""
+        the groups in that partition become committed (COMMIT) or are dropped (ABORT). While the
+        partition loads, this waits for the load, whose replay may not reach the marker."""
+        if self.offsets_topic.partitions.get(offsets_partition) is LoadState.LOADING:
+            self._completions_while_loading[offsets_partition].append((producer_id, commit))
+        else:
+            self._apply_completion(offsets_partition, producer_id, commit)
+
+    def _apply_completion(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         pending = self._pending_txn_offsets.get(producer_id, {})
         for group_id in [g for g in pending if self.partition_for(g) == offsets_partition]:
             offsets = pending.pop(group_id)
-            group = self._groups.get(group_id)
-            if commit and group is not None and group.state is not GroupState.DEAD:
+            if commit:
+                group = self._groups.get(group_id)
+                if group is None or group.state is GroupState.DEAD:
+                    group = self._add_group(group_id)  # offsets only, as a simple consumer's
                 group.offsets.update(offsets)
         if not pending:
             self._pending_txn_offsets.pop(producer_id, None)

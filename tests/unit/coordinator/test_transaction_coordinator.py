@@ -27,6 +27,8 @@ from kio.schema.txn_offset_commit.v3.request import (
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 
 from coordinator import transaction_log
+from coordinator.group_coordinator import PartitionContents
+from coordinator.internal_topic import LoadState
 from coordinator.transaction_coordinator import TRANSACTION_STATE_TOPIC
 from coordinator.transaction_log import TxnState
 from protocol import schemas
@@ -432,3 +434,35 @@ async def test_markers_left_unwritten_are_written_after_a_restart(tmp_path):
         await settled(broker, TxnState.COMPLETE_COMMIT)
         assert marker_types(broker) == [ControlRecordType.COMMIT]
         assert broker.replica_manager.get_partition(TP).last_stable_offset == 2
+
+
+@in_loop
+async def test_a_marker_reaching_offsets_while_they_load_completes_them_once_loaded(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
+        assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request)).error_code is ErrorCode.none
+        request = TxnOffsetCommitRequest(
+            transactional_id="tx",
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=epoch,
+            topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+                TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_metadata=None),
+            )),),
+        )
+        assert (await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request)).topics[0].partitions[0].error_code is ErrorCode.none
+    async with running_broker(tmp_path, FAST) as broker:
+        groups = broker.group_coordinator
+        partition = groups.partition_for("g")
+        await asyncio.sleep(0.3)  # loaded: the offsets are pending, their transaction open
+        assert groups.unstable_partitions("g") == {TP}
+        # As if the marker came while the partition was loading, its replay not reaching it.
+        groups.offsets_topic.partitions[partition] = LoadState.LOADING
+        groups.complete_transaction(partition, pid, commit=True)
+        assert groups.unstable_partitions("g") == {TP}
+        groups._install(partition, PartitionContents())
+        groups.offsets_topic.partitions[partition] = LoadState.LOADED
+        assert groups.unstable_partitions("g") == set()
+        _, offsets = await groups.fetch_offsets("g", None)
+        assert {tp: committed.offset for tp, committed in offsets.items()} == {TP: 3}
