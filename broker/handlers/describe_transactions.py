@@ -5,7 +5,9 @@ start time of the open transaction (-1 ms: none), producer id and epoch, and its
 kafka-transactions.sh describe uses it.
 
 Errors, per id: TRANSACTIONAL_ID_NOT_FOUND, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-COORDINATOR_LOAD_IN_PROGRESS.
+COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: its start time is
+0 (Kafka leaves -1 there; clients read neither, and 0 keeps every answer decodable by readers
+that refuse negative timestamps, kio among them).
 
 Version notes: v0 is flexible.
 """
@@ -40,7 +42,7 @@ async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionSt
             transactional_id=transactional_id,
             transaction_state="",
             transaction_timeout=datetime.timedelta(0),
-            transaction_start_time=_time(-1),
+            transaction_start_time=_time(0),
             producer_id=-1,
             producer_epoch=-1,
             topics=(),

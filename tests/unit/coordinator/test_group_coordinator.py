@@ -225,6 +225,7 @@ def test_groups_and_offsets_are_loaded_back_after_a_restart(tmp_path):
         async with running_broker(tmp_path, FAST) as broker:
             client = Client(broker)
             await wait_until_loaded(client, "live")
+            await wait_until_loaded(client, "simple")  # its partition may load later
             group = await describe(client, "live")
             assert (group.group_state, group.protocol_type, group.protocol_data) == ("Stable", "consumer", "range")
             [member] = group.members

@@ -348,17 +348,15 @@ async def test_describe_and_list_transactions_and_producers(tmp_path):
         client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"a")
         response = await client.call(
-            ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=("tx",))
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=("tx", "unknown"))
         )
-        (found,) = response.transaction_states
+        found, missing = response.transaction_states
         assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch) == (
             ErrorCode.none, "Ongoing", pid, epoch,
         )
         assert [(t.topic, t.partitions) for t in found.topics] == [(TOPIC, (0,))]
         assert found.transaction_timeout == MINUTE
-        # An unknown id is answered TRANSACTIONAL_ID_NOT_FOUND with a start time of -1 ms, which
-        # kio, decoding here, refuses to read (Kafka's clients read it as "none").
-        assert broker.transaction_coordinator.describe("unknown") is None
+        assert missing.error_code is ErrorCode.transactional_id_not_found
         listed = await client.call(
             ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=("Ongoing", "Bogus"), producer_id_filters=())
         )
