@@ -260,23 +260,46 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------------- appending
 
-    def append(self, tp: TopicPartition, records: memoryview, required_acks: int = 1) -> AppendResult:
+    def append(
+        self, tp: TopicPartition, records: memoryview, required_acks: int = 1, from_coordinator: bool = False
+    ) -> AppendResult:
         """Append as the leader. acks=-1 is refused with NOT_ENOUGH_REPLICAS when the ISR is
-        smaller than the topic's min.insync.replicas."""
+        smaller than the topic's min.insync.replicas. Coordinators' batches skip producer
+        sequence checks."""
         partition = self.get_partition(tp)
         try:
-            result = partition.append_as_leader(records, required_acks, partition.log.config.min_insync_replicas)
+            result = partition.append_as_leader(
+                records, required_acks, partition.log.config.min_insync_replicas, from_coordinator
+            )
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
         self._wake(tp)
         return result
 
+    def append_marker(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
+        """Write a transaction marker as the partition's leader."""
+        partition = self.get_partition(tp)
+        try:
+            result = partition.append_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
+        self._wake(tp)
+        return result
+
+    def aborted_transactions(self, partition: Partition, fetch_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions a read_committed fetch from
+        `fetch_offset` spans (up to the last stable offset)."""
+        aborted = partition.log.collect_aborted(fetch_offset, partition.last_stable_offset)
+        return [(entry.producer_id, entry.first_offset) for entry in aborted]
+
     async def append_committed(self, tp: TopicPartition, records: memoryview) -> AppendResult:
         """Append `records` as the leader (acks=-1), before the first suspension, and return
         once they are committed (the HW passed them): what the group coordinator waits for
         before it answers. Raises REQUEST_TIMED_OUT after the commit timeout, and the errors of
-        `wait_for_commit`."""
-        result = self.append(tp, records, required_acks=-1)
+        `wait_for_commit`. Coordinators' batches skip producer sequence checks."""
+        result = self.append(tp, records, required_acks=-1, from_coordinator=True)
         await self.wait_for_commit(tp, result.last_offset, self.settings.commit_timeout_ms / 1000)
         return result
 

@@ -1,7 +1,8 @@
 """The broker: storage, topics and request handling wired together, serving its listeners.
 
 Start: load the cluster metadata and every log (recovering after a crash), open the partitions,
-start the group coordinator (it loads __consumer_offsets in the background), then listen.
+start the group and transaction coordinators (they load __consumer_offsets and
+__transaction_state in the background), then listen.
 Stop (SIGTERM/SIGINT or `stop()`): stop accepting, release waiting fetches and group requests,
 let in-flight requests finish and their responses go out, close connections, then flush and
 checkpoint every log and write the clean-shutdown markers.
@@ -28,7 +29,9 @@ from broker.network import Connection, Listener
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
+from broker.txn_markers import LocalMarkerWriter
 from coordinator.group_coordinator import GroupCoordinator
+from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.fetcher import FetcherSettings
 from storage.cleaner import CleanerConfig
@@ -66,11 +69,13 @@ class Broker:
         self.replica_manager.add_leadership_listener(
             self.group_coordinator.on_become_leader, self.group_coordinator.on_resign
         )
-        self.producer_ids = ProducerIdManager(
-            FileProducerIdBlockStore(config.log_dirs), self.broker_id
-        )
         self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
         self.cluster = ClusterMember(self) if config.get("zookeeper.connect") else None
+        self.producer_ids = ProducerIdManager(FileProducerIdBlockStore(config.log_dirs), self.broker_id)
+        self.markers = LocalMarkerWriter(self.replica_manager, self.group_coordinator)
+        self.transaction_coordinator = TransactionCoordinator(
+            config, self.topics, self.replica_manager, self.markers, self.producer_ids
+        )
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
@@ -98,12 +103,14 @@ class Broker:
             self.replica_manager.start()
             await self.cluster.start()
             self.group_coordinator.start()
+            self.transaction_coordinator.start()
         else:
             await self.topic_store.save()
             await self.log_manager.startup()
             self.topics.open_partitions()
             self.replica_manager.start()
             self.group_coordinator.start()
+            self.transaction_coordinator.start()
             self._listen()
             self.topics.on_change.append(self._fill_standalone_metadata)
             self._fill_standalone_metadata()
@@ -170,6 +177,7 @@ class Broker:
         self.replica_manager.wake_all()
         # Before draining: JoinGroup and SyncGroup requests waiting on their groups get answers.
         await self.group_coordinator.shutdown()
+        await self.transaction_coordinator.shutdown()
         await self._drain_connections()
         for connection in list(self._connections):
             connection.close("broker shutting down")

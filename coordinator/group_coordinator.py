@@ -1,8 +1,7 @@
 """The group coordinator: the consumer groups of the __consumer_offsets partitions this broker
 leads (standalone: all of them), their committed offsets, and their records in that topic.
 
-Each group belongs to one partition, chosen as Kafka chooses it (Java's String.hashCode of the
-group id, modulo the partition count), so a group's records stay in one place whoever leads it.
+Each group belongs to one partition, chosen as Kafka chooses it (coordinator.internal_topic).
 __consumer_offsets is created on first use (FindCoordinator or any group request) with
 offsets.topic.num.partitions partitions, compacted, segments of offsets.topic.segment.bytes.
 
@@ -19,19 +18,22 @@ assignment, before any SyncGroup is answered) and when a group empties; OffsetCo
 once its records are in the log; DeleteGroups, OffsetDelete and offset expiry (checked every
 offsets.retention.check.interval.ms) write tombstones. Committed offsets are served from memory.
 
-Loading: a partition that exists when the broker starts, or (cluster mode) whose leadership this
-broker takes (`on_become_leader`, a ReplicaManager leadership listener), is replayed from its
-log up to the log end (a new leader's HW may lag records its predecessor had committed) in a
-worker thread, then its groups and offsets are installed on the loop; until then requests for
-its groups get COORDINATOR_LOAD_IN_PROGRESS
-(except Heartbeat, answered NONE, and SyncGroup, answered REBALANCE_IN_PROGRESS, as Kafka
-answers clients that predate that code). A load that fails is logged and tried again.
-Resigning leadership (`on_resign`) unloads the partition's groups: their waiting members and
-later requests get NOT_COORDINATOR.
+Transactional offsets (TxnOffsetCommit) are written as a transactional batch of the producer
+and held pending, per producer id, until the transaction's marker reaches the partition
+(`complete_transaction`): COMMIT makes them the group's offsets, ABORT drops them. Loading does
+the same with the markers it replays; offsets of a transaction still open stay pending.
+
+Loading (coordinator.internal_topic): a partition that exists when the broker starts, or (cluster
+mode) whose leadership this broker takes (`on_become_leader`, a ReplicaManager leadership
+listener), is replayed from its log up to the log end in a worker thread, then its groups and
+offsets are installed on the loop; until then requests for its groups get
+COORDINATOR_LOAD_IN_PROGRESS (except Heartbeat, answered NONE, and SyncGroup, answered
+REBALANCE_IN_PROGRESS, as Kafka answers clients that predate that code). A load that fails is
+logged and tried again. Resigning leadership (`on_resign`) unloads the partition's groups: their
+waiting members and later requests get NOT_COORDINATOR.
 """
 
 import asyncio
-import enum
 import logging
 import time
 from collections import defaultdict
@@ -39,13 +41,20 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from protocol.errors import ErrorCode, KafkaError, ProtocolError
-from protocol.record_batch import BatchHeader, split_batches
-from protocol.records import Record, build_batch, iter_records
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.records import ControlRecordType, Record, control_batch_type, iter_records
 from storage.log import Log
 from storage.topic_partition import TopicPartition
 
 from coordinator import records
+from coordinator.internal_topic import (
+    Entry,
+    InternalTopic,
+    LoadState,
+    append_entries,
+    coordinator_store_error,
+    read_partition_batches,
+)
 from coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from coordinator.group import (
     UNKNOWN_MEMBER_ID,
@@ -68,27 +77,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_INT32_MIN = -(2**31)
 _NEVER_MS = 2**31  # intervals this long (Kafka's "never", Long.MAX_VALUE) are not scheduled
-_LOAD_RETRY_S = 5.0
 _DEAD_GROUP = GroupDescription(GroupState.DEAD.value, "", "", ())
 _NO_GROUP = GroupDescription("", "", "", ())
-
-
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode: 31 * h + c over UTF-16 code units, wrapping as an int32."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h - 2**32 if h >= 2**31 else h
-
-
-def partition_for(group_id: str, partition_count: int) -> int:
-    """The __consumer_offsets partition of a group, as Kafka computes it (Utils.abs maps
-    Integer.MIN_VALUE, which has no positive counterpart, to 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == _INT32_MIN else abs(h)) % partition_count
 
 
 def _wall_clock_ms() -> int:
@@ -100,40 +91,37 @@ def _java_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-class _Load(enum.Enum):
-    LOADING = enum.auto()
-    LOADED = enum.auto()
-
-
 class GroupOverview(NamedTuple):
     group_id: str
     protocol_type: str
     state: str
 
 
-Entry = tuple[bytes, bytes | None]  # a record's key and value (None: a tombstone)
+OffsetsByGroup = dict[str, dict[TopicPartition, records.OffsetCommitValue]]
 
 
 @dataclass
 class PartitionContents:
     """What replaying an offsets partition leaves: the last metadata of each group and the last
-    offset of each (group, partition), tombstoned ones removed."""
+    offset of each (group, partition), tombstoned ones removed; the offsets of transactions
+    still open, per producer id."""
 
     groups: dict[str, records.GroupMetadataValue] = field(default_factory=dict)
-    offsets: dict[str, dict[TopicPartition, records.OffsetCommitValue]] = field(
-        default_factory=lambda: defaultdict(dict)
-    )
+    offsets: OffsetsByGroup = field(default_factory=lambda: defaultdict(dict))
+    pending: dict[int, OffsetsByGroup] = field(default_factory=dict)
 
-    def apply(self, record: Record) -> None:
+    def apply(self, record: Record, producer_id: int | None = None) -> None:
+        """A record; `producer_id` for one of a transactional batch."""
         if record.key is None:
             return
         key = records.decode_key(record.key)
         if isinstance(key, records.OffsetCommitKey):
             tp = TopicPartition(key.topic, key.partition)
+            offsets = self.offsets if producer_id is None else self.pending.setdefault(producer_id, defaultdict(dict))
             if record.value is None:
-                self.offsets[key.group].pop(tp, None)
+                offsets[key.group].pop(tp, None)
             else:
-                self.offsets[key.group][tp] = records.decode_offset_commit_value(record.value)
+                offsets[key.group][tp] = records.decode_offset_commit_value(record.value)
         elif isinstance(key, records.GroupMetadataKey):
             if record.value is None:
                 self.groups.pop(key.group, None)
@@ -146,47 +134,26 @@ def read_offsets_partition(partition_log: Log, start: int, end: int, buffer_byte
     thread. Nothing appends to the partition meanwhile: only the coordinator writes to it, and
     not before it is loaded. A record that does not decode is logged and skipped."""
     contents = PartitionContents()
-    offset = start
-    while offset < end:
-        region = partition_log.read(offset, buffer_bytes, end, min_one_batch=True)
-        if region is None:
-            break
-        data = memoryview(region.read())
-        for position, size in split_batches(data):
-            batch = data[position : position + size]
-            header = BatchHeader.from_buffer(batch)
-            offset = header.next_offset
-            if header.is_control:
-                continue  # transaction markers: transactional commits are a later issue
-            for record in iter_records(batch):
-                try:
-                    contents.apply(record)
-                except (ProtocolError, ValueError) as exc:
-                    log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
+    for header, batch in read_partition_batches(partition_log, start, end, buffer_bytes):
+        if header.is_control:
+            committed = contents.pending.pop(header.producer_id, {})
+            if control_batch_type(batch) is ControlRecordType.COMMIT:
+                for group_id, offsets in committed.items():
+                    contents.offsets[group_id].update(offsets)
+            continue
+        for record in iter_records(batch):
+            try:
+                contents.apply(record, header.producer_id if header.is_transactional else None)
+            except (ProtocolError, ValueError) as exc:
+                log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
     return contents
-
-
-def _group_store_error(error: ErrorCode) -> ErrorCode:
-    """What members see when storing group metadata failed (Kafka's mapping)."""
-    if error in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-    ):
-        return ErrorCode.coordinator_not_available
-    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
-        return ErrorCode.unknown_server_error
-    return error
 
 
 def _offset_store_error(error: ErrorCode) -> ErrorCode:
     """What OffsetCommit answers when appending the offsets failed (Kafka's mapping)."""
     if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
         return ErrorCode.invalid_commit_offset_size
-    return _group_store_error(error)
+    return coordinator_store_error(error)
 
 
 class GroupCoordinator:
@@ -199,7 +166,6 @@ class GroupCoordinator:
     ) -> None:
         self.clock = clock
         self._config = config
-        self._topics = topics
         self._replica_manager = replica_manager
         self._group_config = GroupConfig(
             min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
@@ -208,12 +174,26 @@ class GroupCoordinator:
             max_size=config.get("group.max.size"),
         )
         self._groups: dict[str, Group] = {}
-        self._partition_count: int | None = None
-        self._partitions: dict[int, _Load] = {}  # the offsets partitions this broker leads
+        # producer id -> group id -> offsets of its open transaction
+        self._pending_txn_offsets: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
+        self._completions_while_loading: dict[int, list[tuple[int, bool]]] = defaultdict(list)
+        self.offsets_topic = InternalTopic(
+            OFFSETS_TOPIC,
+            topics,
+            replica_manager,
+            config.get("offsets.topic.num.partitions"),
+            config.get("offsets.topic.replication.factor"),
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config.get("offsets.topic.segment.bytes")),
+                "compression.type": "producer",
+            },
+            config.get("offsets.load.buffer.size"),
+            read_offsets_partition,
+            self._install,
+        )
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._creating: asyncio.Task | None = None
-        self._background: set[asyncio.Task] = set()  # loads and the expiry loop
-        self._loads: dict[int, asyncio.Task] = {}
+        self._background: set[asyncio.Task] = set()  # the expiry loop
         self._writes: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.active = False
@@ -225,9 +205,7 @@ class GroupCoordinator:
         offsets. Call once the logs and partitions are up."""
         self._loop = asyncio.get_running_loop()
         self.active = True
-        info = self._topics.topics.get(OFFSETS_TOPIC)
-        if info is not None and self._topics.is_local:
-            self._take_over(info.partitions, is_new=False)
+        self.offsets_topic.start()
         if self._config.get("offsets.retention.check.interval.ms") < _NEVER_MS:
             self._spawn(self._expire_offsets_periodically())
 
@@ -235,6 +213,7 @@ class GroupCoordinator:
         """Stop serving: waiting JoinGroup and SyncGroup requests are answered NOT_COORDINATOR,
         writes under way finish. Call before the log manager shuts down."""
         self.active = False
+        loads = self.offsets_topic.stop()
         for task in self._background:
             task.cancel()
         for timer in self._timers.values():
@@ -243,7 +222,7 @@ class GroupCoordinator:
         for group in self._groups.values():
             group.unload()
         self._groups.clear()
-        await asyncio.gather(*self._background, *self._writes, return_exceptions=True)
+        await asyncio.gather(*loads, *self._background, *self._writes, return_exceptions=True)
 
     def _spawn(self, coroutine) -> asyncio.Task:
         task = self._loop.create_task(coroutine)
@@ -257,137 +236,37 @@ class GroupCoordinator:
     # ------------------------------------------------------------------- the offsets topic
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self._partition_count)
-
-    async def _ensure_offsets_topic(self) -> bool:
-        """Whether __consumer_offsets is ready, creating it on first use."""
-        if self._partition_count is not None:
-            return True
-        if self._creating is None:
-            self._creating = self._loop.create_task(self._create_offsets_topic())
-        return await asyncio.shield(self._creating)
-
-    async def _create_offsets_topic(self) -> bool:
-        try:
-            info = self._topics.topics.get(OFFSETS_TOPIC)
-            if info is not None:  # made with CreateTopics since the broker started
-                self._take_over(info.partitions, is_new=False)
-                return True
-            if not self._topics.is_local and self._topics.live_broker_count == 0:
-                return False  # this broker has no metadata yet
-            count = self._config.get("offsets.topic.num.partitions")
-            replication_factor = min(
-                self._config.get("offsets.topic.replication.factor"), self._topics.live_broker_count
-            )
-            configs = {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self._config.get("offsets.topic.segment.bytes")),
-                "compression.type": "producer",
-            }
-            self._topics.check_new_topic(
-                OFFSETS_TOPIC,
-                count,
-                replication_factor,
-                {},
-                configs,
-                default_partitions=count,
-                default_replication_factor=replication_factor,
-            )
-            await self._topics.create(OFFSETS_TOPIC, count, configs, replication_factor)
-        except KafkaError as exc:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
-            return False
-        finally:
-            self._creating = None
-        self._take_over(count, is_new=True)
-        return True
-
-    def _take_over(self, partition_count: int, is_new: bool) -> None:
-        """Coordinate the partitions this broker leads (standalone: all); a new topic has
-        nothing to load. In cluster mode leadership changes drive it (on_become_leader)."""
-        self._partition_count = partition_count
-        if not self._topics.is_local:
-            return
-        for partition in range(partition_count):
-            if not self._replica_manager.leads(TopicPartition(OFFSETS_TOPIC, partition)):
-                continue
-            if is_new:
-                self._partitions[partition] = _Load.LOADED
-            else:
-                self._start_loading(partition)
-
-    def _start_loading(self, partition: int) -> None:
-        self._partitions[partition] = _Load.LOADING
-        task = self._loads[partition] = self._spawn(self._load(partition))
-
-        def finished(_task: asyncio.Task) -> None:
-            if self._loads.get(partition) is task:
-                del self._loads[partition]
-
-        task.add_done_callback(finished)
+        return self.offsets_topic.partition_for(group_id)
 
     # ------------------------------------------------------------------- leadership moves
 
     def on_become_leader(self, tp: TopicPartition, leader_epoch: int) -> None:
         """This broker now leads `tp`: for an offsets partition, load its groups."""
-        if tp.topic != OFFSETS_TOPIC or not self.active:
-            return
-        if self._partition_count is None:
-            info = self._topics.topics.get(OFFSETS_TOPIC)
-            self._partition_count = info.partitions if info is not None else self._config.get(
-                "offsets.topic.num.partitions"
-            )
-        self._cancel_load(tp.partition)
-        self._start_loading(tp.partition)
+        if self.active:
+            self.offsets_topic.on_become_leader(tp)
 
     def on_resign(self, tp: TopicPartition, leader_epoch: int) -> None:
         """This broker no longer leads `tp`: drop the groups of that offsets partition."""
-        if tp.topic != OFFSETS_TOPIC or self._partitions.pop(tp.partition, None) is None:
+        if not self.offsets_topic.on_resign(tp):
             return
-        self._cancel_load(tp.partition)
+        self._completions_while_loading.pop(tp.partition, None)
         for group in [g for g in self._groups.values() if self.partition_for(g.group_id) == tp.partition]:
             group.unload()
             self._forget(group)
-        log.info("%s: no longer its coordinator", tp)
-
-    def _cancel_load(self, partition: int) -> None:
-        task = self._loads.pop(partition, None)
-        if task is not None:
-            task.cancel()
+        for pending in self._pending_txn_offsets.values():
+            for group_id in [g for g in pending if self.partition_for(g) == tp.partition]:
+                del pending[group_id]
 
     # ---------------------------------------------------------------------------- loading
 
-    async def _load(self, partition: int) -> None:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-        started = time.monotonic()
-        while True:
-            try:
-                replica = self._replica_manager.get_partition(tp)
-                contents = await asyncio.to_thread(
-                    read_offsets_partition,
-                    replica.log,
-                    replica.log.log_start_offset,
-                    replica.log.log_end_offset,
-                    self._config.get("offsets.load.buffer.size"),
-                )
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # Its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, and clients retry.
-                log.exception("loading %s failed; retrying in %.0f s", tp, _LOAD_RETRY_S)
-                await asyncio.sleep(_LOAD_RETRY_S)
-        self._install(contents)
-        self._partitions[partition] = _Load.LOADED
+    def _install(self, partition: int, contents: PartitionContents) -> None:
         log.info(
-            "loaded %d group(s) and the offsets of %d group(s) from %s in %.0f ms",
+            "%s-%d: %d group(s), the offsets of %d group(s)",
+            OFFSETS_TOPIC,
+            partition,
             len(contents.groups),
             len(contents.offsets),
-            tp,
-            (time.monotonic() - started) * 1000,
         )
-
-    def _install(self, contents: PartitionContents) -> None:
         for group_id, value in contents.groups.items():
             self._groups[group_id] = Group.restore(
                 group_id,
@@ -407,14 +286,13 @@ class GroupCoordinator:
             if not offsets:
                 continue
             group = self._groups.get(group_id) or self._add_group(group_id)
-            for tp, value in offsets.items():
-                group.offsets[tp] = CommittedOffset(
-                    value.offset,
-                    value.leader_epoch,
-                    value.metadata,
-                    value.commit_timestamp,
-                    None if value.expire_timestamp == records.NO_TIMESTAMP else value.expire_timestamp,
-                )
+            group.offsets.update({tp: _committed(value) for tp, value in offsets.items()})
+        for producer_id, by_group in contents.pending.items():
+            pending = self._pending_txn_offsets.setdefault(producer_id, {})
+            for group_id, offsets in by_group.items():
+                pending.setdefault(group_id, {}).update({tp: _committed(value) for tp, value in offsets.items()})
+        for producer_id, commit in self._completions_while_loading.pop(partition, ()):
+            self._apply_completion(partition, producer_id, commit)
         for group_id in contents.groups:
             self._reschedule(self._groups[group_id])
 
@@ -425,14 +303,9 @@ class GroupCoordinator:
         offset APIs, DescribeGroups and DeleteGroups, for clients of old."""
         if not group_id and not empty_id_allowed:
             return ErrorCode.invalid_group_id
-        if not self.active or not await self._ensure_offsets_topic() or not self.active:
+        if not self.active or not await self.offsets_topic.ensure() or not self.active:
             return ErrorCode.coordinator_not_available
-        state = self._partitions.get(self.partition_for(group_id))
-        if state is None:
-            return ErrorCode.not_coordinator
-        if state is _Load.LOADING:
-            return ErrorCode.coordinator_load_in_progress
-        return ErrorCode.none
+        return self.offsets_topic.state_of(group_id)
 
     def _add_group(self, group_id: str) -> Group:
         group = self._groups[group_id] = Group(group_id, self._group_config, self._now, self)
@@ -485,7 +358,7 @@ class GroupCoordinator:
     async def find_coordinator(self) -> ErrorCode:
         """Whether this broker coordinates groups (standalone it leads every offsets
         partition, so every group's)."""
-        if not self.active or not await self._ensure_offsets_topic():
+        if not self.active or not await self.offsets_topic.ensure():
             return ErrorCode.coordinator_not_available
         return ErrorCode.none
 
@@ -584,24 +457,69 @@ class GroupCoordinator:
             results.update(dict.fromkeys(accepted, _offset_store_error(stored)))
         return {tp: results[tp] for tp in offsets}
 
+    async def commit_transactional_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: write the offsets in the producer's transaction; they stay pending
+        until its marker comes (`complete_transaction`)."""
+        error = await self._check(group_id, empty_id_allowed=False)
+        if error is not ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        group = self._groups.get(group_id) or self._add_group(group_id)
+        if generation_id >= 0:
+            error = group.check_offset_commit(member_id, group_instance_id, generation_id)
+            if error is not ErrorCode.none:
+                return dict.fromkeys(offsets, error)
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
+        write = append_entries(
+            self._replica_manager,
+            tp,
+            _offset_entries(group_id, offsets),
+            self.clock(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,
+        )
+        stored = await asyncio.shield(self._loop.create_task(write))
+        if stored is ErrorCode.none:
+            self._pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+        return dict.fromkeys(offsets, _offset_store_error(stored))
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """The partitions with offsets of the group in transactions not yet ended."""
+        return {tp for pending in self._pending_txn_offsets.values() for tp in pending.get(group_id, ())}
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached an offsets partition: the producer's pending offsets of
+        the groups in that partition become committed (COMMIT) or are dropped (ABORT). While the
+        partition loads, this waits for the load, whose replay may not reach the marker."""
+        if self.offsets_topic.partitions.get(offsets_partition) is LoadState.LOADING:
+            self._completions_while_loading[offsets_partition].append((producer_id, commit))
+        else:
+            self._apply_completion(offsets_partition, producer_id, commit)
+
+    def _apply_completion(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        pending = self._pending_txn_offsets.get(producer_id, {})
+        for group_id in [g for g in pending if self.partition_for(g) == offsets_partition]:
+            offsets = pending.pop(group_id)
+            if commit:
+                group = self._groups.get(group_id)
+                if group is None or group.state is GroupState.DEAD:
+                    group = self._add_group(group_id)  # offsets only, as a simple consumer's
+                group.offsets.update(offsets)
+        if not pending:
+            self._pending_txn_offsets.pop(producer_id, None)
+
     def _store_offsets(self, group: Group, offsets: Mapping[TopicPartition, CommittedOffset]) -> asyncio.Task:
         group.prepare_offset_commit(offsets)
-        entries = [
-            (
-                records.encode_offset_commit_key(records.OffsetCommitKey(group.group_id, tp.topic, tp.partition)),
-                records.encode_offset_commit_value(
-                    records.OffsetCommitValue(
-                        committed.offset,
-                        committed.metadata,
-                        committed.commit_timestamp,
-                        committed.leader_epoch,
-                        records.NO_TIMESTAMP if committed.expire_timestamp is None else committed.expire_timestamp,
-                    )
-                ),
-            )
-            for tp, committed in offsets.items()
-        ]
-        write = self._write(self.partition_for(group.group_id), entries)
+        write = self._write(self.partition_for(group.group_id), _offset_entries(group.group_id, offsets))
 
         def installed(task: asyncio.Task) -> None:
             if not task.cancelled():
@@ -637,7 +555,7 @@ class GroupCoordinator:
         with the groups known so far while partitions are loading."""
         if not self.active:
             return ErrorCode.coordinator_not_available, []
-        loading = any(state is _Load.LOADING for state in self._partitions.values())
+        loading = self.offsets_topic.loading
         wanted = {state.lower() for state in states}
         return (
             ErrorCode.coordinator_load_in_progress if loading else ErrorCode.none,
@@ -666,7 +584,7 @@ class GroupCoordinator:
                 if tombstones:
                     writes[group_id] = self._write(self.partition_for(group_id), tombstones)
         for group_id, write in writes.items():
-            errors[group_id] = _group_store_error(await asyncio.shield(write))
+            errors[group_id] = coordinator_store_error(await asyncio.shield(write))
         return errors
 
     async def delete_offsets(
@@ -690,7 +608,7 @@ class GroupCoordinator:
         tombstones = self._clean_up(group, eligible)
         stored = ErrorCode.none
         if tombstones:
-            stored = _group_store_error(await asyncio.shield(self._write(self.partition_for(group_id), tombstones)))
+            stored = coordinator_store_error(await asyncio.shield(self._write(self.partition_for(group_id), tombstones)))
         results.update(dict.fromkeys(eligible, stored))
         return ErrorCode.none, {tp: results[tp] for tp in partitions}
 
@@ -767,7 +685,7 @@ class GroupCoordinator:
 
         def stored(task: asyncio.Task) -> None:
             if not task.cancelled():
-                on_stored(_group_store_error(task.result()))
+                on_stored(coordinator_store_error(task.result()))
                 self._reschedule(group)
 
         write.add_done_callback(stored)
@@ -775,20 +693,39 @@ class GroupCoordinator:
     def _write(self, partition: int, entries: Sequence[Entry]) -> asyncio.Task:
         """Append the entries as one batch; the task gives NONE once they are committed, or
         the error of the append. Writes reach the log in the order they were asked for."""
-        now = self.clock()
-        batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(entries)])
-        task = self._loop.create_task(self._append(TopicPartition(OFFSETS_TOPIC, partition), batch))
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        task = self._loop.create_task(append_entries(self._replica_manager, tp, entries, self.clock()))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         return task
 
-    async def _append(self, tp: TopicPartition, batch: bytes) -> ErrorCode:
-        try:
-            await self._replica_manager.append_committed(tp, memoryview(bytearray(batch)))
-        except KafkaError as exc:
-            log.warning("writing to %s failed: %s", tp, exc)
-            return exc.error_code
-        return ErrorCode.none
+
+def _offset_entries(group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> list[Entry]:
+    return [
+        (
+            records.encode_offset_commit_key(records.OffsetCommitKey(group_id, tp.topic, tp.partition)),
+            records.encode_offset_commit_value(
+                records.OffsetCommitValue(
+                    committed.offset,
+                    committed.metadata,
+                    committed.commit_timestamp,
+                    committed.leader_epoch,
+                    records.NO_TIMESTAMP if committed.expire_timestamp is None else committed.expire_timestamp,
+                )
+            ),
+        )
+        for tp, committed in offsets.items()
+    ]
+
+
+def _committed(value: records.OffsetCommitValue) -> CommittedOffset:
+    return CommittedOffset(
+        value.offset,
+        value.leader_epoch,
+        value.metadata,
+        value.commit_timestamp,
+        None if value.expire_timestamp == records.NO_TIMESTAMP else value.expire_timestamp,
+    )
 
 
 def _restored_member(stored: records.MemberMetadata, protocol: str | None) -> Member:

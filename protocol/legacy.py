@@ -559,6 +559,52 @@ def _offset_for_leader_epoch(version: int) -> tuple[type, type]:
     return OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 
+# WriteTxnMarkers v0 (kio ships v1, its flexible twin): Kafka brokers before 2.8 send it.
+
+
+@_entity(ApiKey.WRITE_TXN_MARKERS, 0, _nested)
+class WritableTxnMarkerTopic:
+    name: str = field(metadata=_STRING)
+    partition_indexes: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+
+
+@_entity(ApiKey.WRITE_TXN_MARKERS, 0, _nested)
+class WritableTxnMarker:
+    producer_id: i64 = field(metadata=_INT64)
+    producer_epoch: i16 = field(metadata=_INT16)
+    transaction_result: bool = field(metadata=_BOOL)
+    topics: tuple[WritableTxnMarkerTopic, ...]
+    coordinator_epoch: i32 = field(metadata=_INT32)
+
+
+@_entity(ApiKey.WRITE_TXN_MARKERS, 0, _request)
+class WriteTxnMarkersRequestV0:
+    markers: tuple[WritableTxnMarker, ...]
+
+
+@_entity(ApiKey.WRITE_TXN_MARKERS, 0, _nested)
+class WritableTxnMarkerPartitionResult:
+    partition_index: i32 = field(metadata=_INT32)
+    error_code: ErrorCode = field(metadata=_ERROR)
+
+
+@_entity(ApiKey.WRITE_TXN_MARKERS, 0, _nested)
+class WritableTxnMarkerTopicResult:
+    name: str = field(metadata=_STRING)
+    partitions: tuple[WritableTxnMarkerPartitionResult, ...]
+
+
+@_entity(ApiKey.WRITE_TXN_MARKERS, 0, _nested)
+class WritableTxnMarkerResult:
+    producer_id: i64 = field(metadata=_INT64)
+    topics: tuple[WritableTxnMarkerTopicResult, ...]
+
+
+@_entity(ApiKey.WRITE_TXN_MARKERS, 0, _response)
+class WriteTxnMarkersResponseV0:
+    markers: tuple[WritableTxnMarkerResult, ...]
+
+
 MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.LEADER_AND_ISR, 3): (LeaderAndIsrRequest, LeaderAndIsrResponse),
     (ApiKey.UPDATE_METADATA, 5): (UpdateMetadataRequest, UpdateMetadataResponse),
@@ -577,4 +623,5 @@ MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.OFFSET_COMMIT, 0): _offset_commit(0),
     (ApiKey.OFFSET_COMMIT, 1): _offset_commit(1),
     (ApiKey.OFFSET_FETCH, 0): (OffsetFetchRequestV0, OffsetFetchResponseV0),
+    (ApiKey.WRITE_TXN_MARKERS, 0): (WriteTxnMarkersRequestV0, WriteTxnMarkersResponseV0),
 }

@@ -66,6 +66,7 @@ __all__ = [
     "build_batch",
     "rebuild_batch",
     "ControlRecordType",
+    "control_batch_type",
     "control_record",
     "control_record_type",
 ]
@@ -432,6 +433,14 @@ def control_record(
         key=_CONTROL_KEY.pack(_CONTROL_RECORD_VERSION, record_type),
         value=_CONTROL_VALUE.pack(_CONTROL_RECORD_VERSION, coordinator_epoch),
     )
+
+
+def control_batch_type(batch: bytes | memoryview) -> ControlRecordType:
+    """The type of a control batch: that of its (one) record. Raises as control_record_type,
+    and CorruptRecordError for a control batch without records."""
+    for record in iter_records(batch):
+        return control_record_type(record)
+    raise CorruptRecordError("control batch without records")
 
 
 def control_record_type(record: Record) -> ControlRecordType:

@@ -173,8 +173,11 @@ class Partition:
 
     # -------------------------------------------------------------------------- leading
 
-    def append_as_leader(self, records: memoryview, required_acks: int = 1, min_insync: int = 1) -> AppendResult:
-        """Append produced records; acks=-1 needs at least `min_insync` ISR members first."""
+    def append_as_leader(
+        self, records: memoryview, required_acks: int = 1, min_insync: int = 1, from_coordinator: bool = False
+    ) -> AppendResult:
+        """Append produced records; acks=-1 needs at least `min_insync` ISR members first.
+        A coordinator's batches skip the producer sequence checks (storage.log)."""
         self.check_leader()
         if required_acks == -1 and len(self.isr) < min_insync:
             raise KafkaError(
@@ -182,7 +185,16 @@ class Partition:
                 f"min.insync.replicas is {min_insync}",
                 ErrorCode.not_enough_replicas,
             )
-        result = self.log.append_as_leader(records, self.leader_epoch)
+        result = self.log.append_as_leader(records, self.leader_epoch, from_coordinator)
+        self.maybe_increment_high_watermark()
+        return result
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> AppendResult:
+        """Write a transaction coordinator's COMMIT or ABORT marker (WriteTxnMarkers)."""
+        self.check_leader()
+        result = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch)
         self.maybe_increment_high_watermark()
         return result
 
@@ -192,8 +204,12 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """Without transactions, every committed offset is stable."""
-        return self.log.high_watermark
+        """The first offset of the earliest open transaction, at most the high watermark:
+        read_committed reads stop there."""
+        first_unstable = self.log.first_unstable_offset
+        if first_unstable is None:
+            return self.log.high_watermark
+        return min(first_unstable, self.log.high_watermark)
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = the smallest LEO over the ISR, if that is higher; True when it moved."""

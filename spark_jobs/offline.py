@@ -27,12 +27,14 @@ what is read instead:
 - Timestamps (startingTimestamp and friends) scan batch headers, decoding only batches whose
   maxTimestamp reaches the timestamp.
 
-Transactions: control batches (transaction markers) are never returned. Without a transaction
-index (logway writes none until transactions exist, issue 6) an offline reader cannot tell an
-aborted transaction's records from committed ones, so read_committed offline skips control
-batches only, and refuses (TransactionalDataError) a range holding transactional data rather
-than return records that may have been aborted. read_uncommitted returns them, as the broker
-does. Once .txnindex files exist, aborted ranges can be skipped here as a fetch does.
+Transactions: control batches (transaction markers) are never returned. read_uncommitted returns
+every transactional record, as the broker does. read_committed skips those of aborted
+transactions, known from the segments' .txnindex files (storage.txn_index, read-only) or, for a
+transaction they do not list, from its producer's next marker, found by reading batch headers
+forward from the record (markers follow their transactions closely). A transaction with no marker
+yet is open: the broker's read_committed consumers stop at it (the LSO), and so does an offline
+read, refusing the range (TransactionalDataError) rather than returning records that may yet be
+aborted.
 
 Records come out as the tuples spark_jobs.rows.RowBuilder.add takes, the same as online.
 """
@@ -46,13 +48,14 @@ from dataclasses import dataclass
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import MAGIC_V2, TimestampType, crc_is_valid
-from protocol.records import iter_records
+from protocol.records import ControlRecordType, control_batch_type, iter_records
 from spark_jobs.options import TP, OptionError
 from spark_jobs.planning import DataLossError, OffsetRange
 from spark_jobs.rows import CREATE_TIME, LOG_APPEND_TIME
 from storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, CorruptCheckpointError, OffsetCheckpointFile
 from storage.records_file import BatchLocation, RecordsFile
 from storage.topic_partition import TopicPartition
+from storage.txn_index import read_entries
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 
 
 class TransactionalDataError(RuntimeError):
-    """read_committed offline met transactional records it cannot classify."""
+    """read_committed offline met records of a transaction still open."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class PartitionFiles:
         self.segments = self._list_segments()
         first = self.segments[0].base_offset if self.segments else 0
         self.log_start_offset = max(checkpointed_start, first)
+        self._outcomes: TransactionOutcomes | None = None
 
     def _list_segments(self) -> list[SegmentFile]:
         plain: dict[int, SegmentFile] = {}
@@ -230,13 +234,8 @@ class PartitionFiles:
                 reached = header.next_offset
                 if header.is_control:
                     continue
-                if header.is_transactional and read_committed:
-                    raise TransactionalDataError(
-                        f"{segment.log_path} holds transactional records at offsets "
-                        f"{header.base_offset}..{header.last_offset}: without a transaction index "
-                        "an offline read cannot tell aborted ones from committed ones; read them "
-                        "through the broker, or offline with kafka.isolation.level=read_uncommitted"
-                    )
+                if header.is_transactional and read_committed and not self._committed(segment, header):
+                    continue
                 timestamp_type = (
                     LOG_APPEND_TIME
                     if header.timestamp_type == TimestampType.LOG_APPEND_TIME
@@ -261,6 +260,74 @@ class PartitionFiles:
             log.warning("%s; skipping the rest of the segment (failOnDataLoss=false)", message)
         finally:
             records.close()
+
+
+    def _committed(self, segment: SegmentFile, header) -> bool:
+        """Whether a transactional batch's transaction committed (False: aborted); raises
+        TransactionalDataError for one still open."""
+        if self._outcomes is None:
+            self._outcomes = TransactionOutcomes(self)
+        committed = self._outcomes.committed(header.producer_id, header.base_offset)
+        if committed is None:
+            raise TransactionalDataError(
+                f"{segment.log_path} holds records of a transaction still open at offsets "
+                f"{header.base_offset}..{header.last_offset}: read_committed stops there (the last "
+                "stable offset); read it once the transaction ends, or with "
+                "kafka.isolation.level=read_uncommitted"
+            )
+        return committed
+
+
+class TransactionOutcomes:
+    """How the transactions of a partition ended, read-only: aborted ones from the .txnindex
+    files, others from their producer's next marker (COMMIT or ABORT), found by reading batch
+    headers forward, where the last read stopped."""
+
+    def __init__(self, files: PartitionFiles) -> None:
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        for segment in files.segments:
+            index_path = os.path.join(files.directory, f"{segment.base_offset:020d}.txnindex")
+            for entry in read_entries(index_path):
+                self._aborted.setdefault(entry.producer_id, []).append((entry.first_offset, entry.last_offset))
+        self._files = files
+        self._markers: dict[int, list[tuple[int, bool]]] = {}  # producer id -> (offset, commit)
+        self._scan: Iterator[tuple[int, int, bool]] = iter(())
+        self._scan_start: int | None = None
+
+    def committed(self, producer_id: int, offset: int) -> bool | None:
+        """True: committed, False: aborted, None: no marker yet (open)."""
+        if any(first <= offset <= last for first, last in self._aborted.get(producer_id, ())):
+            return False
+        if self._scan_start is None or offset < self._scan_start:
+            self._markers = {}
+            self._scan = self._read_markers(offset)
+            self._scan_start = offset
+        while True:
+            for marker_offset, commit in self._markers.get(producer_id, ()):
+                if marker_offset > offset:
+                    return commit
+            found = next(self._scan, None)
+            if found is None:
+                return None
+            marker_producer, marker_offset, commit = found
+            self._markers.setdefault(marker_producer, []).append((marker_offset, commit))
+
+    def _read_markers(self, start: int) -> Iterator[tuple[int, int, bool]]:
+        """(producer id, offset, commit) of the markers of the segments from the one holding
+        `start` on."""
+        segments = self._files.segments
+        first = max((i for i, s in enumerate(segments) if s.base_offset <= start), default=0)
+        for segment in segments[first:]:
+            records = _open(segment.log_path)
+            try:
+                for location in _quiet(_batches(records, 0)):
+                    header = location.header
+                    if header.is_control and header.is_transactional:
+                        data = records.read(location.position, location.size)
+                        commit = control_batch_type(data) is ControlRecordType.COMMIT
+                        yield header.producer_id, header.base_offset, commit
+            finally:
+                records.close()
 
 
 def _batches(records: RecordsFile, position: int) -> Iterator[BatchLocation]:

@@ -30,7 +30,7 @@ Delivery guarantees:
   commit_transaction(), `abort` abort_transaction(). One gap stays: an attempt that committed and
   was then lost before Spark heard of it is redone. Closing it needs the task to leave its
   transaction prepared and the driver's commit() to commit them all (two-phase commit, KIP-939),
-  or idempotent keys downstream. logway does not serve transactions yet (issue 6).
+  or idempotent keys downstream. logway serves transactions; this writer does not use them yet.
 """
 
 import logging

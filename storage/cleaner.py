@@ -5,7 +5,8 @@ A log whose cleanup.policy includes compact keeps at least the latest record of 
 
 1. The cleanable range is [log start, first uncleanable offset). The first uncleanable offset is
    the earliest of: the active segment's base offset (the active segment is never cleaned), the
-   high watermark, and the base offset of the first dirty segment holding a batch newer than
+   high watermark, the last stable offset (below it every transaction is decided), and the base
+   offset of the first dirty segment holding a batch newer than
    min.compaction.lag.ms (by its max timestamp). The cleaner checkpoint splits the range into the
    part cleaned before, [log start, first dirty offset), and the dirty part after it.
 2. A map from key to latest offset is built over the dirty part (`OffsetMap`). If it fills up,
@@ -24,9 +25,12 @@ Which records of the range stay:
 - not those without a key (compacted topics refuse them, but older records may lack one);
 - not those whose key the map holds at a later offset;
 - a tombstone (null value) until its delete horizon has passed (below);
-- every record of a transactional batch, and every control batch: the cleaner does not know yet
-  whether a transaction committed (transactions come with issue 6), so it never drops their
-  records, and they do not enter the map. Never dropping them is always safe.
+- not those of an aborted transaction (the aborted transactions of the range, from the segments'
+  transaction indexes, are collected when the cleaning is planned); they never enter the map;
+- records of committed transactions are treated as any other; those of a transaction still open
+  (in the part cleaned before, at or after the last stable offset) all stay, and enter no map;
+- every control batch (transaction marker) stays, as do the transaction indexes' entries (a
+  cleaned segment takes those of the segments it replaces).
 A batch left without records is dropped, unless it is the last batch the cleaning saw of its
 (idempotent) producer: then its header stays, with no records, so that the producer's epoch and
 last sequence survive in the log, as Kafka keeps them.
@@ -68,8 +72,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.record_batch import BatchHeader, iter_batches, size_of
@@ -86,6 +91,7 @@ from storage.segment import (
     segment_path,
 )
 from storage.topic_partition import TopicPartition
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 if TYPE_CHECKING:
     from storage.log_manager import LogManager
@@ -192,6 +198,12 @@ class LogToClean:
     needs_compaction_now: bool
     now_ms: int
     truncations: int = 0  # the log's truncation count when planned: a change voids the result
+    stable_offset: int = 2**63 - 1  # below it, every transaction is decided (the LSO)
+    aborted: Mapping[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # producer id -> (first, last)
+
+    def is_aborted(self, header: BatchHeader) -> bool:
+        """Whether a transactional batch belongs to an aborted transaction."""
+        return any(first <= header.base_offset <= last for first, last in self.aborted.get(header.producer_id, ()))
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -227,7 +239,10 @@ def plan_cleaning(partition_log: Log, first_dirty_offset: int | None, now_ms: in
     if first_dirty is None or not start <= first_dirty <= partition_log.log_end_offset:
         first_dirty = start
     active_base = partition_log.active_segment.base_offset
-    first_uncleanable = max(first_dirty, min(active_base, partition_log.high_watermark))
+    stable = partition_log.high_watermark
+    if partition_log.first_unstable_offset is not None:
+        stable = min(stable, partition_log.first_unstable_offset)
+    first_uncleanable = max(first_dirty, min(active_base, stable))
     segments = []
     ends = [s.base_offset for s in partition_log.segments[1:]]
     for segment, end_offset in zip(partition_log.segments, ends):
@@ -252,7 +267,16 @@ def plan_cleaning(partition_log: Log, first_dirty_offset: int | None, now_ms: in
         ),
         now_ms=now_ms,
         truncations=partition_log.truncations,
+        stable_offset=stable,
+        aborted=_aborted_by_producer(partition_log.collect_aborted(start, first_uncleanable)),
     )
+
+
+def _aborted_by_producer(aborted: Iterable[AbortedTxn]) -> dict[int, tuple[tuple[int, int], ...]]:
+    by_producer: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for entry in aborted:
+        by_producer[entry.producer_id].append((entry.first_offset, entry.last_offset))
+    return {producer_id: tuple(ranges) for producer_id, ranges in by_producer.items()}
 
 
 def _snapshot(segment: LogSegment, end_offset: int) -> SegmentToClean:
@@ -347,7 +371,9 @@ class Cleaner:
                 if header.base_offset >= end:
                     return end
                 _note_producer(producers, header)
-                if header.last_offset < start or header.is_control or header.is_transactional:
+                if header.last_offset < start or header.is_control:
+                    continue
+                if header.is_transactional and (job.is_aborted(header) or header.base_offset >= job.stable_offset):
                     continue
                 for offset, key, _ in iter_keys(batch):
                     if offset >= end:
@@ -387,6 +413,10 @@ class Cleaner:
                     if kept is not None:
                         writer.append(kept)
             writer.flush()
+            for snapshot in group:
+                # Inactive segments' transaction indexes change only when a log loads.
+                for aborted in snapshot.segment.txn_index.entries:
+                    cleaned.txn_index.append(aborted)
             cleaned.on_become_inactive()
             cleaned.flush()
         except BaseException:
@@ -425,6 +455,7 @@ class _Retention:
         end_offset: int,
         producers: Mapping[int, int],
     ) -> None:
+        self._job = job
         self._offset_map = offset_map
         self._end_offset = end_offset
         self._producers = producers
@@ -435,8 +466,13 @@ class _Retention:
     def clean_batch(self, header: BatchHeader, batch: memoryview) -> bytes | memoryview | None:
         """The batch to write in place of `batch`: itself, rebuilt with fewer records or a delete
         horizon, or None to drop it."""
-        if header.is_control or header.is_transactional or header.base_offset >= self._end_offset:
+        if header.is_control or header.base_offset >= self._end_offset:
             return batch
+        if header.is_transactional:
+            if self._job.is_aborted(header):
+                return rebuild_batch(header, []) if self._is_last_of_producer(header) else None
+            if header.base_offset >= self._job.stable_offset:
+                return batch
         retain_deletes = not header.has_delete_horizon or self._now_ms < header.base_timestamp
         keys = list(iter_keys(batch))
         verdicts = [
@@ -544,7 +580,7 @@ def _delete(segment: LogSegment) -> None:
 
 def _remove_cleaned_files(directory: str, base_offset: int) -> None:
     """Files a failed discard may have left, which the new ones must not be opened over."""
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         try:
             os.unlink(segment_path(directory, base_offset, suffix + CLEANED_SUFFIX))
         except FileNotFoundError:

@@ -42,3 +42,10 @@ class InvalidProducerEpochError(KafkaError):
     """A batch from an older epoch of its producer id: a fenced, zombie producer."""
 
     error_code = ErrorCode.invalid_producer_epoch
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator older than the one that last ended a transaction
+    of the producer (a coordinator that lost its __transaction_state partition)."""
+
+    error_code = ErrorCode.transaction_coordinator_fenced

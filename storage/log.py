@@ -22,6 +22,13 @@ below the recovery point are trusted. A follower records every batch it appends,
 that a retry still finds its batch after a leader change; a truncation rebuilds the state as of
 the new log end.
 
+Transactions: the producer state follows each producer's open transaction, and the earliest
+gives the last stable offset (`first_unstable_offset`); `append_marker` writes a COMMIT or ABORT
+control batch (a transaction coordinator's marker) and records an aborted transaction in the
+active segment's transaction index (storage.txn_index); `collect_aborted` gives read_committed
+fetches the aborted transactions they span. Rebuilding the producer state replays markers too,
+rebuilding the transaction index entries from where the replay starts.
+
 Compaction (storage.cleaner) rewrites inactive segments elsewhere and hands back segments to
 put in place of those they were made from (`replace_segments`); `load` completes a swap that a
 crash interrupted.
@@ -62,7 +69,7 @@ from protocol.record_batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from protocol.records import recompress_batch
+from protocol.records import ControlRecordType, build_batch, control_batch_type, control_record, recompress_batch
 from storage.errors import OffsetOutOfRangeError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCache
 from storage.log_config import LogConfig
@@ -71,7 +78,7 @@ from storage.producer_state import (
     ProducerStateManager,
     SnapshotFile,
 )
-from storage.records_file import FileRegion, RecordsFile
+from storage.records_file import BatchLocation, FileRegion, RecordsFile
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -84,13 +91,14 @@ from storage.segment import (
     segment_path,
 )
 from storage.topic_partition import TopicPartition
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from storage.validation import validate_produced_records
 
 log = logging.getLogger(__name__)
 
 _base_offset = attrgetter("base_offset")
 _TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
-_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _BASE_OFFSET_DIGITS = 20
 
 
@@ -242,13 +250,26 @@ class Log:
         deleted. Loading calls it, and so does a truncation once the segments are cut."""
         state = self.producer_state
         replay_from = state.truncate_and_reload(self.log_start_offset, end_offset, _now_ms())
-        for header in self._batch_headers(replay_from, end_offset):
-            state.record_batch(header)
+        for segment in self.segments:
+            segment.txn_index.truncate_to(replay_from)  # the replay writes these again
+        for segment, location in self._batches(replay_from, end_offset):
+            self._record_unchecked(
+                location.header, segment, lambda: segment.records.read(location.position, location.size)
+            )
         state.take_snapshot(end_offset)
 
-    def _batch_headers(self, start_offset: int, end_offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches from the one holding `start_offset` to the last before
-        `end_offset`."""
+    def _record_unchecked(
+        self, header: BatchHeader, segment: LogSegment, read_batch: Callable[[], bytes | memoryview]
+    ) -> None:
+        """Take a batch written before (replayed, or a follower's copy) into the producer state
+        without checks; an ABORT marker that closes a transaction goes into `segment`'s
+        transaction index. `read_batch` gives the batch's bytes, read only for a marker."""
+        first_offset = self.producer_state.record_batch(header)
+        if first_offset is not None and control_batch_type(read_batch()) is ControlRecordType.ABORT:
+            segment.txn_index.append(self._aborted(header.producer_id, first_offset, header.base_offset))
+
+    def _batches(self, start_offset: int, end_offset: int) -> Iterator[tuple[LogSegment, BatchLocation]]:
+        """The batches from the one holding `start_offset` to the last before `end_offset`."""
         for segment in self.segments[self._segment_index(start_offset) :]:
             if segment.base_offset >= end_offset:
                 return
@@ -258,7 +279,13 @@ class Log:
             for location in segment.records.batches(first.position):
                 if location.header.base_offset >= end_offset:
                     return
-                yield location.header
+                yield segment, location
+
+    def _aborted(self, producer_id: int, first_offset: int, marker_offset: int) -> AbortedTxn:
+        """The index entry of a transaction its marker just closed: the LSO is now the first
+        offset of the earliest transaction still open, or the offset after the marker."""
+        others = self.producer_state.first_unstable_offset
+        return AbortedTxn(producer_id, first_offset, marker_offset, marker_offset + 1 if others is None else others)
 
     @staticmethod
     def _open_segment(directory: str, base_offset: int, config: LogConfig) -> LogSegment:
@@ -302,20 +329,25 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
 
-    def append_as_leader(self, records: memoryview, leader_epoch: int) -> AppendResult:
+    def append_as_leader(self, records: memoryview, leader_epoch: int, from_coordinator: bool = False) -> AppendResult:
         """Validate one produced batch, give it offsets and append it.
 
         `records` must be writable: baseOffset, partitionLeaderEpoch and (for LogAppendTime
         topics) the timestamp are set in place before the bytes go to the file. A batch of an
         idempotent producer must follow the producer's previous one; a retry of one of its last
         five batches is not appended again: the result gives that batch's offsets, its
-        timestamp as log_append_time_ms, as Kafka answers.
+        timestamp as log_append_time_ms, as Kafka answers. A coordinator's batch (transactional
+        offsets in __consumer_offsets) has no sequence: only its epoch is checked.
         """
         now = _now_ms()
         header = validate_produced_records(records, self.config, now)
         if header.producer_id < 0:
             return self._assign_offsets_and_append(records, header, leader_epoch, now)
-        duplicate = self.producer_state.check_append(header)
+        if from_coordinator:
+            self.producer_state.check_epoch(header)
+            duplicate = None
+        else:
+            duplicate = self.producer_state.check_append(header)
         if duplicate is not None:
             first, last = duplicate.first_offset, duplicate.last_offset
             return AppendResult(first, last, duplicate.timestamp, self.log_start_offset)
@@ -352,11 +384,12 @@ class Log:
         Every whole batch must be magic v2, pass its CRC and continue the log: the first at the
         log end offset, each next one where the previous ended (CorruptRecordError otherwise,
         and nothing is appended). A partial batch at the end (a fetch response cut by its size
-        limit) is left out. The batches' producers are recorded in the producer state. Returns
+        limit) is left out. The batches' producers are recorded in the producer state, and
+        markers close their transactions (aborted ones go to the transaction index). Returns
         the number of bytes appended.
         """
         batches: list[AppendedBatch] = []
-        headers: list[BatchHeader] = []
+        headers: list[tuple[BatchHeader, int]] = []
         expected_offset = self.log_end_offset
         end = record_count = 0
         for position, header in iter_batches(records):
@@ -368,16 +401,18 @@ class Log:
             if not crc_is_valid(records[position : position + header.size]):
                 raise CorruptRecordError(f"{self.topic_partition}: batch at offset {header.base_offset} fails its CRC")
             batches.append(AppendedBatch(header.last_offset, header.max_timestamp, header.size))
-            headers.append(header)
+            headers.append((header, position))
             record_count += header.record_count
             expected_offset = header.next_offset
             end = position + header.size
         if not batches:
             return 0
         self._append(records[:end], batches, record_count, _now_ms())
-        for header in headers:
-            # Unchecked: the leader checked them. Kept so that dedup holds if this replica leads.
-            self.producer_state.record_batch(header)
+        segment = self.active_segment  # _append wrote them all there
+        for header, position in headers:
+            # Unchecked: the leader checked them. Kept so that dedup, the LSO and the aborted
+            # transactions hold if this replica leads.
+            self._record_unchecked(header, segment, lambda: records[position : position + header.size])
             self.assign_epoch_start(header.partition_leader_epoch, header.base_offset)
         return end
 
@@ -388,6 +423,36 @@ class Log:
 
     def _write_leader_epochs(self) -> None:
         self.scheduler.write_leader_epochs(self, self.leader_epochs.snapshot())
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, leader_epoch: int
+    ) -> AppendResult:
+        """Append a transaction marker (a control batch of one COMMIT or ABORT record) for the
+        producer's transaction, closing it. Refused from a fenced producer epoch or coordinator
+        epoch (storage.producer_state.check_marker)."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = _now_ms()
+        offset = self.log_end_offset
+        record_type = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        batch = build_batch(
+            [control_record(record_type, coordinator_epoch, offset, now)],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,
+            is_control=True,
+            partition_leader_epoch=leader_epoch,
+        )
+        self._append(memoryview(batch), [AppendedBatch(offset, now, len(batch))], 1, now)
+        self.assign_epoch_start(leader_epoch, offset)
+        first_offset = self.producer_state.record_marker(BatchHeader.from_buffer(batch), coordinator_epoch)
+        if first_offset is not None and not commit:
+            self.active_segment.txn_index.append(self._aborted(producer_id, first_offset, offset))
+        return AppendResult(offset, offset, -1, self.log_start_offset)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (None: none is open)."""
+        return self.producer_state.first_unstable_offset
 
     def _append(
         self, data: memoryview, batches: Sequence[AppendedBatch], record_count: int, now_ms: int
@@ -537,6 +602,16 @@ class Log:
         if newest.max_timestamp == NO_TIMESTAMP:
             return None
         return newest.find_max_timestamp()
+
+    def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [fetch_offset, upper_bound_offset)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index(fetch_offset) :]:
+            aborted, complete = segment.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
+            found += aborted
+            if complete or segment.base_offset >= upper_bound_offset:
+                break
+        return found
 
     @property
     def size_in_bytes(self) -> int:
@@ -746,7 +821,7 @@ def _complete_swaps(directory: str) -> None:
             if suffix in _SEGMENT_FILE_SUFFIXES and base <= other_base < end:
                 os.unlink(os.path.join(directory, name))
         log.info("completing the swap of cleaned segment %d in %s", base, directory)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX):
             swap = segment_path(directory, base, suffix + SWAP_SUFFIX)
             if os.path.exists(swap):
                 os.rename(swap, segment_path(directory, base, suffix))

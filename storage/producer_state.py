@@ -2,9 +2,10 @@
 
 Per producer id that wrote to the partition: its epoch, its last five batches (last sequence,
 last offset, the offset delta that gives their first sequence and offset, max timestamp), the
-last timestamp it wrote, and two fields kept for transactions: the epoch of the transaction
+last timestamp it wrote, and two fields for transactions: the epoch of the transaction
 coordinator that last ended one of its transactions, and the first offset of its open transaction
-(-1: none).
+(-1: none). A transactional batch opens its producer's transaction, a control batch (COMMIT or
+ABORT marker) closes it; the earliest open one gives the partition's last stable offset.
 
 A leader append is checked first (`check_append`, Kafka's ProducerAppendInfo since KIP-360):
 - a batch with the epoch and the first and last sequence of one of the five cached batches is a
@@ -58,7 +59,11 @@ from protocol.record_batch import (
     BatchHeader,
     decrement_sequence,
 )
-from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from storage.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -180,6 +185,9 @@ class ProducerStateManager:
         self.topic_partition = topic_partition
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> first offset of its open transaction: the producers whose entry has a
+        # current_txn_first_offset, kept apart so the LSO costs no walk over every producer
+        self.ongoing_txns: dict[int, int] = {}
         self.snapshot_offsets: list[int] = _list_snapshot_offsets(directory)
         self._last_snapshot_offset = 0  # a snapshot at or below it would hold nothing new
         self._unflushed: list[SnapshotFile] = []
@@ -225,20 +233,77 @@ class ProducerStateManager:
             )
         return None
 
-    def record_batch(self, header: BatchHeader) -> None:
+    def check_epoch(self, header: BatchHeader) -> None:
+        """Check a coordinator's batch of a producer (transactional offsets), which carries no
+        sequence: only a fenced epoch is refused (INVALID_PRODUCER_EPOCH)."""
+        entry = self.producers.get(header.producer_id)
+        if entry is not None and header.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"epoch {header.producer_epoch} of producer {header.producer_id} in "
+                f"{self.topic_partition} is older than its last epoch {entry.epoch}"
+            )
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Check a transaction marker before it is written: INVALID_PRODUCER_EPOCH for an epoch
+        older than the producer's, TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older
+        than that of the producer's last marker."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker epoch {epoch} of producer {producer_id} in {self.topic_partition} is "
+                f"older than its epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {producer_id} in {self.topic_partition} from coordinator "
+                f"epoch {coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
+
+    def record_marker(self, header: BatchHeader, coordinator_epoch: int) -> int | None:
+        """`record_batch` for a marker this broker writes, which also remembers the epoch of
+        the coordinator that wrote it."""
+        first_offset = self.record_batch(header)
+        self.producers[header.producer_id].coordinator_epoch = coordinator_epoch
+        return first_offset
+
+    def record_batch(self, header: BatchHeader) -> int | None:
         """Take an appended batch, its header as stored (base offset and max timestamp final),
         into its producer's state; batches without a producer id change nothing. Leader appends
-        call it after `check_append`; followers and log replay call it for every batch."""
+        call it after `check_append`; followers and log replay call it for every batch.
+
+        A transactional batch opens its producer's transaction if none is open; a control batch
+        (a COMMIT or ABORT marker) closes it and returns its first offset (None: there was no
+        open transaction)."""
         producer_id = header.producer_id
-        if producer_id < 0 or header.is_control:
-            return  # control batches end transactions: transactions are not served yet
+        if producer_id < 0:
+            return None
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+        if header.is_control:
+            # A marker written under a bumped epoch (the coordinator fenced the producer)
+            # fences the old epoch here too.
+            first_offset = self.ongoing_txns.pop(producer_id, None)
+            entry.current_txn_first_offset = NO_OFFSET
+            if header.producer_epoch > entry.epoch:
+                entry.epoch = header.producer_epoch
+                entry.batches.clear()
+            return first_offset
+        if header.is_transactional and entry.current_txn_first_offset == NO_OFFSET:
+            entry.current_txn_first_offset = header.base_offset
+            self.ongoing_txns[producer_id] = header.base_offset
         delta = header.last_offset_delta
         last_offset = header.base_offset + delta
         batch = BatchMetadata(header.last_sequence, last_offset, delta, header.max_timestamp)
         entry.add_batch(header.producer_epoch, batch)
+        return None
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction."""
+        return min(self.ongoing_txns.values(), default=None)
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Drop producers idle for producer.id.expiration.ms; return how many went."""
@@ -308,6 +373,7 @@ class ProducerStateManager:
             if offset > end_offset or offset <= log_start_offset:
                 self.delete_snapshot(offset)
         self.producers = {}
+        self.ongoing_txns = {}
         while self.snapshot_offsets:
             offset = self.snapshot_offsets[-1]
             try:
@@ -319,6 +385,11 @@ class ProducerStateManager:
                 self.delete_snapshot(offset)
                 continue
             self.producers = {e.producer_id: e for e in entries if not self._is_expired(e, now_ms)}
+            self.ongoing_txns = {
+                e.producer_id: e.current_txn_first_offset
+                for e in entries
+                if e.current_txn_first_offset != NO_OFFSET
+            }
             self._last_snapshot_offset = offset
             return offset
         self._last_snapshot_offset = log_start_offset

@@ -4,6 +4,8 @@ Files, in the partition directory, named by the segment's base offset as 20 digi
 - <base>.log        record batches back to back (storage.records_file)
 - <base>.index      sparse offset index: (last offset of a batch, position of that batch)
 - <base>.timeindex  sparse time index: (largest timestamp so far, last offset of its batch)
+- <base>.txnindex   the aborted transactions whose abort marker is in the segment, once there
+                    is one (storage.txn_index)
 
 An index entry is added before a batch once more than index.interval.bytes were appended since
 the last entry, so a lookup lands at most about that many bytes before its target and the
@@ -32,6 +34,7 @@ from protocol.records import iter_records
 from storage.index import CorruptIndexError, IndexFullError, OffsetIndex, TimeIndex
 from storage.log_config import LogConfig
 from storage.records_file import BatchLocation, FileRegion, RecordsFile
+from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -63,12 +66,14 @@ class LogSegment:
         records: RecordsFile,
         offset_index: OffsetIndex,
         time_index: TimeIndex,
+        txn_index: TransactionIndex,
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.records = records
         self.offset_index = offset_index
         self.time_index = time_index
+        self.txn_index = txn_index
         self._index_interval_bytes = config.index_interval_bytes
         self._bytes_since_last_index_entry = 0
         self.max_timestamp, self._offset_of_max_timestamp = time_index.last_entry
@@ -104,7 +109,8 @@ class LogSegment:
             size,
             writable=active,
         )
-        return cls(directory, base_offset, config, records, offset_index, time_index)
+        txn_index = TransactionIndex(segment_path(directory, base_offset, TXN_INDEX_SUFFIX + file_suffix))
+        return cls(directory, base_offset, config, records, offset_index, time_index, txn_index)
 
     @property
     def size(self) -> int:
@@ -319,11 +325,13 @@ class LogSegment:
         self.records.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self._record_max_timestamp()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.records.close()
 
     def rename_to_deleted(self) -> None:
@@ -338,12 +346,14 @@ class LogSegment:
             (self.time_index, TIME_INDEX_SUFFIX),
         ):
             file.rename(segment_path(self.directory, self.base_offset, plain_suffix + suffix))
+        self.txn_index.rename(segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX + suffix))
 
     def delete(self) -> None:
         """Unmap the indexes and unlink every file of the segment (gone already is fine). The
         .log descriptor stays open until no queued fetch holds a region of it (FileRegion)."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         try:
             os.unlink(self.records.path)
         except FileNotFoundError:

@@ -15,6 +15,7 @@ from coordinator.group_coordinator import OFFSETS_TOPIC
 from coordinator.records import decode_key
 from protocol.record_batch import split_batches
 from protocol.records import iter_records
+from storage.records_file import FileRegion
 from storage.topic_partition import TopicPartition
 from tests.kafka_wire import decode_response, encode_request
 
@@ -55,7 +56,12 @@ class Client:
         chunks = self.broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_ADDRESS)
         if inspect.isawaitable(chunks):
             chunks = await chunks
-        return decode_response(api_key, version, b"".join(bytes(chunk) for chunk in chunks))
+        return decode_response(api_key, version, b"".join(_bytes(chunk) for chunk in chunks))
+
+
+def _bytes(chunk) -> bytes:
+    """A response chunk's bytes: record data comes as file regions (sent with sendfile)."""
+    return chunk.read() if isinstance(chunk, FileRegion) else bytes(chunk)
 
 
 def offsets_log_records(broker: Broker, group_id: str) -> list[tuple[Any, bytes | None]]:

@@ -1,6 +1,8 @@
 """One module per Kafka API. Importing this package registers every handler in HANDLERS."""
 
 from broker.handlers import (  # noqa: F401  (imported to register)
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -13,7 +15,10 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -25,6 +30,7 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -33,7 +39,9 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 from broker.handlers.registry import HANDLERS
 

@@ -25,7 +25,8 @@ current_leader_epoch (v9+).
 Fetch sessions (KIP-227) are not kept: every response is a full one with session_id 0 echoing
 every requested partition, which clients accept by sending full requests; an incremental request
 (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND. read_committed (v4+) stops at the last stable
-offset, the high watermark until transactions exist.
+offset (the first offset of the earliest open transaction, at most the high watermark) and lists the aborted transactions the
+answer may span, from the segments' transaction indexes, for the consumer to drop.
 """
 
 import time
@@ -138,7 +139,9 @@ def _read_partition(
     result.last_stable_offset = partition.last_stable_offset
     result.log_start_offset = partition.log.log_start_offset
     if read_committed:
-        result.aborted_transactions = []
+        result.aborted_transactions = (
+            replica_manager.aborted_transactions(partition, wanted.fetch_offset) if len(result.records) else []
+        )
     return result
 
 

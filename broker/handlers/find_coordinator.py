@@ -1,15 +1,15 @@
 """FindCoordinator (api key 10), versions 0-4.
 
 Says which broker coordinates a key: for a consumer group (key type 0, GROUP), the leader of the
-group's __consumer_offsets partition in the metadata cache (standalone, this broker). The first
-request creates __consumer_offsets (in cluster mode with offsets.topic.replication.factor
-replicas, capped by the live brokers). Group ids are not checked here, as Kafka does not check them: the empty id
-maps to partition 0.
+group's __consumer_offsets partition; for a transactional id (key type 1, TRANSACTION), the leader
+of its __transaction_state partition: leaders as the metadata cache knows them (standalone, this
+broker). The first request creates the topic (in cluster mode with offsets.topic.replication.factor
+or transaction.state.log.replication.factor replicas, capped by the live brokers). Group ids are
+not checked here, as Kafka does not check them: the empty id maps to partition 0.
 
-Errors: COORDINATOR_NOT_AVAILABLE when __consumer_offsets cannot be created, its partition has
-no live leader, or the broker is shutting down, and for transactional ids (key type 1, TRANSACTION) until transactions are served
-(clients retry); INVALID_REQUEST for any other key type (as Kafka answers share groups' when they
-are off).
+Errors: COORDINATOR_NOT_AVAILABLE when the topic cannot be created, the partition has no live
+leader, or the broker is shutting down; INVALID_REQUEST for an empty transactional id and for any
+other key type (as Kafka answers share groups' when they are off).
 
 Version notes: v1 adds key_type, throttle time and an error message; v3 is flexible; v4 asks for
 several keys at once (coordinator_keys) and answers one coordinator entry per key.
@@ -27,7 +27,6 @@ from protocol.schemas import adapt
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.registry import RequestContext, api, as_sent
-from coordinator.group_coordinator import OFFSETS_TOPIC
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -57,17 +56,19 @@ async def handle_find_coordinator(ctx: RequestContext, request):
 
 
 async def _find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
+    broker = ctx.broker
     if key_type == GROUP_KEY_TYPE:
-        error = await ctx.broker.group_coordinator.find_coordinator()
+        error = await broker.group_coordinator.find_coordinator()
+        topic = broker.group_coordinator.offsets_topic
     elif key_type == TRANSACTION_KEY_TYPE:
-        error = ErrorCode.coordinator_not_available
+        error = await broker.transaction_coordinator.find_coordinator(key)
+        topic = broker.transaction_coordinator.state_topic
     else:
         error = ErrorCode.invalid_request
     if error is not ErrorCode.none:
         return _error(key, error)
-    broker = ctx.broker
     cache = broker.metadata_cache
-    leader = cache.leader_of(TopicPartition(OFFSETS_TOPIC, broker.group_coordinator.partition_for(key)))
+    leader = cache.leader_of(TopicPartition(topic.name, topic.partition_for(key)))
     endpoint = cache.endpoint(leader) if leader is not None else None
     if endpoint is None:
         return _error(key, ErrorCode.coordinator_not_available)

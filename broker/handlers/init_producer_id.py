@@ -5,12 +5,14 @@ broker's producer id manager (coordinator.producer_ids: ids from blocks claimed 
 handed out twice). As in Kafka, a producer id and epoch in the request (v3+: a producer bumping
 its epoch after an error, KIP-360) do not change that: the answer is a fresh id.
 
-A transactional id belongs to the transaction coordinator, which logway does not have yet (issue
-6, transactions): after Kafka's checks (an empty id is INVALID_REQUEST, a transaction timeout
-outside (0, transaction.max.timeout.ms] is INVALID_TRANSACTION_TIMEOUT) the answer is
-NOT_COORDINATOR, what Kafka answers from a broker that does not coordinate the id. Clients ask
-FindCoordinator again, which answers COORDINATOR_NOT_AVAILABLE for transactional ids, and give
-up when their own timeout ends.
+With a transactional id, the transaction coordinator answers (coordinator.transaction_coordinator):
+a new id gets a producer id and epoch 0; a known one gets its epoch bumped (a new producer id
+once the epoch is exhausted), which fences the previous producer; an open transaction is aborted
+first and the client answered CONCURRENT_TRANSACTIONS until that is done (it retries). Errors:
+INVALID_REQUEST for an empty id, INVALID_TRANSACTION_TIMEOUT for a timeout outside
+(0, transaction.max.timeout.ms], NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
+COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
+before v4) when the v3+ expected producer id and epoch are not the current ones.
 
 Errors (producer id and epoch -1): INVALID_REQUEST when only one of producer_id and
 producer_epoch is -1 (v3+); COORDINATOR_LOAD_IN_PROGRESS when no new block of ids could be
@@ -32,8 +34,11 @@ from protocol.errors import ErrorCode
 from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 from broker.handlers.registry import RequestContext, api
+from broker.handlers.txn_errors import for_version
 
 log = logging.getLogger(__name__)
+
+FIRST_FENCED_VERSION = 4
 
 
 @api(ApiKey.INIT_PRODUCER_ID, versions=(0, 4))
@@ -43,6 +48,14 @@ async def handle_init_producer_id(
     error = _check(ctx, request)
     if error is not ErrorCode.none:
         return _response(error)
+    if request.transactional_id is not None:
+        error, producer_id, epoch = await ctx.broker.transaction_coordinator.init_producer_id(
+            request.transactional_id,
+            int(request.transaction_timeout.total_seconds() * 1000),
+            request.producer_id,
+            request.producer_epoch,
+        )
+        return _response(for_version(error, ctx.api_version, FIRST_FENCED_VERSION), producer_id, epoch)
     try:
         producer_id = await ctx.broker.producer_ids.generate()
     except OSError as exc:
@@ -54,15 +67,7 @@ async def handle_init_producer_id(
 def _check(ctx: RequestContext, request: InitProducerIdRequest) -> ErrorCode:
     if (request.producer_id == NO_PRODUCER_ID) != (request.producer_epoch == NO_PRODUCER_EPOCH):
         return ErrorCode.invalid_request
-    transactional_id = request.transactional_id
-    if transactional_id is None:
-        return ErrorCode.none
-    if not transactional_id:
-        return ErrorCode.invalid_request
-    timeout_ms = request.transaction_timeout.total_seconds() * 1000
-    if not 0 < timeout_ms <= ctx.broker.config.get("transaction.max.timeout.ms"):
-        return ErrorCode.invalid_transaction_timeout
-    return ErrorCode.not_coordinator
+    return ErrorCode.none
 
 
 def _response(

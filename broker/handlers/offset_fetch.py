@@ -10,8 +10,9 @@ v2 on every partition asked (offset -1), then as the response's error (v8: the g
 
 Version notes: v0 is v1's layout (Kafka read v0's offsets from ZooKeeper; logway serves both
 from the coordinator); v2 adds the top-level error and null topics; v3 throttle time; v5 leader
-epochs; v6 is flexible; v7 require_stable (no transactional commits yet, so every offset is
-stable); v8 lists groups.
+epochs; v6 is flexible; v7 require_stable: a partition with offsets of a transaction not yet
+ended (TxnOffsetCommit) answers UNSTABLE_OFFSET_COMMIT and offset -1 (the client retries), as
+without it the last committed offset would be answered; v8 lists groups.
 """
 
 import datetime
@@ -50,7 +51,14 @@ Fetched = dict[TopicPartition, CommittedOffset | None]
 async def handle_offset_fetch(ctx: RequestContext, request):
     if ctx.api_version >= FIRST_MULTI_GROUP_VERSION:
         groups = [
-            await _fetch_group(ctx, group.group_id, group.topics, OffsetFetchResponsePartitions, OffsetFetchResponseTopics)
+            await _fetch_group(
+                ctx,
+                group.group_id,
+                group.topics,
+                request.require_stable,
+                OffsetFetchResponsePartitions,
+                OffsetFetchResponseTopics,
+            )
             for group in request.groups
         ]
         return OffsetFetchResponse(
@@ -62,34 +70,45 @@ async def handle_offset_fetch(ctx: RequestContext, request):
         )
     request = adapt(request, SingleGroupRequest)
     error, topics = await _fetch_group(
-        ctx, request.group_id, request.topics, OffsetFetchResponsePartition, OffsetFetchResponseTopic
+        ctx,
+        request.group_id,
+        request.topics,
+        request.require_stable,
+        OffsetFetchResponsePartition,
+        OffsetFetchResponseTopic,
     )
     if error is not ErrorCode.none and ctx.api_version < FIRST_VERSION_WITH_TOP_LEVEL_ERROR:
         topics = _errors_per_partition(request.topics, error)
     return SingleGroupResponse(throttle_time=datetime.timedelta(0), topics=topics, error_code=error)
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str, topics, partition_type: type, topic_type: type):
+async def _fetch_group(
+    ctx: RequestContext, group_id: str, topics, require_stable: bool, partition_type: type, topic_type: type
+):
     """(error, response topics) for one group, in the response classes given."""
     partitions = None
     if topics is not None:
         partitions = [TopicPartition(t.name, index) for t in topics for index in t.partition_indexes]
-    error, fetched = await ctx.broker.group_coordinator.fetch_offsets(group_id, partitions)
+    coordinator = ctx.broker.group_coordinator
+    error, fetched = await coordinator.fetch_offsets(group_id, partitions)
     if error is not ErrorCode.none:
         return error, ()
-    return ErrorCode.none, _response_topics(fetched, partition_type, topic_type)
+    unstable = coordinator.unstable_partitions(group_id) if require_stable else frozenset()
+    return ErrorCode.none, _response_topics(fetched, unstable, partition_type, topic_type)
 
 
-def _response_topics(fetched: Fetched, partition_type: type, topic_type: type) -> tuple:
+def _response_topics(fetched: Fetched, unstable, partition_type: type, topic_type: type) -> tuple:
     by_topic: dict[str, list] = {}
     for tp, committed in fetched.items():
+        if tp in unstable:
+            committed = None
         by_topic.setdefault(tp.topic, []).append(
             partition_type(
                 partition_index=tp.partition,
                 committed_offset=NO_OFFSET if committed is None else committed.offset,
                 committed_leader_epoch=NO_LEADER_EPOCH if committed is None else committed.leader_epoch,
                 metadata="" if committed is None else committed.metadata,
-                error_code=ErrorCode.none,
+                error_code=ErrorCode.unstable_offset_commit if tp in unstable else ErrorCode.none,
             )
         )
     return tuple(topic_type(name=name, partitions=tuple(partitions)) for name, partitions in by_topic.items())

@@ -14,7 +14,6 @@ from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v0.request import DescribeGroupsRequest as DescribeGroupsV0
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as FindCoordinatorV0
-from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as FindCoordinatorV1
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.heartbeat.v0.request import HeartbeatRequest as HeartbeatV0
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
@@ -122,19 +121,6 @@ def test_find_coordinator_v0_names_this_broker(tmp_path):
             endpoint.node_id,
             endpoint.host,
             endpoint.port,
-        )
-
-    run(tmp_path, scenario)
-
-
-def test_find_coordinator_v1_refuses_transactional_ids_for_now(tmp_path):
-    async def scenario(client):
-        response = await client.call(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorV1(key="tx", key_type=1))
-        assert (response.error_code, response.node_id, response.host, response.port) == (
-            ErrorCode.coordinator_not_available,
-            -1,
-            "",
-            -1,
         )
 
     run(tmp_path, scenario)

@@ -68,7 +68,6 @@ async def test_producer_ids_are_never_reused_after_a_restart(tmp_path):
         (dict(transactional_id=""), ErrorCode.invalid_request),
         (dict(transactional_id="tx", timeout=datetime.timedelta(0)), ErrorCode.invalid_transaction_timeout),
         (dict(transactional_id="tx", timeout=datetime.timedelta(minutes=16)), ErrorCode.invalid_transaction_timeout),
-        (dict(transactional_id="tx"), ErrorCode.not_coordinator),
     ],
 )
 @in_loop

@@ -24,7 +24,8 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestA
 
 from coordinator import group_coordinator
 from coordinator.group import CommittedOffset
-from coordinator.group_coordinator import OFFSETS_TOPIC, partition_for
+from coordinator.group_coordinator import OFFSETS_TOPIC
+from coordinator.internal_topic import partition_for
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -226,6 +227,7 @@ def test_groups_and_offsets_are_loaded_back_after_a_restart(tmp_path):
         async with running_broker(tmp_path, FAST) as broker:
             client = Client(broker)
             await wait_until_loaded(client, "live")
+            await wait_until_loaded(client, "simple")  # its partition may load later
             group = await describe(client, "live")
             assert (group.group_state, group.protocol_type, group.protocol_data) == ("Stable", "consumer", "range")
             [member] = group.members

@@ -147,28 +147,59 @@ def raw_log(directory: Path, batches: list[bytes]) -> None:
     (directory / ("0" * 20 + ".log")).write_bytes(b"".join(batches))
 
 
-def test_control_batches_are_skipped_and_transactions_refused_read_committed(tmp_path):
+def transactional(*offsets: int, producer_id: int = 7) -> bytes:
+    return build_batch(
+        [record(o) for o in offsets], producer_id=producer_id, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+
+
+def marker(offset: int, commit: bool, producer_id: int = 7) -> bytes:
+    record_type = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    return build_batch(
+        [control_record(record_type, 0, offset, T0 + offset)],
+        producer_id=producer_id, producer_epoch=0, is_transactional=True, is_control=True,
+    )
+
+
+def test_control_batches_are_skipped_and_aborted_transactions_read_committed(tmp_path):
     directory = tmp_path / "t-0"
     raw_log(
         directory,
         [
             build_batch([record(0), record(1), record(2)]),
-            build_batch([record(3), record(4)], producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True),
-            build_batch(
-                [control_record(ControlRecordType.COMMIT, 0, 5, T0 + 5)],
-                producer_id=7, producer_epoch=0, is_transactional=True, is_control=True,
-            ),
-            build_batch([record(6), record(7)], compression=Compression.ZSTD),
+            transactional(3, 4),
+            transactional(5, producer_id=8),
+            marker(6, commit=True),
+            build_batch([record(7), record(8)], compression=Compression.ZSTD),
+            marker(9, commit=False, producer_id=8),
         ],
     )
     files = PartitionFiles(str(directory))
-    assert files.log_end_offset == 8
-    got = list(files.records(0, 8, False, True))
-    assert [r[0] for r in got] == [0, 1, 2, 3, 4, 6, 7]
-    with pytest.raises(TransactionalDataError, match="offsets 3..4"):
-        list(files.records(0, 8, True, True))
-    assert [r[0] for r in files.records(5, 8, True, True)] == [6, 7]
-    assert [r[0] for r in files.records(0, 3, True, True)] == [0, 1, 2]
+    assert files.log_end_offset == 10
+    assert [r[0] for r in files.records(0, 10, False, True)] == [0, 1, 2, 3, 4, 5, 7, 8]
+    assert [r[0] for r in files.records(0, 10, True, True)] == [0, 1, 2, 3, 4, 7, 8]
+    assert [r[0] for r in files.records(4, 6, True, True)] == [4]
+
+
+def test_read_committed_offline_uses_the_transaction_index_and_stops_at_open_transactions(tmp_path):
+    """A log written by storage.log.Log: its .txnindex lists the aborted transaction."""
+    tp = TopicPartition("t", 0)
+    log = Log.load(str(tmp_path / tp.dir_name), tp, LogConfig(), scheduler=InlineScheduler())
+    for sequence, offsets, commit in ((0, (0, 1), False), (2, (3,), True)):
+        relative = [Record(i, T0, None, b"v%d" % o) for i, o in enumerate(offsets)]
+        log.append_as_leader(
+            memoryview(bytearray(build_batch(relative, producer_id=7, producer_epoch=0, base_sequence=sequence, is_transactional=True))), 0
+        )
+        log.append_marker(7, 0, 0, commit, 0)
+    log.append_as_leader(
+        memoryview(bytearray(build_batch([Record(0, T0, None, b"open")], producer_id=8, producer_epoch=0, base_sequence=0, is_transactional=True))), 0
+    )
+    log.close()
+    files = OfflineLog([str(tmp_path)]).partition(("t", 0))
+    assert files.records(0, 5, True, True).__next__()[4] == b"v3"
+    with pytest.raises(TransactionalDataError, match="still open at offsets 5..5"):
+        list(files.records(0, 6, True, True))
+    assert [r[4] for r in files.records(0, 6, False, True)] == [b"v0", b"v1", b"v3", b"open"]
 
 
 def test_log_append_time(tmp_path):

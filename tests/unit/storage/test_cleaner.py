@@ -24,6 +24,7 @@ from storage.log_config import LogConfig
 from storage.log_manager import LogManager, LogManagerSettings
 from storage.segment import LOG_SUFFIX, segment_path
 from storage.topic_partition import TopicPartition
+from storage.txn_index import AbortedTxn
 from tests.unit.storage.conftest import TP
 
 NOW = 1_700_000_000_000
@@ -217,7 +218,7 @@ def test_records_without_a_key_go(open_log):
     assert [(r.key, r.value) for r in read_all(log)] == [(b"k", b"v")]
 
 
-def test_control_batches_and_transactional_records_are_kept(tmp_path):
+def test_committed_transactions_compact_open_ones_stay_and_markers_stay(tmp_path):
     directory = tmp_path / TP.dir_name
     txn = dict(is_transactional=True, producer_id=7, producer_epoch=1)
     marker = control_record(ControlRecordType.COMMIT, 0, offset=2, timestamp=1_002)
@@ -241,11 +242,11 @@ def test_control_batches_and_transactional_records_are_kept(tmp_path):
         ],
     )
     log = load(directory)
-    clean(log)
-    # c's plain-1 is superseded; transactional records stay whatever comes after them, and do
-    # not supersede anything themselves (b's txn-2 leaves txn-1 in place).
+    assert log.first_unstable_offset == 6
+    result = clean(log)
+    assert result.end_offset == 6  # the LSO: the open transaction is not cleaned
+    # a's committed txn-1 is superseded like any record; b's open txn-2 supersedes nothing.
     assert [(r.offset, r.value) for r in read_all(log)] == [
-        (0, b"txn-1"),
         (1, b"txn-1"),
         (2, marker.value),
         (4, b"plain-2"),
@@ -256,6 +257,40 @@ def test_control_batches_and_transactional_records_are_kept(tmp_path):
     headers = [BatchHeader.from_buffer(b) for b in stored_batches(log)]
     assert [h.is_control for h in headers] == [False, True, False, False, False]
     log.close()
+
+
+def test_aborted_transactions_are_removed_and_supersede_nothing(tmp_path):
+    directory = tmp_path / TP.dir_name
+    txn = dict(is_transactional=True, producer_id=7, producer_epoch=1)
+    abort = control_record(ControlRecordType.ABORT, 0, offset=3, timestamp=1_003)
+
+    def records(*offsets_keys_values):
+        return [Record(o, 1_000 + o, k, v) for o, k, v in offsets_keys_values]
+
+    write_segments(
+        directory,
+        [
+            [
+                build_batch(records((0, b"a", b"plain-1"))),
+                build_batch(records((1, b"a", b"aborted")), base_sequence=0, **txn),
+                build_batch(records((2, b"b", b"aborted")), base_sequence=1, **txn),
+                build_batch([abort], is_control=True, **txn),
+            ],
+            [build_batch(records((4, b"d", b"active")))],
+        ],
+    )
+    log = load(directory)  # a crash recovery: the transaction index is rebuilt
+    assert [e for s in log.segments for e in s.txn_index.entries] == [AbortedTxn(7, 1, 3, 4)]
+    clean(log)
+    # The aborted a does not supersede plain-1; the marker, the producer's last batch, stays.
+    assert [(r.offset, r.value) for r in read_all(log)] == [(0, b"plain-1"), (3, abort.value), (4, b"active")]
+    assert [e for s in log.segments for e in s.txn_index.entries] == [AbortedTxn(7, 1, 3, 4)]
+    log.close()
+    # Rebuilt after a crash, the index has nothing left to list: the aborted records are gone.
+    reloaded = load(directory)
+    assert [e for s in reloaded.segments for e in s.txn_index.entries] == []
+    assert reloaded.first_unstable_offset is None
+    reloaded.close()
 
 
 def test_the_last_batch_of_a_producer_keeps_its_header(open_log):

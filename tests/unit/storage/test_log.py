@@ -14,9 +14,11 @@ from storage.errors import (
     MessageTooLargeError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from storage.log_config import LogConfig
 from storage.log import InlineScheduler, Log
+from storage.txn_index import AbortedTxn
 from tests.unit.storage.conftest import TP, batch
 
 
@@ -498,3 +500,109 @@ def test_truncation_rebuilds_the_producer_state_of_the_records_kept(open_log):
     log.truncate_fully_and_start_at(40)
     assert log.producer_state.producers == {}
     assert snapshot_offsets(log) == []
+
+
+# ---------------------------------------------------------------------------- transactions
+
+
+def txn_append(log, pid, seq, *values):
+    # Stamped now, like the markers, so that segment.ms (by record timestamps) rolls no segment.
+    now = int(time.time() * 1000)
+    return append(log, *values, timestamp=now, producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True)
+
+
+def marker(log, pid, commit):
+    result = log.append_marker(pid, 0, 0, commit, leader_epoch=3)
+    log.high_watermark = log.log_end_offset
+    return result.first_offset
+
+
+def test_open_transactions_hold_the_lso_and_markers_release_it(open_log):
+    log = open_log()
+    append(log, b"plain", timestamp=int(time.time() * 1000))
+    txn_append(log, 7, 0, b"a")
+    txn_append(log, 8, 0, b"b")
+    txn_append(log, 7, 1, b"c")
+    assert log.first_unstable_offset == 1
+    assert marker(log, 7, commit=True) == 4
+    assert log.first_unstable_offset == 2
+    marker(log, 8, commit=False)
+    assert log.first_unstable_offset is None
+    assert [s.txn_index.entries for s in log.segments] == [[AbortedTxn(8, 2, 5, 6)]]
+    assert log.collect_aborted(0, 6) == [AbortedTxn(8, 2, 5, 6)]
+    assert log.collect_aborted(6, 10) == []
+
+
+def test_an_abort_while_another_transaction_is_open_records_that_ones_start_as_lso(open_log):
+    log = open_log()
+    txn_append(log, 7, 0, b"a")
+    txn_append(log, 8, 0, b"b")
+    marker(log, 8, commit=False)
+    assert log.segments[-1].txn_index.entries == [AbortedTxn(8, 1, 2, 0)]
+
+
+def test_open_transactions_and_the_txn_index_survive_restarts_and_crashes(open_log):
+    config = LogConfig(segment_bytes=300)
+    log = open_log(config)
+    for seq in range(6):
+        txn_append(log, 7, seq, b"x" * 40)
+        txn_append(log, 9, seq, b"y" * 40)
+        marker(log, 7, commit=seq % 2 == 0)
+        marker(log, 9, commit=False)
+    txn_append(log, 7, 6, b"open")
+    expected = [entry for segment in log.segments for entry in segment.txn_index.entries]
+    assert len(expected) == 9 and len(log.segments) > 3
+    log.close()
+    reopened = open_log(config)
+    assert reopened.first_unstable_offset == log.log_end_offset - 1
+    assert [e for s in reopened.segments for e in s.txn_index.entries] == expected
+    reopened.close()
+    for path in os.listdir(log.directory):
+        if path.endswith(".txnindex"):
+            os.unlink(os.path.join(log.directory, path))
+    recovered = open_log(config, had_clean_shutdown=False, recovery_point=0)
+    assert recovered.first_unstable_offset == log.log_end_offset - 1
+    assert [e for s in recovered.segments for e in s.txn_index.entries] == expected
+
+
+def test_txn_indexes_go_with_their_segments(open_log):
+    log = open_log()
+    txn_append(log, 7, 0, b"x")
+    marker(log, 7, commit=False)
+    log.roll()
+    txn_append(log, 7, 1, b"y")
+    marker(log, 7, commit=False)
+    first = log.segments[0].txn_index.path
+    assert os.path.exists(first)
+    log.delete_records_before(log.segments[1].base_offset)
+    assert not os.path.exists(first)
+    assert log.collect_aborted(0, log.log_end_offset) == [AbortedTxn(7, 2, 3, 4)]
+
+
+def test_markers_from_fenced_epochs_or_coordinators_are_refused(open_log):
+    log = open_log()
+    txn_append(log, 7, 0, b"a")
+    log.append_marker(7, 1, 5, False, leader_epoch=3)  # a fencing abort under a bumped epoch
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_marker(7, 0, 5, True, leader_epoch=3)
+    with pytest.raises(TransactionCoordinatorFencedError):
+        log.append_marker(7, 1, 4, True, leader_epoch=3)
+    assert log.producer_state.producers[7].coordinator_epoch == 5
+
+
+def test_a_follower_copying_markers_keeps_the_lso_and_the_txn_index_as_the_leader(open_log, tmp_path):
+    leader = Log.load(str(tmp_path / "leader" / TP.dir_name), TP, LogConfig(), scheduler=InlineScheduler())
+    txn_append(leader, 7, 0, b"a")
+    txn_append(leader, 8, 0, b"b")
+    marker(leader, 8, commit=False)
+    txn_append(leader, 9, 0, b"c")
+    marker(leader, 9, commit=True)
+    follower = open_log()
+    follower.append_as_follower(memoryview(leader_bytes(leader)))
+    assert follower.first_unstable_offset == leader.first_unstable_offset == 0
+    assert follower.segments[-1].txn_index.entries == leader.segments[-1].txn_index.entries == [AbortedTxn(8, 1, 2, 0)]
+    assert follower.truncate_to(2)  # the abort marker goes: transaction 8 is open again
+    assert follower.segments[-1].txn_index.entries == []
+    assert follower.first_unstable_offset == 0
+    assert sorted(follower.producer_state.ongoing_txns) == [7, 8]
+    leader.close()

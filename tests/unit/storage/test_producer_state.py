@@ -126,10 +126,24 @@ def test_producers_are_independent(producer):
     assert producer.append(0, pid=2).last_offset == 1
 
 
-def test_batches_without_a_producer_id_and_control_batches_change_nothing(state):
+def test_batches_without_a_producer_id_change_nothing(state):
     state.record_batch(header(-1, pid=-1))
-    state.record_batch(header(-1, is_control=True, is_transactional=True))
     assert state.producers == {}
+
+
+def test_transactional_batches_open_a_transaction_and_markers_end_it(state):
+    state.record_batch(header(0, base_offset=5, is_transactional=True))
+    state.record_batch(header(1, base_offset=6, is_transactional=True))
+    assert state.producers[PID].current_txn_first_offset == 5
+    state.record_batch(header(-1, base_offset=7, is_control=True, is_transactional=True))
+    assert state.producers[PID].current_txn_first_offset == -1
+
+
+def test_a_marker_under_a_bumped_epoch_fences_the_old_epoch(producer):
+    producer.append(0)
+    producer.state.record_batch(header(-1, epoch=1, base_offset=1, is_control=True, is_transactional=True))
+    with pytest.raises(InvalidProducerEpochError):
+        producer.append(1)
 
 
 def test_expiry_drops_producers_idle_for_the_expiration_time(tmp_path):

@@ -1,0 +1,66 @@
+"""DescribeTransactions (api key 65), version 0.
+
+The coordinator's record of each requested transactional id: state (Kafka's names), timeout,
+start time of the open transaction (-1 ms: none), producer id and epoch, and its partitions.
+kafka-transactions.sh describe uses it.
+
+Errors, per id: TRANSACTIONAL_ID_NOT_FOUND, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: its start time is
+0 (Kafka leaves -1 there; clients read neither, and 0 keeps every answer decodable by readers
+that refuse negative timestamps, kio among them).
+
+Version notes: v0 is flexible.
+"""
+
+import datetime
+from collections import defaultdict
+
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse, TopicData, TransactionState
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+
+from broker.handlers.registry import RequestContext, api
+
+
+@api(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
+async def handle_describe_transactions(
+    ctx: RequestContext, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
+    states = [await _describe(ctx, transactional_id) for transactional_id in request.transactional_ids]
+    return DescribeTransactionsResponse(throttle_time=datetime.timedelta(0), transaction_states=tuple(states))
+
+
+async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionState:
+    coordinator = ctx.broker.transaction_coordinator
+    error = await coordinator.check(transactional_id)
+    found = coordinator.describe(transactional_id) if error is ErrorCode.none else None
+    if found is None:
+        return TransactionState(
+            error_code=ErrorCode.transactional_id_not_found if error is ErrorCode.none else error,
+            transactional_id=transactional_id,
+            transaction_state="",
+            transaction_timeout=datetime.timedelta(0),
+            transaction_start_time=_time(0),
+            producer_id=-1,
+            producer_epoch=-1,
+            topics=(),
+        )
+    by_topic = defaultdict(list)
+    for tp in sorted(found.partitions):
+        by_topic[tp.topic].append(tp.partition)
+    return TransactionState(
+        error_code=ErrorCode.none,
+        transactional_id=transactional_id,
+        transaction_state=found.state.display_name,
+        transaction_timeout=datetime.timedelta(milliseconds=found.timeout_ms),
+        transaction_start_time=_time(found.start_ms),
+        producer_id=found.producer_id,
+        producer_epoch=found.producer_epoch,
+        topics=tuple(TopicData(topic=topic, partitions=tuple(partitions)) for topic, partitions in by_topic.items()),
+    )
+
+
+def _time(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)

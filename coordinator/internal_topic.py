@@ -1,0 +1,293 @@
+"""A coordinator's internal topic (__consumer_offsets, __transaction_state): created on first use,
+its partitions led by this broker loaded before their keys are served.
+
+Each key belongs to one partition, chosen as Kafka chooses it (Java's String.hashCode of the key,
+modulo the partition count), so a key's records stay in one place whoever leads it. The topic's
+replication factor is capped by the live brokers when it is created, and its min.insync.replicas
+(transaction.state.log.min.isr) by that factor.
+
+Loading: a partition that exists when the broker starts (standalone), or (cluster mode) whose
+leadership this broker takes (`on_become_leader`, called by the owner, a ReplicaManager leadership
+listener), is replayed by the owner's `read` in a worker thread, from its log start to its log end
+(a new leader's HW may lag records its predecessor had committed, and a restarted broker's
+checkpointed HW may lag its log), and what that found is given to the owner's `install` on the
+loop; until then the partition's keys answer COORDINATOR_LOAD_IN_PROGRESS. A load that fails is
+logged and tried again. A new topic has nothing to load. Resigning (`on_resign`) forgets the
+partition (its keys answer NOT_COORDINATOR) and calls off its load; the owner drops its keys.
+"""
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.record_batch import BatchHeader, split_batches
+from protocol.records import Record, build_batch
+from storage.log import Log
+from storage.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+    from broker.topic_manager import TopicManager
+
+log = logging.getLogger(__name__)
+
+_INT32_MIN = -(2**31)
+Contents = TypeVar("Contents")  # what replaying one partition finds
+LOAD_RETRY_S = 5.0
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode: 31 * h + c over UTF-16 code units, wrapping as an int32."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
+def partition_for(key: str, partition_count: int) -> int:
+    """The partition of a group or transactional id, as Kafka computes it (Utils.abs maps
+    Integer.MIN_VALUE, which has no positive counterpart, to 0)."""
+    h = java_string_hash(key)
+    return (0 if h == _INT32_MIN else abs(h)) % partition_count
+
+
+Entry = tuple[bytes, bytes | None]  # a record's key and value (None: a tombstone)
+
+
+async def append_entries(
+    replica_manager: "ReplicaManager", tp: TopicPartition, entries: Sequence[Entry], now: int, **batch_fields
+) -> ErrorCode:
+    """Append the entries as one batch (`batch_fields`: producer fields of build_batch) and
+    return NONE once they are committed, or the error of the append."""
+    batch = build_batch([Record(i, now, key, value) for i, (key, value) in enumerate(entries)], **batch_fields)
+    try:
+        await replica_manager.append_committed(tp, memoryview(bytearray(batch)))
+    except KafkaError as exc:
+        log.warning("writing to %s failed: %s", tp, exc)
+        return exc.error_code
+    return ErrorCode.none
+
+
+def read_partition_batches(
+    partition_log: Log, start: int, end: int, buffer_bytes: int
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """The batches of offsets [start, end) of a coordinator's partition, `buffer_bytes` (or one
+    larger batch) read at a time: what loading replays. Blocking: for a worker thread; nothing
+    appends to the partition meanwhile, as only its coordinator writes to it, once loaded."""
+    offset = start
+    while offset < end:
+        region = partition_log.read(offset, buffer_bytes, end, min_one_batch=True)
+        if region is None:
+            return
+        data = memoryview(region.read())
+        for position, size in split_batches(data):
+            batch = data[position : position + size]
+            header = BatchHeader.from_buffer(batch)
+            offset = header.next_offset
+            yield header, batch
+
+
+def coordinator_store_error(error: ErrorCode) -> ErrorCode:
+    """What clients see when a coordinator could not store its records (Kafka's mapping)."""
+    if error in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
+        return ErrorCode.coordinator_not_available
+    if error in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if error in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return ErrorCode.unknown_server_error
+    return error
+
+
+class LoadState(enum.Enum):
+    LOADING = enum.auto()
+    LOADED = enum.auto()
+
+
+class InternalTopic(Generic[Contents]):
+    def __init__(
+        self,
+        name: str,
+        topics: "TopicManager",
+        replica_manager: "ReplicaManager",
+        partition_count: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        load_buffer_bytes: int,
+        read: Callable[[Log, int, int, int], Contents],
+        install: Callable[[int, Contents], None],
+    ) -> None:
+        self.name = name
+        self._topics = topics
+        self._replica_manager = replica_manager
+        self._load_buffer_bytes = load_buffer_bytes
+        self._read = read
+        self._install = install
+        self._wanted_partitions = partition_count
+        self._wanted_replication_factor = replication_factor
+        self._configs = dict(configs)
+        self.partition_count: int | None = None
+        self.partitions: dict[int, LoadState] = {}  # the partitions this broker leads
+        self._creating: asyncio.Task | None = None
+        self._loads: dict[int, asyncio.Task] = {}
+
+    def start(self) -> None:
+        """Load the partitions of the topic if it exists (standalone; in cluster mode
+        leadership changes drive loading)."""
+        info = self._topics.topics.get(self.name)
+        if info is not None and self._topics.is_local:
+            self.take_over(info.partitions, is_new=False)
+
+    def stop(self) -> list[asyncio.Task]:
+        """Call off loads under way; returns them to be awaited."""
+        loads = list(self._loads.values())
+        for task in loads:
+            task.cancel()
+        return loads
+
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.partition_count)
+
+    async def ensure(self) -> bool:
+        """Whether the topic is ready, creating it on first use."""
+        if self.partition_count is not None:
+            return True
+        if self._creating is None:
+            self._creating = asyncio.get_running_loop().create_task(self._create())
+        return await asyncio.shield(self._creating)
+
+    def state_of(self, key: str) -> ErrorCode:
+        """Whether the key's partition is served: NONE, COORDINATOR_LOAD_IN_PROGRESS or
+        NOT_COORDINATOR. Call once `ensure` is true."""
+        state = self.partitions.get(self.partition_for(key))
+        if state is None:
+            return ErrorCode.not_coordinator
+        if state is LoadState.LOADING:
+            return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.none
+
+    @property
+    def loading(self) -> bool:
+        return any(state is LoadState.LOADING for state in self.partitions.values())
+
+    async def _create(self) -> bool:
+        try:
+            info = self._topics.topics.get(self.name)
+            if info is not None:  # made with CreateTopics since the broker started
+                self.take_over(info.partitions, is_new=False)
+                return True
+            if not self._topics.is_local and self._topics.live_broker_count == 0:
+                return False  # this broker has no metadata yet
+            count = self._wanted_partitions
+            replication_factor = min(self._wanted_replication_factor, self._topics.live_broker_count)
+            configs = _capped_min_insync(self._configs, replication_factor)
+            self._topics.check_new_topic(
+                self.name,
+                count,
+                replication_factor,
+                {},
+                configs,
+                default_partitions=count,
+                default_replication_factor=replication_factor,
+            )
+            await self._topics.create(self.name, count, configs, replication_factor)
+        except KafkaError as exc:
+            log.warning("cannot create %s: %s", self.name, exc)
+            return False
+        finally:
+            self._creating = None
+        self.take_over(count, is_new=True)
+        return True
+
+    def take_over(self, partition_count: int, is_new: bool) -> None:
+        """Serve the partitions this broker leads (standalone: all); a new topic has nothing to
+        load. In cluster mode leadership changes drive it (on_become_leader)."""
+        self.partition_count = partition_count
+        if not self._topics.is_local:
+            return
+        for partition in range(partition_count):
+            if not self._replica_manager.leads(TopicPartition(self.name, partition)):
+                continue
+            if is_new:
+                self.partitions[partition] = LoadState.LOADED
+            else:
+                self._start_loading(partition)
+
+    # ------------------------------------------------------------------- leadership moves
+
+    def on_become_leader(self, tp: TopicPartition) -> None:
+        """This broker now leads `tp`: if it is one of this topic's partitions, load it."""
+        if tp.topic != self.name:
+            return
+        if self.partition_count is None:
+            info = self._topics.topics.get(self.name)
+            self.partition_count = info.partitions if info is not None else self._wanted_partitions
+        self._start_loading(tp.partition)
+
+    def on_resign(self, tp: TopicPartition) -> bool:
+        """This broker no longer leads `tp`: True when it served that partition of this topic,
+        whose keys the owner then drops."""
+        if tp.topic != self.name or self.partitions.pop(tp.partition, None) is None:
+            return False
+        self._cancel_load(tp.partition)
+        log.info("%s: no longer its coordinator", tp)
+        return True
+
+    # ---------------------------------------------------------------------------- loading
+
+    def _start_loading(self, partition: int) -> None:
+        self._cancel_load(partition)
+        self.partitions[partition] = LoadState.LOADING
+        task = self._loads[partition] = asyncio.get_running_loop().create_task(self._load_partition(partition))
+
+        def finished(_task: asyncio.Task) -> None:
+            if self._loads.get(partition) is task:
+                del self._loads[partition]
+
+        task.add_done_callback(finished)
+
+    def _cancel_load(self, partition: int) -> None:
+        task = self._loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+
+    async def _load_partition(self, partition: int) -> None:
+        started = time.monotonic()
+        while True:
+            try:
+                replica = self._replica_manager.get_partition(TopicPartition(self.name, partition))
+                contents = await asyncio.to_thread(
+                    self._read,
+                    replica.log,
+                    replica.log.log_start_offset,
+                    replica.log.log_end_offset,
+                    self._load_buffer_bytes,
+                )
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("loading %s-%d failed; retrying in %.0f s", self.name, partition, LOAD_RETRY_S)
+                await asyncio.sleep(LOAD_RETRY_S)
+        self._install(partition, contents)
+        self.partitions[partition] = LoadState.LOADED
+        log.info("loaded %s-%d in %.0f ms", self.name, partition, (time.monotonic() - started) * 1000)
+
+
+def _capped_min_insync(configs: Mapping[str, str], replication_factor: int) -> dict[str, str]:
+    """The topic's configs with min.insync.replicas at most its replication factor: the factor
+    is capped by the live brokers, and a topic that can never reach its min.insync.replicas
+    could take no coordinator write (Kafka instead waits for enough brokers to create it)."""
+    capped = dict(configs)
+    if "min.insync.replicas" in capped:
+        capped["min.insync.replicas"] = str(min(int(capped["min.insync.replicas"]), replication_factor))
+    return capped

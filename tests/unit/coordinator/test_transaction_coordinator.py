@@ -1,0 +1,466 @@
+"""The transaction coordinator inside an in-process broker (no sockets): InitProducerId, the
+transactional APIs, what reaches __transaction_state and the partitions, timeouts, and loading
+after a restart."""
+
+import asyncio
+import datetime
+import functools
+
+from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as FindCoordinatorV1
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.list_transactions.v0.request import ListTransactionsRequest
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.txn_offset_commit.v3.request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
+
+from coordinator import transaction_log
+from coordinator.group_coordinator import PartitionContents
+from coordinator.internal_topic import LoadState
+from coordinator.transaction_coordinator import TRANSACTION_STATE_TOPIC
+from coordinator.transaction_log import TxnState
+from protocol import schemas
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from protocol.record_batch import iter_batches
+from protocol.records import ControlRecordType, Record, build_batch, control_record_type, iter_records
+from storage.topic_partition import TopicPartition
+from tests.in_process import Client, running_broker
+
+FAST = {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"}
+TOPIC = "t"
+TP = TopicPartition(TOPIC, 0)
+MINUTE = datetime.timedelta(minutes=1)
+
+
+def in_loop(test):
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+async def init(client, transactional_id="tx", version=4, producer_id=-1, epoch=-1):
+    request = InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout=MINUTE, producer_id=producer_id, producer_epoch=epoch
+    )
+    response = await client.call(ApiKey.INIT_PRODUCER_ID, version, request)
+    return response.error_code, response.producer_id, response.producer_epoch
+
+
+async def add_partitions(client, pid, epoch, topic=TOPIC, partitions=(0,), version=3, transactional_id="tx"):
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=(AddPartitionsToTxnTopic(name=topic, partitions=partitions),),
+    )
+    response = await client.call(ApiKey.ADD_PARTITIONS_TO_TXN, version, request)
+    return [p.partition_error_code for t in response.results_by_topic_v3_and_below for p in t.results_by_partition]
+
+
+async def end(client, pid, epoch, commit, version=3):
+    request = EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, committed=commit)
+    return (await client.call(ApiKey.END_TXN, version, request)).error_code
+
+
+async def produce(client, pid, epoch, seq, *values):
+    batch = build_batch(
+        [Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+    request = ProduceRequest(
+        transactional_id="tx",
+        acks=-1,
+        timeout=MINUTE,
+        topic_data=(TopicProduceData(name=TOPIC, partition_data=(PartitionProduceData(index=0, records=batch),)),),
+    )
+    response = await client.call(ApiKey.PRODUCE, 9, request)
+    return response.responses[0].partition_responses[0].error_code
+
+
+async def fetch(client, isolation_level):
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait=datetime.timedelta(0),
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=isolation_level,
+        forgotten_topics_data=(),
+        topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),),
+    )
+    response = await client.call(ApiKey.FETCH, 12, request)
+    return response.responses[0].partitions[0]
+
+
+async def begun(broker):
+    """A topic, and a transaction of "tx" open on its partition: (client, producer id, epoch)."""
+    await broker.topics.create(TOPIC, 1, {})
+    client = Client(broker)
+    _, pid, epoch = await init(client)
+    assert await add_partitions(client, pid, epoch) == [ErrorCode.none]
+    return client, pid, epoch
+
+
+async def settled(broker, state: TxnState, transactional_id="tx"):
+    """Wait (bounded) for the background markers to bring the transaction to `state`."""
+    for _ in range(200):
+        description = broker.transaction_coordinator.describe(transactional_id)
+        if description is not None and description.state is state:
+            return description
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{transactional_id} never reached {state.name}")
+
+
+def batches(broker, tp):
+    """(header, records) of every batch of the partition."""
+    log = broker.replica_manager.get_partition(tp).log
+    found = []
+    offset = log.log_start_offset
+    while (region := log.read(offset, 1 << 30, log.log_end_offset, True)) is not None:  # a segment at a time
+        data = memoryview(region.read())
+        for pos, header in iter_batches(data):
+            found.append((header, list(iter_records(data[pos : pos + header.size]))))
+            offset = header.next_offset
+    return found
+
+
+def state_records(broker, transactional_id="tx"):
+    partition = broker.transaction_coordinator.state_topic.partition_for(transactional_id)
+    return [
+        transaction_log.decode_value(record.value).state
+        for _, records in batches(broker, TopicPartition(TRANSACTION_STATE_TOPIC, partition))
+        for record in records
+    ]
+
+
+def marker_types(broker, tp=TP):
+    """The types of the partition's control records (0 ABORT, 1 COMMIT)."""
+    return [control_record_type(records[0]) for header, records in batches(broker, tp) if header.is_control]
+
+
+@in_loop
+async def test_find_coordinator_creates_the_state_topic(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client = Client(broker)
+        request = FindCoordinatorRequest(key_type=1, coordinator_keys=("tx", ""))
+        response = await client.call(ApiKey.FIND_COORDINATOR, 4, request)
+        assert [c.error_code for c in response.coordinators] == [ErrorCode.none, ErrorCode.invalid_request]
+        assert broker.topics.topics[TRANSACTION_STATE_TOPIC].partitions == 3
+        single = await client.call(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorV1(key="tx", key_type=1))
+        assert (single.error_code, single.node_id) == (ErrorCode.none, broker.broker_id)
+        assert broker.topics.log_config(TRANSACTION_STATE_TOPIC).cleanup_policy == {"compact"}
+
+
+@in_loop
+async def test_init_gives_epoch_zero_then_bumps_it(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client = Client(broker)
+        error, pid, epoch = await init(client)
+        assert (error, epoch) == (ErrorCode.none, 0)
+        assert await init(client) == (ErrorCode.none, pid, 1)
+        assert await init(client, producer_id=pid, epoch=5) == (ErrorCode.producer_fenced, -1, -1)
+        assert await init(client, version=3, producer_id=pid, epoch=5) == (ErrorCode.invalid_producer_epoch, -1, -1)
+        # A retry of the bump that made epoch 1 (KIP-360) gets epoch 1 again.
+        assert await init(client, producer_id=pid, epoch=0) == (ErrorCode.none, pid, 1)
+        assert await init(client, producer_id=pid, epoch=1) == (ErrorCode.none, pid, 2)
+        assert state_records(broker) == [TxnState.EMPTY] * 3
+
+
+@in_loop
+async def test_a_committed_transaction_writes_markers_and_moves_the_lso(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        await broker.topics.create(TOPIC, 1, {})
+        client = Client(broker)
+        _, pid, epoch = await init(client)
+        assert await add_partitions(client, pid, epoch) == [ErrorCode.none]
+        assert await produce(client, pid, epoch, 0, b"a", b"b") is ErrorCode.none
+        partition = broker.replica_manager.get_partition(TP)
+        assert (partition.last_stable_offset, partition.high_watermark) == (0, 2)
+        assert not (await fetch(client, 1)).records
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.none
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        assert partition.last_stable_offset == partition.high_watermark == 3
+        assert marker_types(broker) == [1]  # COMMIT
+        assert state_records(broker) == [TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.none  # a retry
+        assert await end(client, pid, epoch, commit=False) is ErrorCode.invalid_txn_state
+
+
+@in_loop
+async def test_an_aborted_transaction_is_listed_to_read_committed_fetches(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await produce(client, pid, epoch, 0, b"a")
+        assert await end(client, pid, epoch, commit=False) is ErrorCode.none
+        await settled(broker, TxnState.COMPLETE_ABORT)
+        committed = await fetch(client, 1)
+        assert [(a.producer_id, a.first_offset) for a in committed.aborted_transactions] == [(pid, 0)]
+        assert (await fetch(client, 0)).aborted_transactions is None
+        # The records are old enough (by timestamp) to roll the segment: the marker is in the next one.
+        assert [p.stat().st_size for p in (tmp_path / f"{TOPIC}-0").glob("*.txnindex")] == [34]
+
+
+@in_loop
+async def test_errors_of_the_transactional_apis(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        await broker.topics.create(TOPIC, 1, {})
+        client = Client(broker)
+        _, pid, epoch = await init(client)
+        assert await add_partitions(client, pid, epoch, topic="nope") == [ErrorCode.unknown_topic_or_partition]
+        assert await add_partitions(client, pid + 1, epoch) == [ErrorCode.invalid_producer_id_mapping]
+        assert await add_partitions(client, pid, epoch + 1) == [ErrorCode.producer_fenced]
+        assert await add_partitions(client, pid, epoch + 1, version=1) == [ErrorCode.invalid_producer_epoch]
+        assert await add_partitions(client, pid, epoch, transactional_id="other") == [ErrorCode.invalid_producer_id_mapping]
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.invalid_txn_state
+
+
+@in_loop
+async def test_a_new_producer_fences_and_aborts_the_open_transaction(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await produce(client, pid, epoch, 0, b"zombie")
+        assert await init(client) == (ErrorCode.concurrent_transactions, -1, -1)
+        await settled(broker, TxnState.COMPLETE_ABORT)
+        assert await init(client) == (ErrorCode.none, pid, epoch + 2)
+        assert marker_types(broker) == [0]  # ABORT
+        # The zombie's epoch is fenced on the partition too.
+        assert await produce(client, pid, epoch, 1, b"late") is ErrorCode.invalid_producer_epoch
+
+
+@in_loop
+async def test_timed_out_transactions_are_aborted_by_the_coordinator(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        coordinator = broker.transaction_coordinator
+        now = coordinator.clock()
+        coordinator.clock = lambda: now + MINUTE // datetime.timedelta(milliseconds=1) + 1000
+        await coordinator.abort_timed_out_transactions()
+        description = await settled(broker, TxnState.COMPLETE_ABORT)
+        assert description.producer_epoch == epoch + 1
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.producer_fenced
+
+
+@in_loop
+async def test_transactional_offsets_become_visible_on_commit_only(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        await broker.topics.create(TOPIC, 1, {})
+        client = Client(broker)
+
+        async def offsets(require_stable=False):
+            request = OffsetFetchRequest(
+                groups=(OffsetFetchRequestGroup(group_id="g", topics=None),), require_stable=require_stable
+            )
+            response = await client.call(ApiKey.OFFSET_FETCH, 8, request)
+            return {
+                p.partition_index: p.committed_offset if p.error_code is ErrorCode.none else p.error_code
+                for t in response.groups[0].topics
+                for p in t.partitions
+            }
+
+        async def commit_offset(pid, epoch, offset, commit):
+            request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
+            assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request)).error_code is ErrorCode.none
+            request = TxnOffsetCommitRequest(
+                transactional_id="tx",
+                group_id="g",
+                producer_id=pid,
+                producer_epoch=epoch,
+                topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+                    TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_metadata=None),
+                )),),
+            )
+            response = await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request)
+            assert response.topics[0].partitions[0].error_code is ErrorCode.none
+            committed_before = await offsets()
+            assert committed_before in ({}, {0: 7})
+            # All partitions (topics null) means those with a committed offset, as in Kafka.
+            unstable = {p: ErrorCode.unstable_offset_commit for p in committed_before}
+            assert await offsets(require_stable=True) == unstable
+            assert await end(client, pid, epoch, commit) is ErrorCode.none
+            await settled(broker, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+
+        _, pid, epoch = await init(client)
+        await commit_offset(pid, epoch, 7, commit=True)
+        assert await offsets(require_stable=True) == {0: 7}
+        await commit_offset(pid, epoch, 9, commit=False)
+        assert await offsets(require_stable=True) == {0: 7}
+    async with running_broker(tmp_path, FAST) as broker:
+        client = Client(broker)
+        await asyncio.sleep(0.2)  # loading
+        assert await offsets() == {0: 7}
+
+
+@in_loop
+async def test_state_survives_a_restart(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await produce(client, pid, epoch, 0, b"open")
+    async with running_broker(tmp_path, FAST) as broker:
+        description = await settled(broker, TxnState.ONGOING)
+        assert (description.producer_id, description.partitions) == (pid, {TP})
+        assert broker.replica_manager.get_partition(TP).last_stable_offset == 0
+        client = Client(broker)
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.none
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        assert broker.replica_manager.get_partition(TP).last_stable_offset == 2
+
+
+@in_loop
+async def test_write_txn_markers_appends_to_local_partitions(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        await broker.topics.create(TOPIC, 1, {})
+        client = Client(broker)
+        await produce(client, 42, 0, 0, b"x")
+        request = WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+            producer_id=42, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+            topics=(WritableTxnMarkerTopic(name=TOPIC, partition_indexes=(0,)), WritableTxnMarkerTopic(name="nope", partition_indexes=(0,))),
+        ),))
+        response = await client.call(ApiKey.WRITE_TXN_MARKERS, 1, request)
+        errors = [p.error_code for t in response.markers[0].topics for p in t.partitions]
+        assert errors == [ErrorCode.none, ErrorCode.unknown_topic_or_partition]
+        assert marker_types(broker) == [0]
+        assert broker.replica_manager.get_partition(TP).last_stable_offset == 2
+        legacy = await client.call(ApiKey.WRITE_TXN_MARKERS, 0, schemas.adapt(request, schemas.request_type(ApiKey.WRITE_TXN_MARKERS, 0)))
+        assert [p.error_code for t in legacy.markers[0].topics for p in t.partitions] == errors
+        assert marker_types(broker) == [0, 0]
+
+
+@in_loop
+async def test_describe_and_list_transactions_and_producers(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await produce(client, pid, epoch, 0, b"a")
+        response = await client.call(
+            ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=("tx", "unknown"))
+        )
+        found, missing = response.transaction_states
+        assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch) == (
+            ErrorCode.none, "Ongoing", pid, epoch,
+        )
+        assert [(t.topic, t.partitions) for t in found.topics] == [(TOPIC, (0,))]
+        assert found.transaction_timeout == MINUTE
+        assert missing.error_code is ErrorCode.transactional_id_not_found
+        listed = await client.call(
+            ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=("Ongoing", "Bogus"), producer_id_filters=())
+        )
+        assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [("tx", "Ongoing")]
+        assert listed.unknown_state_filters == ("Bogus",)
+        none = await client.call(
+            ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=("Empty",), producer_id_filters=())
+        )
+        assert none.transaction_states == ()
+        producers = await client.call(
+            ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(topics=(TopicRequest(name=TOPIC, partition_indexes=(0, 5)),))
+        )
+        active, unknown = producers.topics[0].partitions
+        assert [(p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset) for p in active.active_producers] == [
+            (pid, epoch, 0, 0)
+        ]
+        assert unknown.error_code is ErrorCode.unknown_topic_or_partition
+
+
+@in_loop
+async def test_list_offsets_read_committed_answers_the_lso(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await produce(client, pid, epoch, 0, b"a", b"b")
+
+        async def latest(isolation_level):
+            request = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=isolation_level,
+                topics=(ListOffsetsTopic(name=TOPIC, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)),),
+            )
+            response = await client.call(ApiKey.LIST_OFFSETS, 7, request)
+            return response.topics[0].partitions[0].offset
+
+        assert (await latest(0), await latest(1)) == (2, 0)
+        await end(client, pid, epoch, commit=True)
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        assert (await latest(0), await latest(1)) == (3, 3)
+
+
+@in_loop
+async def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path):
+    async with running_broker(tmp_path, {**FAST, "transactional.id.expiration.ms": "1000"}) as broker:
+        client = Client(broker)
+        await init(client)
+        coordinator = broker.transaction_coordinator
+        now = coordinator.clock()
+        await coordinator.remove_expired_transactional_ids()
+        assert coordinator.describe("tx") is not None
+        coordinator.clock = lambda: now + 1000
+        await coordinator.remove_expired_transactional_ids()
+        assert coordinator.describe("tx") is None
+        partition = coordinator.state_topic.partition_for("tx")
+        (_, last), = batches(broker, TopicPartition(TRANSACTION_STATE_TOPIC, partition))[-1:]
+        assert last[0].value is None
+
+
+@in_loop
+async def test_markers_left_unwritten_are_written_after_a_restart(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await produce(client, pid, epoch, 0, b"a")
+
+        async def unreachable(marker, partitions):
+            return dict.fromkeys(partitions, ErrorCode.not_leader_or_follower)
+
+        broker.transaction_coordinator._markers.write_markers = unreachable
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.none
+        await asyncio.sleep(0.3)  # retrying meanwhile
+        assert broker.transaction_coordinator.describe("tx").state is TxnState.PREPARE_COMMIT
+        assert broker.replica_manager.get_partition(TP).last_stable_offset == 0
+    async with running_broker(tmp_path, FAST) as broker:
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        assert marker_types(broker) == [ControlRecordType.COMMIT]
+        assert broker.replica_manager.get_partition(TP).last_stable_offset == 2
+
+
+@in_loop
+async def test_a_marker_reaching_offsets_while_they_load_completes_them_once_loaded(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
+        assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request)).error_code is ErrorCode.none
+        request = TxnOffsetCommitRequest(
+            transactional_id="tx",
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=epoch,
+            topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+                TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_metadata=None),
+            )),),
+        )
+        assert (await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request)).topics[0].partitions[0].error_code is ErrorCode.none
+    async with running_broker(tmp_path, FAST) as broker:
+        groups = broker.group_coordinator
+        partition = groups.partition_for("g")
+        await asyncio.sleep(0.3)  # loaded: the offsets are pending, their transaction open
+        assert groups.unstable_partitions("g") == {TP}
+        # As if the marker came while the partition was loading, its replay not reaching it.
+        groups.offsets_topic.partitions[partition] = LoadState.LOADING
+        groups.complete_transaction(partition, pid, commit=True)
+        assert groups.unstable_partitions("g") == {TP}
+        groups._install(partition, PartitionContents())
+        groups.offsets_topic.partitions[partition] = LoadState.LOADED
+        assert groups.unstable_partitions("g") == set()
+        _, offsets = await groups.fetch_offsets("g", None)
+        assert {tp: committed.offset for tp, committed in offsets.items()} == {TP: 3}
