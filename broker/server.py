@@ -76,6 +76,9 @@ class Broker:
         self.transaction_coordinator = TransactionCoordinator(
             config, self.topics, self.replica_manager, self.markers, self.producer_ids
         )
+        self.replica_manager.add_leadership_listener(
+            self.transaction_coordinator.on_become_leader, self.transaction_coordinator.on_resign
+        )
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []

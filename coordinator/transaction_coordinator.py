@@ -20,9 +20,12 @@ older than their timeout are aborted under a bumped epoch (their producer is fen
 transaction.remove.expired.transaction.cleanup.interval.ms, transactional ids idle for
 transactional.id.expiration.ms are removed (a tombstone).
 
-Loading: as the group coordinator (coordinator.internal_topic); a loaded transaction in
-PrepareCommit / PrepareAbort has its markers written again (markers are idempotent), an Ongoing
-one is left to its timeout or its producer.
+Loading: as the group coordinator (coordinator.internal_topic), following the leadership of the
+__transaction_state partitions in cluster mode (`on_become_leader` / `on_resign`, ReplicaManager
+leadership listeners; resigning forgets the partition's transactional ids, whose clients then get
+NOT_COORDINATOR and look for the new coordinator); a loaded transaction in PrepareCommit /
+PrepareAbort has its markers written again (markers are idempotent), an Ongoing one is left to
+its timeout or its producer.
 """
 
 import asyncio
@@ -185,6 +188,20 @@ class TransactionCoordinator:
                 await action()
 
         self._spawn(repeat())
+
+    # ------------------------------------------------------------------- leadership moves
+
+    def on_become_leader(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """This broker now leads `tp`: for a __transaction_state partition, load its ids."""
+        if self.active:
+            self.state_topic.on_become_leader(tp)
+
+    def on_resign(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """This broker no longer leads `tp`: forget the transactional ids of that partition."""
+        if not self.state_topic.on_resign(tp):
+            return
+        for transactional_id in [t for t in self._txns if self.state_topic.partition_for(t) == tp.partition]:
+            del self._txns[transactional_id]
 
     # ---------------------------------------------------------------------------- loading
 

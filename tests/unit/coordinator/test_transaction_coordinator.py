@@ -36,6 +36,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.record_batch import iter_batches
 from protocol.records import ControlRecordType, Record, build_batch, control_record_type, iter_records
+from replication.partition_state import LeaderEndpoint, PartitionState
 from storage.topic_partition import TopicPartition
 from tests.in_process import Client, running_broker
 
@@ -464,3 +465,27 @@ async def test_a_marker_reaching_offsets_while_they_load_completes_them_once_loa
         assert groups.unstable_partitions("g") == set()
         _, offsets = await groups.fetch_offsets("g", None)
         assert {tp: committed.offset for tp, committed in offsets.items()} == {TP: 3}
+
+
+@in_loop
+async def test_state_partitions_load_and_unload_with_leadership(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client = Client(broker)
+        _, pid, _ = await init(client)
+        coordinator = broker.transaction_coordinator
+        state_tp = TopicPartition(TRANSACTION_STATE_TOPIC, coordinator.state_topic.partition_for("tx"))
+        replicas = broker.replica_manager
+
+        def state(leader: int, epoch: int) -> PartitionState:
+            return PartitionState(state_tp, 1, leader, epoch, (leader,), epoch, (0, 1))
+
+        replicas.become_leader_or_follower(1, [state(1, 1)], {1: LeaderEndpoint(1, "127.0.0.1", 9)}, 0)
+        assert coordinator.describe("tx") is None
+        assert await init(client) == (ErrorCode.not_coordinator, -1, -1)
+        replicas.become_leader_or_follower(1, [state(0, 2)], {}, 0)
+        for _ in range(100):
+            error, loaded_pid, epoch = await init(client)
+            if error is not ErrorCode.coordinator_load_in_progress:
+                break
+            await asyncio.sleep(0.01)
+        assert (error, loaded_pid, epoch) == (ErrorCode.none, pid, 1)  # the id came back from the log
