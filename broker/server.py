@@ -30,6 +30,7 @@ from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
 from broker.txn_markers import LocalMarkerWriter
+from broker.zk_producer_ids import ZkProducerIdBlockStore
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
@@ -71,7 +72,11 @@ class Broker:
         )
         self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
         self.cluster = ClusterMember(self) if config.get("zookeeper.connect") else None
-        self.producer_ids = ProducerIdManager(FileProducerIdBlockStore(config.log_dirs), self.broker_id)
+        if self.cluster is None:
+            producer_id_blocks = FileProducerIdBlockStore(config.log_dirs)
+        else:
+            producer_id_blocks = ZkProducerIdBlockStore(self.cluster.zk)
+        self.producer_ids = ProducerIdManager(producer_id_blocks, self.broker_id)
         self.markers = LocalMarkerWriter(self.replica_manager, self.group_coordinator)
         self.transaction_coordinator = TransactionCoordinator(
             config, self.topics, self.replica_manager, self.markers, self.producer_ids

@@ -11,8 +11,8 @@ ZooKeeper znode /latest_producer_id_block:
 
 Standalone, `FileProducerIdBlockStore` keeps it in the file logway-producer-id-block.json of every
 log dir (the newest readable copy wins, so losing one disk of a JBOD loses nothing); in a
-cluster a store that compare-and-sets the znode takes its place, so brokers never claim the same
-block.
+cluster broker.zk_producer_ids compare-and-sets the znode instead, so brokers never claim the
+same block.
 
 Thread-safety: `ProducerIdManager` lives on the event loop; a store does its blocking I/O in a
 worker thread, one claim at a time.

@@ -26,6 +26,7 @@ ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # JSON of coordinator.producer_ids
 
 # Created at start by every broker, as Kafka's persistent paths are.
 PERSISTENT_PATHS = (

@@ -6,12 +6,10 @@ controller."""
 import asyncio
 import datetime
 
-import pytest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
-from broker.local_cluster import ZooKeeperServer, ZooKeeperUnavailable
 from broker.server import Broker
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -30,17 +28,6 @@ from storage.topic_partition import TopicPartition
 from tests.unit.broker.test_admin_handlers import Admin, settings
 
 TIMEOUT = datetime.timedelta(seconds=5)
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zk") / "zookeeper", tick_ms=500)
-    try:
-        server.start()
-    except ZooKeeperUnavailable as exc:
-        pytest.skip(str(exc))
-    yield server
-    server.kill()
 
 
 def run_cluster_broker(tmp_path, zookeeper, scenario):

@@ -16,20 +16,8 @@ from replication.zk import (
     ZkClient,
     split_connect_string,
 )
-from broker.local_cluster import ZooKeeperServer, ZooKeeperUnavailable
 
 _WAIT_S = 20
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zk") / "zookeeper", tick_ms=500)
-    try:
-        server.start()
-    except ZooKeeperUnavailable as exc:
-        pytest.skip(str(exc))
-    yield server
-    server.kill()
 
 
 def run(coroutine):
