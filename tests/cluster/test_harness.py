@@ -38,8 +38,11 @@ WAIT_S = 20
 
 
 def cluster_id(broker: BrokerServer) -> str:
-    """The cluster id the broker keeps in its log dir (standalone until brokers use ZooKeeper)."""
-    return json.loads((broker.data_dirs[0] / "logway-metadata.json").read_text())["cluster_id"]
+    """The cluster id the broker keeps in its log dir, once it has agreed on it with ZooKeeper
+    (after its listener answers)."""
+    path = broker.data_dirs[0] / "logway-metadata.json"
+    wait_until(path.exists, WAIT_S, f"{path} to be written")
+    return json.loads(path.read_text())["cluster_id"]
 
 
 # ------------------------------------------------------------------ ZooKeeper and brokers
