@@ -576,8 +576,9 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("producer.id.expiration.check.interval.ms", _I, 600000,
        "How often partitions drop the state of expired producer ids.", minimum=1),
     # --- replication
-    _c("replica.lag.time.max.ms", _L, 30000,
-       "A follower that has not caught up within this time is removed from the ISR."),
+    _c("replica.lag.time.max.ms", _L, 10000,
+       "A follower that has not caught up within this time is removed from the ISR "
+       "(10 s, the product's design; Kafka's default is 30 s since KIP-537)."),
     _c("replica.fetch.wait.max.ms", _I, 500,
        "Longest wait of a follower's fetch; at most replica.lag.time.max.ms."),
     _c("replica.fetch.min.bytes", _I, 1,

@@ -46,7 +46,7 @@ _BECOME_LEADER, _RESIGN = 0, 1  # positions in a leadership listener
 
 @dataclass(frozen=True)
 class ReplicationSettings:
-    replica_lag_time_max_ms: int = 30_000
+    replica_lag_time_max_ms: int = 10_000
     commit_timeout_ms: int = 5_000  # how long append_committed waits (offsets.commit.timeout.ms)
     fetcher: FetcherSettings = FetcherSettings()
 

@@ -172,4 +172,4 @@ def test_settings_come_from_broker_configs(tmp_path):
 
     settings = _replication_settings(broker_config(tmp_path, {"replica.fetch.backoff.ms": "7", "num.replica.fetchers": "2"}))
     assert dataclasses.astuple(settings.fetcher)[:6] == (2, 500, 1, 1_048_576, 10_485_760, 7)
-    assert settings.replica_lag_time_max_ms == 30_000
+    assert settings.replica_lag_time_max_ms == 10_000
