@@ -14,6 +14,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SERVER_PROPERTIES = REPO / "config" / "server.properties"
 _START_TIMEOUT_S = 30
+# Every segment preallocates its index files at log.index.size.max.bytes (10 MiB by default, as
+# Kafka), and the 50 partitions of each internal topic make that 1-2 GB per test broker: test
+# brokers take 1 MiB unless a test asks for another size.
+TEST_BROKER_DEFAULTS = {"log.index.size.max.bytes": "1048576"}
 
 
 def unique_topic(prefix: str) -> str:
@@ -35,6 +39,7 @@ class BrokerProcess:
             "log.dirs": str(self.data_dir),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            **TEST_BROKER_DEFAULTS,
             **(overrides or {}),
         }
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"

@@ -17,6 +17,7 @@ from protocol.record_batch import split_batches
 from protocol.records import iter_records
 from storage.records_file import FileRegion
 from storage.topic_partition import TopicPartition
+from tests.harness import TEST_BROKER_DEFAULTS
 from tests.kafka_wire import decode_response, encode_request
 
 CLIENT_ADDRESS = "127.0.0.1:50000"
@@ -28,6 +29,7 @@ def broker_config(tmp_path, extra: dict | None = None) -> BrokerConfig:
             "log.dirs": str(tmp_path),
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
+            **TEST_BROKER_DEFAULTS,
             **(extra or {}),
         }
     )

@@ -69,6 +69,7 @@ from broker.local_cluster import (
 )
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from tests.harness import TEST_BROKER_DEFAULTS
 from tests.kafka_wire import decode_response, encode_request
 
 # ZooKeeper grants session timeouts of 2 to 20 ticks: with 500 ms ticks, 1 s to 10 s, so fault
@@ -505,6 +506,7 @@ class Cluster(LocalCluster):
                     log_dir=root / f"broker-{broker_id}", brokers=brokers,
                 )
                 settings["zookeeper.session.timeout.ms"] = str(session_timeout_ms)
+                settings.update(TEST_BROKER_DEFAULTS)
                 settings.update(overrides or {})
                 servers.append(BrokerServer(broker_id, settings, host=host.address, port=port,
                                             log_path=root / "logs" / f"broker-{broker_id}.log",

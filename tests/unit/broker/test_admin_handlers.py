@@ -30,7 +30,6 @@ from kio.schema.incremental_alter_configs.v1.request import (
     IncrementalAlterConfigsRequest,
 )
 
-from broker.config import BrokerConfig
 from broker.server import Broker
 from protocol.api_keys import ApiKey
 from protocol.config_types import ConfigResourceType, ConfigSource, ConfigType
@@ -38,6 +37,7 @@ from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
 from storage.log_config import TOPIC_CONFIGS
 from storage.topic_partition import TopicPartition
+from tests.in_process import broker_config as settings
 from tests.kafka_wire import decode_response, encode_request
 
 TIMEOUT = datetime.timedelta(seconds=5)
@@ -70,17 +70,6 @@ class Admin:
         records = [Record(i, 1_000 + i, b"k", b"v%d" % i) for i in range(count)]
         batch = bytearray(build_batch(records))
         self.broker.replica_manager.append(TopicPartition(topic, partition), memoryview(batch))
-
-
-def settings(tmp_path, extra: dict | None = None) -> BrokerConfig:
-    return BrokerConfig().with_overrides(
-        {
-            "log.dirs": str(tmp_path),
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
-            **(extra or {}),
-        }
-    )
 
 
 def run(tmp_path, scenario, extra: dict | None = None):
