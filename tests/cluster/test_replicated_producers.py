@@ -1,0 +1,56 @@
+"""Idempotent producers against three real brokers and ZooKeeper: producer ids come from
+ZooKeeper's /latest_producer_id_block, and a producer goes on through a leader's death with every
+record once, in order (the new leader knows the producer from its follower appends)."""
+
+import json
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.cluster.harness import wait_until
+from tests.cluster.test_controller import _TIMEOUT_S, _agreed, _create, cluster  # noqa: F401 (fixture)
+from tests.harness import unique_topic
+
+
+def _produce(cluster, producer: Producer, topic: str, values: list[bytes]) -> None:
+    delivered = []
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=lambda e, m: delivered.append(e))
+    assert producer.flush(_TIMEOUT_S) == 0
+    assert delivered == [None] * len(values)
+
+
+def test_an_idempotent_producer_goes_on_through_a_leaders_death(cluster):
+    topic = unique_topic("idempotent")
+    _create(cluster, topic, 1, 3)
+    leader = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")[0][0]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    values = [b"record-%d" % i for i in range(200)]
+    _produce(cluster, producer, topic, values[:100])
+    with cluster.zookeeper_client() as client:
+        block = json.loads(client.get("/latest_producer_id_block")[0])
+    assert (block["version"], block["block_start"], block["block_end"]) == (1, "0", "999")
+    assert block["broker"] in (1, 2, 3)
+
+    cluster.broker(leader).kill()
+    survivors = [b for b in (1, 2, 3) if b != leader]
+    wait_until(
+        lambda: (after := _agreed(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
+        _TIMEOUT_S, "a new leader",
+    )
+    _produce(cluster, producer, topic, values[100:])
+
+    consumer = Consumer({
+        "bootstrap.servers": cluster.broker(survivors[0]).bootstrap,
+        "group.id": unique_topic("reader"),
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read = []
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < len(values) and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.close()
+    assert read == values
