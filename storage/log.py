@@ -306,9 +306,8 @@ class Log:
         else:
             duplicate = self.producer_state.check_append(header)
         if duplicate is not None:
-            return AppendResult(
-                duplicate.first_offset, duplicate.last_offset, duplicate.timestamp, self.log_start_offset
-            )
+            first, last = duplicate.first_offset, duplicate.last_offset
+            return AppendResult(first, last, duplicate.timestamp, self.log_start_offset)
         result = self._assign_offsets_and_append(records, header, leader_epoch, now)
         max_timestamp = now if result.log_append_time_ms >= 0 else header.max_timestamp
         self.producer_state.record_batch(

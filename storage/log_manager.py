@@ -114,7 +114,10 @@ class LogManager:
             (self._settings.retention_check_interval_ms, self.apply_retention),
             (self._settings.flush_check_interval_ms, self._flush_by_time),
             (self._settings.checkpoint_interval_ms, self.checkpoint),
-            (self._settings.producer_id_expiration_check_interval_ms, self.remove_expired_producers),
+            (
+                self._settings.producer_id_expiration_check_interval_ms,
+                self.remove_expired_producers,
+            ),
         ]
         # Kafka's "never" for these intervals is Long.MAX_VALUE; asyncio cannot sleep that long.
         self._periodic = [
@@ -367,7 +370,8 @@ class LogManager:
                 snapshots = []
                 for partition_log in logs:
                     partition_log.take_producer_snapshot()
-                    snapshots += partition_log.producer_state.pop_unflushed(partition_log.log_end_offset)
+                    end = partition_log.log_end_offset
+                    snapshots += partition_log.producer_state.pop_unflushed(end)
                 await self._run_blocking(_flush_logs_fully, logs, snapshots)
                 for partition_log in logs:
                     partition_log.mark_flushed(partition_log.log_end_offset)

@@ -67,12 +67,18 @@ class ResponseDroppingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection((_HOST, self._upstream_port))
+            try:
+                upstream = socket.create_connection((_HOST, self._upstream_port))
+            except OSError:  # the broker is down (restarting): the client will reconnect
+                _shut(client)
+                continue
             with self._lock:
                 self._sockets += [client, upstream]
             pending: dict[int, list[tuple]] = {}  # correlation id -> batches of a Produce
-            threading.Thread(target=self._requests, args=(client, upstream, pending), daemon=True).start()
-            threading.Thread(target=self._responses, args=(upstream, client, pending), daemon=True).start()
+            pumps = ((self._requests, client, upstream), (self._responses, upstream, client))
+            for pump, source, destination in pumps:
+                args = (source, destination, pending)
+                threading.Thread(target=pump, args=args, daemon=True).start()
 
     def _requests(self, client: socket.socket, upstream: socket.socket, pending: dict) -> None:
         for frame in _frames(client):

@@ -6,12 +6,9 @@
 // Usage: node idempotent.js BOOTSTRAP TOPIC PARTITIONS RECORDS_PER_PARTITION
 
 const { Kafka, logLevel } = require('kafkajs');
+const { toStderr, run } = require('./script');
 
 const HARD_TIMEOUT_MS = 90000;
-
-const toStderr = () => ({ level, log }) => {
-  process.stderr.write(`${JSON.stringify({ level, ...log })}\n`);
-};
 
 async function main() {
   const [bootstrap, topic, partitionsArg, recordsArg] = process.argv.slice(2);
@@ -43,19 +40,7 @@ async function main() {
   } finally {
     await producer.disconnect();
   }
-  process.stdout.write(`${JSON.stringify({ acked })}\n`);
+  return { acked };
 }
 
-const guard = setTimeout(() => {
-  process.stderr.write(`idempotent.js did not finish within ${HARD_TIMEOUT_MS} ms\n`);
-  process.exit(3);
-}, HARD_TIMEOUT_MS);
-guard.unref();
-
-main().then(
-  () => process.exit(0),
-  (error) => {
-    process.stderr.write(`${error.stack || error}\n`);
-    process.exit(1);
-  },
-);
+run('idempotent.js', main, HARD_TIMEOUT_MS);

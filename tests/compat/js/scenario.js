@@ -7,13 +7,9 @@
 // KafkaJS has no consumer without a group, and groups do not exist yet, so nothing is consumed.
 
 const { Kafka, CompressionTypes, Partitioners, logLevel } = require('kafkajs');
+const { toStderr, run } = require('./script');
 
 const HARD_TIMEOUT_MS = 45000;
-
-// KafkaJS logs to stdout by default; keep stdout for the result.
-const toStderr = () => ({ level, log }) => {
-  process.stderr.write(`${JSON.stringify({ level, ...log })}\n`);
-};
 
 async function main() {
   const [bootstrap, topic, baseTimestampArg] = process.argv.slice(2);
@@ -102,19 +98,7 @@ async function main() {
   } finally {
     await admin.disconnect();
   }
-  process.stdout.write(`${JSON.stringify(result)}\n`);
+  return result;
 }
 
-const guard = setTimeout(() => {
-  process.stderr.write(`scenario did not finish within ${HARD_TIMEOUT_MS} ms\n`);
-  process.exit(3);
-}, HARD_TIMEOUT_MS);
-guard.unref();
-
-main().then(
-  () => process.exit(0),
-  (error) => {
-    process.stderr.write(`${error.stack || error}\n`);
-    process.exit(1);
-  },
-);
+run('scenario', main, HARD_TIMEOUT_MS);
