@@ -436,10 +436,19 @@ def control_record(
 
 
 def control_batch_type(batch: bytes | memoryview) -> ControlRecordType:
-    """The type of a control batch: that of its (one) record. Raises as control_record_type,
-    and CorruptRecordError for a control batch without records."""
+    """The type of a control batch: that of its (one) record. Raises as control_batch_marker."""
+    return control_batch_marker(batch)[0]
+
+
+def control_batch_marker(batch: bytes | memoryview) -> tuple[ControlRecordType, int]:
+    """The type and the coordinator epoch of a transaction marker batch (its one record).
+    Raises as control_record_type, and CorruptRecordError for a control batch without records or
+    a value too short."""
     for record in iter_records(batch):
-        return control_record_type(record)
+        record_type = control_record_type(record)
+        if record.value is None or len(record.value) < _CONTROL_VALUE.size:
+            raise CorruptRecordError(f"control record value {record.value!r} is too short")
+        return record_type, _CONTROL_VALUE.unpack_from(record.value)[1]
     raise CorruptRecordError("control batch without records")
 
 

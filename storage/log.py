@@ -69,7 +69,7 @@ from protocol.record_batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from protocol.records import ControlRecordType, build_batch, control_batch_type, control_record, recompress_batch
+from protocol.records import ControlRecordType, build_batch, control_batch_marker, control_record, recompress_batch
 from storage.errors import OffsetOutOfRangeError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCache
 from storage.log_config import LogConfig
@@ -262,10 +262,15 @@ class Log:
         self, header: BatchHeader, segment: LogSegment, read_batch: Callable[[], bytes | memoryview]
     ) -> None:
         """Take a batch written before (replayed, or a follower's copy) into the producer state
-        without checks; an ABORT marker that closes a transaction goes into `segment`'s
+        without checks; a marker also records its coordinator epoch (which fences older
+        coordinators' markers), and an ABORT that closes a transaction goes into `segment`'s
         transaction index. `read_batch` gives the batch's bytes, read only for a marker."""
-        first_offset = self.producer_state.record_batch(header)
-        if first_offset is not None and control_batch_type(read_batch()) is ControlRecordType.ABORT:
+        if not header.is_control or header.producer_id < 0:
+            self.producer_state.record_batch(header)
+            return
+        record_type, coordinator_epoch = control_batch_marker(read_batch())
+        first_offset = self.producer_state.record_marker(header, coordinator_epoch)
+        if first_offset is not None and record_type is ControlRecordType.ABORT:
             segment.txn_index.append(self._aborted(header.producer_id, first_offset, header.base_offset))
 
     def _batches(self, start_offset: int, end_offset: int) -> Iterator[tuple[LogSegment, BatchLocation]]:

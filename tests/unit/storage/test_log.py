@@ -600,6 +600,7 @@ def test_a_follower_copying_markers_keeps_the_lso_and_the_txn_index_as_the_leade
     follower = open_log()
     follower.append_as_follower(memoryview(leader_bytes(leader)))
     assert follower.first_unstable_offset == leader.first_unstable_offset == 0
+    assert follower.producer_state.producers[8].coordinator_epoch == 0  # fences older coordinators
     assert follower.segments[-1].txn_index.entries == leader.segments[-1].txn_index.entries == [AbortedTxn(8, 1, 2, 0)]
     assert follower.truncate_to(2)  # the abort marker goes: transaction 8 is open again
     assert follower.segments[-1].txn_index.entries == []
