@@ -263,21 +263,21 @@ def test_records_acknowledged_by_all_replicas_survive_the_leaders_death(cluster)
         lambda: (after := _agreed(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
         _TIMEOUT_S, "a new leader",
     )
-    consumer = Consumer({
-        "bootstrap.servers": cluster.broker(survivors[0]).bootstrap,
-        "group.id": unique_topic("reader"),
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    })
+    assert _read(cluster.broker(survivors[0]).bootstrap, topic, len(values)) == values
+
+
+def _read(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """The values of partition 0 of `topic` from its start, until `count` (or the timeout)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     read = []
     deadline = time.monotonic() + _TIMEOUT_S
-    while len(read) < len(values) and time.monotonic() < deadline:
+    while len(read) < count and time.monotonic() < deadline:
         message = consumer.poll(1)
         if message is not None and message.error() is None:
             read.append(message.value())
     consumer.close()
-    assert read == values
+    return read
 
 
 def test_topic_configs_reach_every_broker(cluster):

@@ -3,12 +3,11 @@ ZooKeeper's /latest_producer_id_block, and a producer goes on through a leader's
 record once, in order (the new leader knows the producer from its follower appends)."""
 
 import json
-import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from tests.cluster.harness import wait_until
-from tests.cluster.test_controller import _TIMEOUT_S, _agreed, _create, cluster  # noqa: F401 (fixture)
+from tests.cluster.test_controller import _TIMEOUT_S, _agreed, _create, _read, cluster  # noqa: F401 (fixture)
 from tests.harness import unique_topic
 
 
@@ -40,17 +39,4 @@ def test_an_idempotent_producer_goes_on_through_a_leaders_death(cluster):
     )
     _produce(cluster, producer, topic, values[100:])
 
-    consumer = Consumer({
-        "bootstrap.servers": cluster.broker(survivors[0]).bootstrap,
-        "group.id": unique_topic("reader"),
-        "enable.auto.commit": False,
-    })
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    read = []
-    deadline = time.monotonic() + _TIMEOUT_S
-    while len(read) < len(values) and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and message.error() is None:
-            read.append(message.value())
-    consumer.close()
-    assert read == values
+    assert _read(cluster.broker(survivors[0]).bootstrap, topic, len(values)) == values
