@@ -112,10 +112,16 @@ def partition_dir(broker, topic: str):
 
 
 def segment_bytes_on_disk(broker, topic: str) -> tuple[int, int]:
-    """(how many segments, their total size)."""
+    """(how many segments, their total size), listed again when the cleaner swaps a segment
+    between the listing and the sizes."""
     directory = partition_dir(broker, topic)
-    sizes = [os.path.getsize(directory / n) for n in os.listdir(directory) if n.endswith(".log")]
-    return len(sizes), sum(sizes)
+    for _ in range(100):
+        try:
+            sizes = [os.path.getsize(directory / n) for n in os.listdir(directory) if n.endswith(".log")]
+        except FileNotFoundError:
+            continue
+        return len(sizes), sum(sizes)
+    raise AssertionError(f"{directory} kept changing under the listing")
 
 
 def wait_until(condition, what: str) -> None:
