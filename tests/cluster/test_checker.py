@@ -1,0 +1,97 @@
+"""The fault tests' checker and workload, proven on histories made by hand and on one real broker
+process killed with SIGKILL under load (standalone: nothing acknowledged may be lost)."""
+
+import shutil
+import time
+
+from protocol.records import Record, build_batch
+from tests.cluster.checker import History, check, partition_batches, replicas_agree, values_in
+from tests.cluster.workload import ProducerWorkload, read_topic
+from tests.harness import BrokerProcess, unique_topic
+
+
+def history(*acked: tuple[bytes, int, int], failed=(), unacked=()) -> History:
+    h = History()
+    for value, partition, offset in acked:
+        h.sent.append(value)
+        h.acked[value] = (partition, offset)
+    for value in failed:
+        h.sent.append(value)
+        h.failed[value] = "timed out"
+    h.sent += unacked
+    return h
+
+
+def test_a_log_holding_every_acknowledged_write_at_its_offset_is_valid():
+    h = history((b"a", 0, 0), (b"b", 0, 1), (b"c", 1, 0), failed=[b"d"], unacked=[b"e"])
+    verdict = check(h, {0: [(0, b"a"), (1, b"b"), (2, b"d")], 1: [(0, b"c")]})
+    assert verdict.valid, verdict
+    assert h.unknown == {b"e"}
+
+
+def test_an_acknowledged_write_missing_or_moved_is_lost():
+    h = history((b"a", 0, 0), (b"b", 0, 1), (b"c", 0, 2))
+    verdict = check(h, {0: [(0, b"a"), (1, b"c")]})
+    assert not verdict.valid
+    assert verdict.lost == {b"b": (0, 1), b"c": (0, 2)}
+
+
+def test_duplicates_are_reported_without_failing_and_strangers_fail():
+    h = history((b"a", 0, 0), (b"b", 0, 2))
+    verdict = check(h, {0: [(0, b"a"), (1, b"a"), (2, b"b"), (3, b"zz")]})
+    assert verdict.duplicated == {b"a": 2}
+    assert verdict.unexpected == [b"zz"]
+    assert not verdict.valid
+
+
+def test_values_read_out_of_send_order_are_reordered():
+    h = history((b"a", 0, 1), (b"b", 0, 0))
+    verdict = check(h, {0: [(0, b"b"), (1, b"a")]})
+    assert verdict.reordered == {0: (b"b", b"a")}
+
+
+def _write_partition(directory, batches) -> None:
+    directory.mkdir(parents=True)
+    (directory / "00000000000000000000.log").write_bytes(b"".join(batches))
+
+
+def _batch(offset: int, value: bytes, epoch: int = 0) -> bytes:
+    return build_batch([Record(offset, 1000, None, value)], partition_leader_epoch=epoch)
+
+
+def test_replicas_agree_below_the_shorter_log_and_a_differing_batch_is_named(tmp_path):
+    a, b, c = tmp_path / "a" / "t-0", tmp_path / "b" / "t-0", tmp_path / "c" / "t-0"
+    _write_partition(a, [_batch(0, b"x"), _batch(1, b"y"), _batch(2, b"z")])
+    _write_partition(b, [_batch(0, b"x"), _batch(1, b"y")])
+    _write_partition(c, [_batch(0, b"x"), _batch(1, b"y", epoch=1)])
+    assert replicas_agree([str(a), str(b)]) is None
+    assert "base offsets 1 and 1" in replicas_agree([str(a), str(c)])
+    assert values_in(str(a)) == [(0, b"x"), (1, b"y"), (2, b"z")]
+
+
+def test_no_acknowledged_write_is_lost_when_a_standalone_broker_is_killed_under_load(tmp_path):
+    broker = BrokerProcess(tmp_path / "data", {"num.partitions": "3"}).start()
+    topic = unique_topic("checked")
+    try:
+        workload = ProducerWorkload(broker.bootstrap, topic, 3, count=3000, duration_s=20).start()
+        _wait_for_acks(workload, 300)
+        broker.kill()
+        broker.start()
+        history = workload.join()
+        verdict = check(history, read_topic(broker.bootstrap, topic, 3))
+    finally:
+        broker.stop()
+    assert verdict.valid, verdict
+    assert len(history.acked) >= 300
+    assert "Traceback" not in broker.log()
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "data" / f"{topic}-0", copy)
+    assert replicas_agree([str(tmp_path / "data" / f"{topic}-0"), str(copy)]) is None
+    assert len(partition_batches(str(copy))) > 0
+
+
+def _wait_for_acks(workload: ProducerWorkload, count: int, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while workload.acked_count < count:
+        assert time.monotonic() < deadline, f"only {workload.acked_count} acknowledged"
+        time.sleep(0.05)
