@@ -1,10 +1,13 @@
 """This broker as a member of a ZooKeeper cluster (`zookeeper.connect` set).
 
-Start: connect to ZooKeeper (chroot created if missing), create the persistent paths, agree on
-the cluster id (/cluster/id, created by the first broker; a broker whose log dirs already belong
-to another cluster refuses to start, as Kafka's InconsistentClusterIdException), follow the
-topics (below), register /brokers/ids/<id> (ephemeral; the broker epoch is its czxid; a live
-registration of the same id stops the start: NODE_EXISTS, as Kafka), then run for controller.
+Start, in two steps. `connect` (before the logs load): connect to ZooKeeper (chroot created if
+missing), create the persistent paths, agree on the cluster id (/cluster/id, created by the first
+broker; a broker whose log dirs already belong to another cluster refuses to start, as Kafka's
+InconsistentClusterIdException). `join` (once listening): follow the topics (below), register
+/brokers/ids/<id> (ephemeral; the broker epoch is its czxid), then run for controller. A
+registration of the same id by another session is waited out for 1.5 session timeouts (a broker
+restarted right after a crash finds its old one until that session expires; Kafka refuses to
+start at once), then stops the start.
 
 Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
 (children, and each topic's partition count and id) and /config/topics (overrides), re-read
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_VERSION = 2
+_REGISTRATION_WAIT_FACTOR = 1.5  # times the session timeout
+_REGISTRATION_RETRY_S = 0.25
 
 
 class ClusterStartError(Exception):
@@ -86,12 +91,14 @@ class ClusterMember:
         self._session_expired = False
         self._last_config_change = ""
         self._watched_topics: set[str] = set()
+        self._watches: dict[str, Callable[[WatchEvent], None]] = {}
         self._stopping = False
 
     # ------------------------------------------------------------------ start and stop
 
-    async def start(self) -> None:
-        """Join the cluster; raises ClusterStartError when this broker must not start."""
+    async def connect(self) -> None:
+        """Connect to ZooKeeper and agree on the cluster id (before the logs load, as Kafka);
+        raises ClusterStartError when this broker must not start."""
         if self.broker.config.broker_id < 0:
             raise ClusterStartError("cluster mode needs an explicit broker.id (0 or more)")
         try:
@@ -102,6 +109,9 @@ class ClusterMember:
         for path in znodes.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
         await self._agree_on_cluster_id()
+
+    async def join(self) -> None:
+        """Follow the topics, register and run for controller (once listening)."""
         topics = self.broker.topics
         topics.cluster_admin = self.admin
         topics.live_brokers = self.broker.metadata_cache.live_broker_ids
@@ -142,18 +152,27 @@ class ClusterMember:
             ),
             broker.config.get("broker.rack"),
         )
-        try:
-            stat = await self.zk.create_with_stat(
-                znodes.broker_path(self.broker_id), znodes.encode_broker(registration), ephemeral=True
-            )
-        except NodeExistsError:
-            found = await self.zk.get_or_none(znodes.broker_path(self.broker_id))
-            if found is None or found[1].ephemeral_owner != (self.zk.session_id or (0,))[0]:
+        loop = asyncio.get_running_loop()
+        # A broker restarted right after a crash finds its old registration until the old
+        # session expires: wait that long (Kafka would refuse to start at once).
+        deadline = loop.time() + self.zk.session_timeout_ms / 1000 * _REGISTRATION_WAIT_FACTOR
+        while True:
+            try:
+                stat = await self.zk.create_with_stat(
+                    znodes.broker_path(self.broker_id), znodes.encode_broker(registration), ephemeral=True
+                )
+                break
+            except NodeExistsError:
+                found = await self.zk.get_or_none(znodes.broker_path(self.broker_id))
+            if found is not None and found[1].ephemeral_owner == (self.zk.session_id or (0,))[0]:
+                stat = found[1]  # ours: a create retried after a connection loss
+                break
+            if loop.time() >= deadline:
                 raise ClusterStartError(
                     f"broker id {self.broker_id} is registered by another live broker "
                     f"({znodes.broker_path(self.broker_id)} exists)"
-                ) from None
-            stat = found[1]
+                )
+            await asyncio.sleep(_REGISTRATION_RETRY_S)
         self.broker_epoch = stat.czxid
         self._registered = True
         log.info("broker %d registered in ZooKeeper with broker epoch %d", self.broker_id, self.broker_epoch)
@@ -246,12 +265,17 @@ class ClusterMember:
 
     # ------------------------------------------------------------------ topics
 
-    def _watch(self, handler: Callable[[], Awaitable[None]]) -> Callable[[WatchEvent], None]:
-        def on_watch(event: WatchEvent) -> None:
-            if not self._stopping:
-                asyncio.get_running_loop().create_task(self._guarded(handler))
+    def _watch(self, key: str, handler: Callable[[], Awaitable[None]]) -> Callable[[WatchEvent], None]:
+        """One watch function per key, so re-arming does not add watchers."""
+        watch = self._watches.get(key)
+        if watch is None:
 
-        return on_watch
+            def watch(event: WatchEvent) -> None:
+                if not self._stopping:
+                    asyncio.get_running_loop().create_task(self._guarded(handler))
+
+            self._watches[key] = watch
+        return watch
 
     async def _guarded(self, handler: Callable[[], Awaitable[None]]) -> None:
         try:
@@ -260,7 +284,7 @@ class ClusterMember:
             log.warning("ZooKeeper read failed (%s); it is retried on the next session event", exc)
 
     async def _follow_topics(self) -> None:
-        names = set(await self.zk.get_children(znodes.BROKER_TOPICS, self._watch(self._follow_topics)))
+        names = set(await self.zk.get_children(znodes.BROKER_TOPICS, self._watch("topics", self._follow_topics)))
         topics = self.broker.topics
         for gone in set(topics.topics) - names:
             topics.uninstall(gone)
@@ -273,7 +297,7 @@ class ClusterMember:
         watch = None
         if name not in self._watched_topics:
             self._watched_topics.add(name)
-            watch = self._watch(lambda: self._reread_topic(name))
+            watch = self._watch(f"topic {name}", lambda: self._reread_topic(name))
         found = await self.zk.get_or_none(znodes.topic_path(name), watch)
         if found is None:
             self._watched_topics.discard(name)
@@ -289,7 +313,7 @@ class ClusterMember:
 
     async def _follow_config_changes(self, initial: bool = False) -> None:
         names = sorted(await self.zk.get_children(
-            znodes.CONFIG_CHANGES, self._watch(self._follow_config_changes)
+            znodes.CONFIG_CHANGES, self._watch("config changes", self._follow_config_changes)
         ))
         fresh = [n for n in names if n > self._last_config_change]
         if names:

@@ -88,11 +88,12 @@ class Broker:
     async def start(self) -> None:
         await asyncio.to_thread(self.topic_store.load)
         if self.cluster is not None:
+            await self.cluster.connect()
             await self.log_manager.startup()
             self._listen()
             self.replica_manager.set_isr_writer(self.cluster.isr_writer)
             self.replica_manager.start()
-            await self.cluster.start()
+            await self.cluster.join()
             self.group_coordinator.start()
         else:
             await self.topic_store.save()

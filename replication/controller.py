@@ -101,9 +101,6 @@ class _Context:
     def live(self) -> set[int]:
         return set(self.brokers) - self.shutting_down
 
-    def is_alive(self, broker_id: int) -> bool:
-        return broker_id in self.brokers
-
 
 class Controller:
     def __init__(
@@ -117,7 +114,6 @@ class Controller:
         self.broker_id = settings.broker_id
         self._topic_unclean_election = topic_unclean_election
         self.active = False
-        self.active_controller_id = -1
         self.epoch = 0
         self._ctx = _Context()
         self._channel: ControllerChannel | None = None
@@ -125,6 +121,7 @@ class Controller:
         self._worker: asyncio.Task | None = None
         self._rebalance_timer: asyncio.Task | None = None
         self._watched_topics: set[str] = set()
+        self._watches: dict[str, Callable[[WatchEvent], None]] = {}
         self._stopped = False
 
     # ------------------------------------------------------------------ life cycle
@@ -182,11 +179,17 @@ class Controller:
     # ------------------------------------------------------------------ election
 
     def _watch(self, event_name: str, handler: Callable[[], Awaitable[Any]]) -> Callable[[WatchEvent], None]:
-        def on_watch(event: WatchEvent) -> None:
-            if not self._stopped:
-                self.enqueue(event_name, handler)
+        """The watch that queues `event_name`: one function per event name, so re-arming a
+        watch on a znode does not add watchers (kazoo keeps one of each function per path)."""
+        watch = self._watches.get(event_name)
+        if watch is None:
 
-        return on_watch
+            def watch(event: WatchEvent) -> None:
+                if not self._stopped:
+                    self.enqueue(event_name, handler)
+
+            self._watches[event_name] = watch
+        return watch
 
     async def _elect(self) -> None:
         if self.active:
@@ -207,11 +210,9 @@ class Controller:
         await self._become_active()
 
     async def _follow_controller(self) -> None:
-        found = await self._zk.get_or_none(znodes.CONTROLLER, self._watch("controller change", self._on_controller_change))
+        found = await self._zk.exists(znodes.CONTROLLER, self._watch("controller change", self._on_controller_change))
         if found is None:
             self.enqueue("elect", self._elect)
-            return
-        self.active_controller_id = znodes.decode_controller(found[0])
 
     async def _on_controller_change(self) -> None:
         found = await self._zk.get_or_none(znodes.CONTROLLER, self._watch("controller change", self._on_controller_change))
@@ -220,8 +221,6 @@ class Controller:
             await self._resign()
         if found is None:
             await self._elect()
-        else:
-            self.active_controller_id = current
 
     async def _increment_epoch(self) -> None:
         found = await self._zk.get_or_none(znodes.CONTROLLER_EPOCH)
@@ -271,7 +270,6 @@ class Controller:
     async def _become_active(self) -> None:
         log.info("broker %d is the controller, epoch %d", self.broker_id, self._ctx.epoch)
         self.active = True
-        self.active_controller_id = self.broker_id
         self._channel = ControllerChannel(
             f"controller-{self.broker_id}", self.settings.request_timeout_s
         )
@@ -325,7 +323,7 @@ class Controller:
     async def _load_topic(self, topic: str) -> TopicAssignment | None:
         watch = None
         if topic not in self._watched_topics:
-            watch = self._watch("partition change", lambda: self._on_partition_change(topic))
+            watch = self._watch(f"partition change {topic}", lambda: self._on_partition_change(topic))
         found = await self._zk.get_or_none(znodes.topic_path(topic), watch)
         if found is None:
             self._ctx.topics.pop(topic, None)

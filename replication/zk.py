@@ -13,7 +13,9 @@ with its ephemeral znodes and watches; kazoo opens a new one and CONNECTED follo
 the owner must re-register its ephemeral znodes and re-arm its watches).
 
 Errors are this module's own (`NoNodeError`, `NodeExistsError`, `BadVersionError`,
-`NotEmptyError`, and `ZkError` for the rest), so no caller imports kazoo.
+`NotEmptyError`, and `ZkError` for the rest), so no caller imports kazoo. An operation cut by a
+connection loss is retried once the client has reconnected (in the same session or a new one),
+as Kafka's ZooKeeper client does; a session expiry fails it.
 
 Thread-safety: call from the event loop only; callbacks run on it.
 """
@@ -52,12 +54,18 @@ class NotEmptyError(ZkError):
     pass
 
 
+class ConnectionLossError(ZkError):
+    """The connection went before the answer came; operations retry this themselves."""
+
+
 _ERRORS: dict[type, type[ZkError]] = {
     kazoo_errors.NoNodeError: NoNodeError,
     kazoo_errors.NodeExistsError: NodeExistsError,
     kazoo_errors.BadVersionError: BadVersionError,
     kazoo_errors.NotEmptyError: NotEmptyError,
+    kazoo_errors.ConnectionLoss: ConnectionLossError,
 }
+_RETRY_BACKOFF_S = 0.1
 
 
 def _translate(exc: BaseException) -> BaseException:
@@ -136,6 +144,8 @@ class ZkClient:
         self._kazoo = KazooClient(hosts=self._hosts, timeout=session_timeout_ms / 1000)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session_listeners: list[Callable[[SessionEvent], None]] = []
+        self._connected = asyncio.Event()
+        self._wrapped: dict[Watch, Callable] = {}
         self._closed = False
 
     # ------------------------------------------------------------------ connection
@@ -150,14 +160,16 @@ class ZkClient:
             await asyncio.to_thread(self._kazoo.start, timeout_s)
         except Exception as exc:
             raise ZkError(f"cannot connect to ZooKeeper at {self._hosts} within {timeout_s}s: {exc}") from exc
+        self._connected.set()
         if self._chroot:
-            await asyncio.to_thread(self._kazoo.ensure_path, self._chroot)
+            await self._in_thread(self._kazoo.ensure_path, self._chroot)
             self._kazoo.chroot = self._chroot
 
     async def close(self) -> None:
         """End the session: its ephemeral znodes go at once."""
         self._closed = True
         await asyncio.to_thread(self._close_blocking)
+        self._connected.set()  # operations waiting to retry fail now
 
     def _close_blocking(self) -> None:
         try:
@@ -190,6 +202,10 @@ class ZkClient:
 
     def _dispatch_session_event(self, event: SessionEvent) -> None:
         log.info("ZooKeeper session %s", event.value)
+        if event is SessionEvent.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
         for listener in list(self._session_listeners):
             try:
                 listener(event)
@@ -199,7 +215,7 @@ class ZkClient:
     # ------------------------------------------------------------------ operations
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat]:
-        data, stat = await self._bridge(self._kazoo.get_async(path, self._wrap(watch)))
+        data, stat = await self._call(lambda: self._kazoo.get_async(path, self._wrap(watch)))
         return data, _stat(stat)
 
     async def get_or_none(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
@@ -209,11 +225,11 @@ class ZkClient:
             return None
 
     async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
-        stat = await self._bridge(self._kazoo.exists_async(path, self._wrap(watch)))
+        stat = await self._call(lambda: self._kazoo.exists_async(path, self._wrap(watch)))
         return None if stat is None else _stat(stat)
 
     async def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
-        return list(await self._bridge(self._kazoo.get_children_async(path, self._wrap(watch))))
+        return list(await self._call(lambda: self._kazoo.get_children_async(path, self._wrap(watch))))
 
     async def children_or_empty(self, path: str, watch: Watch | None = None) -> list[str]:
         try:
@@ -231,31 +247,37 @@ class ZkClient:
         makepath: bool = False,
     ) -> str:
         """Create a znode; returns its path (with the sequence number, for sequential ones)."""
-        return await self._bridge(
-            self._kazoo.create_async(path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+        return await self._call(
+            lambda: self._kazoo.create_async(path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
         )
 
     async def create_with_stat(self, path: str, data: bytes, *, ephemeral: bool = False) -> ZnodeStat:
-        _, stat = await self._bridge(
-            self._kazoo.create_async(path, data, ephemeral=ephemeral, makepath=True, include_data=True)
+        _, stat = await self._call(
+            lambda: self._kazoo.create_async(path, data, ephemeral=ephemeral, makepath=True, include_data=True)
         )
         return _stat(stat)
 
     async def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
         """Write `data`; with `version` >= 0 only if the znode is still at it (compare-and-set)."""
-        return _stat(await self._bridge(self._kazoo.set_async(path, data, version)))
+        return _stat(await self._call(lambda: self._kazoo.set_async(path, data, version)))
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         if recursive:
             await self._in_thread(self._kazoo.delete, path, recursive=True)
         else:
-            await self._bridge(self._kazoo.delete_async(path, version))
+            await self._call(lambda: self._kazoo.delete_async(path, version))
 
     async def ensure_path(self, path: str) -> None:
         await self._in_thread(self._kazoo.ensure_path, path)
 
     async def multi(self, ops: Sequence[Op]) -> None:
         """Apply `ops` atomically: all or none. A failed step raises its error."""
+        results = await self._call(lambda: self._transaction(ops).commit_async())
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, kazoo_errors.RolledBackError):
+                raise _translate(result)
+
+    def _transaction(self, ops: Sequence[Op]) -> Any:
         transaction = self._kazoo.transaction()
         for op in ops:
             if op.kind == "create":
@@ -268,12 +290,25 @@ class ZkClient:
                 transaction.check(op.path, op.version)
             else:
                 raise ValueError(f"unknown transaction step {op.kind}")
-        results = await self._bridge(transaction.commit_async())
-        for result in results:
-            if isinstance(result, BaseException) and not isinstance(result, kazoo_errors.RolledBackError):
-                raise _translate(result)
+        return transaction
 
     # ------------------------------------------------------------------ bridging
+
+    async def _call(self, start: Callable[[], Any]) -> Any:
+        """Run a kazoo async operation; after a connection loss, again once reconnected (as
+        Kafka's ZooKeeper client does), unless the client is closing."""
+        while True:
+            try:
+                return await self._bridge(start())
+            except ConnectionLossError:
+                await self._until_reconnected()
+
+    async def _until_reconnected(self) -> None:
+        if self._closed:
+            raise ConnectionLossError("the ZooKeeper client is closed")
+        # The loss may not have reached the session listeners yet: give them a moment.
+        await asyncio.sleep(_RETRY_BACKOFF_S)
+        await self._connected.wait()
 
     def _bridge(self, async_result: Any) -> asyncio.Future:
         loop = asyncio.get_running_loop()
@@ -293,14 +328,26 @@ class ZkClient:
         return future
 
     async def _in_thread(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await asyncio.to_thread(function, *args, **kwargs)
-        except BaseException as exc:
-            raise _translate(exc) from exc
+        while True:
+            try:
+                return await asyncio.to_thread(function, *args, **kwargs)
+            except BaseException as exc:
+                error = _translate(exc)
+                if not isinstance(error, ConnectionLossError):
+                    raise error from exc
+            await self._until_reconnected()
 
     def _wrap(self, watch: Watch | None) -> Callable | None:
+        """kazoo's side of `watch`: one per watch function, so that arming the same watch on a
+        znode again does not add a watcher (kazoo keeps a set per path)."""
         if watch is None:
             return None
+        wrapped = self._wrapped.get(watch)
+        if wrapped is None:
+            wrapped = self._wrapped[watch] = self._wrap_new(watch)
+        return wrapped
+
+    def _wrap_new(self, watch: Watch) -> Callable:
         loop = self._loop or asyncio.get_running_loop()
 
         def on_kazoo_thread(event: Any) -> None:
