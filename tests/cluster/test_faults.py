@@ -327,6 +327,36 @@ def test_a_controller_losing_zookeeper_is_replaced_fenced_and_the_cluster_keeps_
     assert _state(cluster, topic)["controller_epoch"] <= _controller(cluster)[1]
 
 
+def test_a_controller_whose_zookeeper_connection_drops_within_its_session_still_sees_brokers_die(cluster_factory):
+    """A connection lost and found again within the session is no election, but kazoo forgets
+    its watches with the connection: the controller must still hear of a broker leaving."""
+    cluster = _formed_cluster(cluster_factory, namespaces=True, overrides={"zookeeper.session.timeout.ms": "10000"})
+    controller, epoch = _controller(cluster)
+    victim = next(b for b in BROKERS if b != controller)
+    topic = _create_topic(cluster, "controller-blip", [victim, *(b for b in BROKERS if b != victim)])
+    workload = _workload(cluster, topic)
+    _wait_for_acks(workload, 100, "before the blip")
+
+    log = cluster.broker(controller).log
+    suspended, connected = log().count("ZooKeeper session suspended"), log().count("ZooKeeper session connected")
+    cluster.cut(controller, ZOOKEEPER)
+    wait_until(lambda: log().count("ZooKeeper session suspended") > suspended, _TIMEOUT_S,
+               "the controller's ZooKeeper connection to drop")
+    cluster.heal(controller, ZOOKEEPER)  # well before ZooKeeper's 10 s session timeout runs out
+    wait_until(lambda: log().count("ZooKeeper session connected") > connected, _TIMEOUT_S,
+               "the controller reconnected")
+    assert "ZooKeeper session expired" not in log()
+    assert _controller(cluster) == (controller, epoch), "the session (and the controllership) should have survived"
+
+    before = _state(cluster, topic)
+    cluster.broker(victim).kill()
+    after = _wait_state(cluster, topic, lambda s: s["leader"] not in (victim, -1),
+                        "the controller elects a new leader when the old one's session ends")
+    assert after["leader_epoch"] > before["leader_epoch"] and victim not in after["isr"]
+    _wait_for_acks(workload, 100, "through the new leader")
+    _assert_nothing_lost(cluster, topic, workload, at_least=200)
+
+
 # ------------------------------------------------------------------ 4. repeated leader kills
 
 
