@@ -104,14 +104,6 @@ def _metadata_isr(cluster: Cluster, broker_id: int, topic: str) -> tuple[int, ..
     return tuple(sorted(described[0][2])) if described else None
 
 
-def _start_after_kill(cluster: Cluster, broker_id: int) -> None:
-    """Start a killed broker once ZooKeeper has ended its old session: until then its
-    registration is live and the broker refuses to start (as Kafka's does)."""
-    wait_until(lambda: _broker_epoch(cluster, broker_id) is None, _TIMEOUT_S,
-               f"broker {broker_id}'s old session to expire")
-    cluster.broker(broker_id).start()
-
-
 def _broker_epoch(cluster: Cluster, broker_id: int) -> int | None:
     """The czxid of the broker's registration, None while it has none."""
     with cluster.zookeeper_client() as zk:
@@ -143,7 +135,7 @@ def _quiesce(cluster: Cluster, topics: list[str]) -> None:
         if broker.paused:
             broker.resume()
         if not broker.running:
-            _start_after_kill(cluster, broker.broker_id)
+            broker.start()
     for topic in topics:
         _wait_state(cluster, topic, lambda s: sorted(s["isr"]) == list(BROKERS) and s["leader"] in BROKERS,
                     f"{topic}: every replica back in the ISR", timeout=60)
@@ -373,7 +365,7 @@ def test_repeated_leader_kills_under_load_lose_nothing_and_leave_identical_repli
         _wait_state(cluster, topic, lambda s: s["leader"] not in (victim, -1) and s["leader_epoch"] > state["leader_epoch"],
                     f"round {round_number}: a new leader after broker {victim}'s death")
         _wait_for_acks(workload, 100, f"round {round_number}: through the new leader")
-        _start_after_kill(cluster, victim)
+        cluster.broker(victim).start()
         _wait_state(cluster, topic, lambda s: sorted(s["isr"]) == list(BROKERS),
                     f"round {round_number}: broker {victim} back in the ISR")
     _assert_nothing_lost(cluster, topic, workload, at_least=400)
@@ -399,7 +391,7 @@ def test_unclean_election_with_acks_1_may_lose_acknowledged_writes_but_invents_n
     _wait_for_acks(workload, 100, "by the leader alone")
 
     cluster.broker(leader).kill()
-    _start_after_kill(cluster, stale)
+    cluster.broker(stale).start()
     elected = _wait_state(cluster, topic, lambda s: s["leader"] == stale, "the out-of-sync replica elected (unclean)")
     _wait_for_acks(workload, 100, "by the uncleanly elected leader")
     history = workload.stop()
