@@ -371,7 +371,41 @@ def test_repeated_leader_kills_under_load_lose_nothing_and_leave_identical_repli
     _assert_nothing_lost(cluster, topic, workload, at_least=400)
 
 
-# ------------------------------------------------------------------ 5. unclean election, documented
+# ------------------------------------------------------------------ 5. too few replicas, unclean election off
+
+
+def test_with_too_few_replicas_writes_are_refused_and_without_unclean_election_the_partition_waits(cluster_factory):
+    """min.insync.replicas refuses acks=all writes the ISR cannot hold; when the last in-sync
+    replica dies, an out-of-sync one does not take over (unclean.leader.election.enable is
+    false by default): the partition stays offline until an ISR member is back, and nothing
+    acknowledged is lost."""
+    cluster = _formed_cluster(cluster_factory, namespaces=False)
+    leader, stale, third = BROKERS
+    topic = _create_topic(cluster, "clean-only", [leader, stale, third])
+    workload = _workload(cluster, topic)
+    _wait_for_acks(workload, 100, "with three replicas")
+
+    cluster.broker(stale).kill()
+    cluster.broker(third).kill()
+    _wait_state(cluster, topic, lambda s: s["isr"] == [leader], "the leader alone in the ISR")
+    wait_until(lambda: _metadata_isr(cluster, leader, topic) == (leader,), _TIMEOUT_S, "the leader knows it is alone")
+    refused = _produce_directly(cluster.broker(leader), topic, f"refused-{topic}".encode(), timeout_ms=3000)
+    assert refused == ErrorCode.not_enough_replicas
+
+    cluster.broker(leader).kill()
+    cluster.broker(stale).start()
+    wait_until(lambda: _broker_epoch(cluster, stale) is not None, _TIMEOUT_S, "the out-of-sync replica registered")
+    offline = _wait_state(cluster, topic, lambda s: s["leader"] == -1, "the partition offline")
+    time.sleep(3)  # what an unclean election would have needed; it must not happen
+    assert _state(cluster, topic)["leader"] == -1
+    assert offline["isr"] == [leader]
+
+    cluster.broker(leader).start()
+    _wait_state(cluster, topic, lambda s: s["leader"] == leader, "the last in-sync replica leads again")
+    _assert_nothing_lost(cluster, topic, workload, at_least=100)
+
+
+# ------------------------------------------------------------------ 6. unclean election, documented
 
 
 def test_unclean_election_with_acks_1_may_lose_acknowledged_writes_but_invents_none(cluster_factory):
