@@ -14,7 +14,11 @@ every replica's partition directory holds the same batches, byte for byte.
 - the controller losing ZooKeeper (session expiry, kill -9, /controller deleted by hand): a new
   controller with a higher epoch, requests with the old epoch fenced, topics still created and
   written;
+- a controller whose ZooKeeper connection drops and comes back within its session: it still
+  sees brokers die (kazoo forgets watches with the connection);
 - repeated kill -9 and restart of the leader under load (loopback and namespace mode);
+- too few in-sync replicas: acks=all refused (NOT_ENOUGH_REPLICAS); the last in-sync replica
+  dead and unclean election off: the partition waits offline for it, nothing lost;
 - acks=1 with unclean.leader.election.enable: the loss that setting allows, documented.
 
 Network cuts need namespace mode (root); those tests are skipped with the reason elsewhere."""
