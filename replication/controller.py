@@ -59,6 +59,7 @@ LEADER_DURING_DELETE = -2
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 _CAS_ATTEMPTS = 10
 _STOP_REPLICA_WAIT_S = 30
+_STOP_WAIT_S = 5
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,9 @@ class Controller:
         self._stopped = True
         if self._worker is not None:
             self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+            # Python 3.11's wait_for can lose a cancellation: an event ends the loop anyway.
+            self._events.put_nowait(("stop", _nothing, None))
+            await asyncio.wait({self._worker}, timeout=_STOP_WAIT_S)
         await self._resign()
 
     def on_session_expired(self) -> None:
@@ -944,3 +947,7 @@ class Controller:
         pending = {tp: r for tp, r in znodes.decode_reassignment(found[0]).items() if tp in self._ctx.reassigning}
         if not pending:
             await self._delete_quietly(znodes.REASSIGN_PARTITIONS)
+
+
+async def _nothing() -> None:
+    return None

@@ -17,19 +17,24 @@ from replication.broker_client import BrokerClient, BrokerClientError
 
 log = logging.getLogger(__name__)
 
+_CLOSE_WAIT_S = 5
+
 
 class _Sender:
     def __init__(self, broker_id: int, client: BrokerClient, retry_backoff_s: float) -> None:
         self.broker_id = broker_id
         self.client = client
         self.retry_backoff_s = retry_backoff_s
-        self.queue: asyncio.Queue[tuple[int, int, Any, asyncio.Future]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[int, int, Any, asyncio.Future] | None] = asyncio.Queue()
         self.closed = False
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         while not self.closed:
-            api_key, version, request, answer = await self.queue.get()
+            item = await self.queue.get()
+            if item is None:  # close()
+                return
+            api_key, version, request, answer = item
             # The flag, not only cancellation, ends the loops: Python 3.11's wait_for can lose
             # a cancellation that lands as the response fails.
             while not answer.done() and not self.closed:
@@ -47,10 +52,11 @@ class _Sender:
         self.closed = True
         self.task.cancel()
         while not self.queue.empty():
-            _, _, _, answer = self.queue.get_nowait()
-            if not answer.done():
-                answer.set_result(None)
-        await asyncio.gather(self.task, return_exceptions=True)
+            item = self.queue.get_nowait()
+            if item is not None and not item[3].done():
+                item[3].set_result(None)
+        self.queue.put_nowait(None)  # ends the loop should the cancellation be lost
+        await asyncio.wait({self.task}, timeout=_CLOSE_WAIT_S)
         await self.client.close()
 
 
