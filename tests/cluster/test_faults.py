@@ -307,8 +307,9 @@ def test_a_controller_losing_zookeeper_is_replaced_fenced_and_the_cluster_keeps_
                    _TIMEOUT_S, f"broker {broker_id} names the new controller")
     # A request from the deposed controller (its epoch) is refused, and changes nothing.
     target = next(b for b in live if b != new_controller)
+    target_epoch = wait_until(lambda: _broker_epoch(cluster, target), _TIMEOUT_S, f"broker {target} registered")
     stale = StopReplicaRequest(controller_id=old_controller, controller_epoch=old_epoch,
-                               broker_epoch=_broker_epoch(cluster, target), delete_partitions=False,
+                               broker_epoch=target_epoch, delete_partitions=False,
                                topics=(StopReplicaTopic(name=topic, partition_indexes=(0,)),))
     assert _call(cluster.broker(target), ApiKey.STOP_REPLICA, 1, stale).error_code == ErrorCode.stale_controller_epoch
     _wait_for_acks(workload, 100, "after the controller changed")
