@@ -305,13 +305,22 @@ def test_a_controller_losing_zookeeper_is_replaced_fenced_and_the_cluster_keeps_
     for broker_id in live:
         wait_until(lambda: _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5).controller_id == new_controller,
                    _TIMEOUT_S, f"broker {broker_id} names the new controller")
-    # A request from the deposed controller (its epoch) is refused, and changes nothing.
+    # A request from the deposed controller (its epoch) is refused, and changes nothing. The
+    # target learns the new epoch from the new controller's first request: until then (and when
+    # the same broker won again, its Metadata looks unchanged) only a harmless stale request is
+    # sent, with no partition in it.
     target = next(b for b in live if b != new_controller)
     target_epoch = wait_until(lambda: _broker_epoch(cluster, target), _TIMEOUT_S, f"broker {target} registered")
-    stale = StopReplicaRequest(controller_id=old_controller, controller_epoch=old_epoch,
-                               broker_epoch=target_epoch, delete_partitions=False,
-                               topics=(StopReplicaTopic(name=topic, partition_indexes=(0,)),))
-    assert _call(cluster.broker(target), ApiKey.STOP_REPLICA, 1, stale).error_code == ErrorCode.stale_controller_epoch
+
+    def stale_stop(*partitions: int):
+        topics = (StopReplicaTopic(name=topic, partition_indexes=partitions),) if partitions else ()
+        request = StopReplicaRequest(controller_id=old_controller, controller_epoch=old_epoch, broker_epoch=target_epoch,
+                                     delete_partitions=False, topics=topics)
+        return _call(cluster.broker(target), ApiKey.STOP_REPLICA, 1, request).error_code
+
+    wait_until(lambda: stale_stop() == ErrorCode.stale_controller_epoch, _TIMEOUT_S,
+               f"broker {target} fences the old controller epoch")
+    assert stale_stop(0) == ErrorCode.stale_controller_epoch
     _wait_for_acks(workload, 100, "after the controller changed")
 
     created = _create_topic(cluster, "after-controller-loss", list(BROKERS) if depose is not _depose_by_kill else live)
