@@ -114,9 +114,11 @@ class BrokerClient:
         header = encode_request_header(api_key, version, correlation_id, self.client_id, flexible)
         body = schemas.encode(schemas.adapt(request, schemas.request_type(api_key, version)))
         future = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = _Pending(api_key, version, future)
-        transport.write(INT32.pack(len(header) + len(body)) + header + body)
         try:
+            self._write(transport, INT32.pack(len(header) + len(body)) + header + body)
+            # Pending only once written (no answer can come before the loop runs again), so a
+            # failed write leaves no future behind.
+            self._pending[correlation_id] = _Pending(api_key, version, future)
             return await asyncio.wait_for(future, self.request_timeout_s)
         except TimeoutError:
             timeout = BrokerRequestTimeoutError(
@@ -126,6 +128,14 @@ class BrokerClient:
             raise timeout from None
         finally:
             self._pending.pop(correlation_id, None)
+
+    def _write(self, transport: asyncio.Transport, frame: bytes) -> None:
+        try:
+            transport.write(frame)
+        except RuntimeError as exc:  # uvloop: the connection closed before its loss was reported
+            lost = BrokerConnectionError(f"connection to {self.address} lost: {exc}")
+            self._disconnect(transport, lost)
+            raise lost from exc
 
     async def close(self) -> None:
         if self._transport is not None:

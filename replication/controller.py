@@ -451,6 +451,8 @@ class Controller:
                 if current.leader in brokers or not any(r in brokers for r in current.isr):
                     return None
                 isr = tuple(r for r in current.isr if r not in brokers)
+                if not isr:  # as Kafka: the last in-sync replica stays, to lead cleanly when back
+                    return None
                 return LeaderIsr(current.leader, current.leader_epoch + 1, isr, self._ctx.epoch)
 
             if await self._write_state(tp, decide):

@@ -4,8 +4,11 @@ kazoo runs its own connection thread. Every call here returns an awaitable: kazo
 operations complete on that thread and their results are handed to the loop with
 `call_soon_threadsafe`; the few kazoo calls without an async form (recursive delete,
 ensure_path) run in a worker thread. Watches and session changes reach the loop the same way, so
-callers only ever see them on the loop. Watches fire for znode changes only (a session's end
-is a session event, and the session's watches are gone with it).
+callers only ever see them on the loop. Watches fire for znode changes, and once more
+(RECONNECTED) when the connection comes back within the session: kazoo drops every watch with a
+lost connection and, unlike ZooKeeper's Java client, does not set them again on the new one, so
+the znode may have changed unseen and the owner re-reads it (and re-arms the watch). A session's
+end is a session event, and the session's watches are gone with it.
 
 Session states come out as `SessionEvent`s: CONNECTED (first connection, or reconnected within
 the session), SUSPENDED (connection lost, the session may survive), EXPIRED (the session is gone
@@ -29,7 +32,7 @@ from typing import Any, NamedTuple
 
 from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient, KazooState
-from kazoo.protocol.states import EventType
+from kazoo.protocol.states import EventType, KeeperState
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,7 @@ class WatchKind(enum.Enum):
     DELETED = "deleted"
     CHANGED = "changed"
     CHILDREN = "children"
+    RECONNECTED = "reconnected"  # the watch went with a lost connection: re-read the znode
 
 
 class WatchEvent(NamedTuple):
@@ -146,6 +150,7 @@ class ZkClient:
         self._session_listeners: list[Callable[[SessionEvent], None]] = []
         self._connected = asyncio.Event()
         self._wrapped: dict[Watch, Callable] = {}
+        self._lost_watches: list[tuple[Watch, str]] = []  # dropped with the connection, in the session
         self._closed = False
 
     # ------------------------------------------------------------------ connection
@@ -211,11 +216,25 @@ class ZkClient:
                 listener(event)
             except Exception:
                 log.exception("ZooKeeper session listener failed on %s", event.value)
+        if event is SessionEvent.EXPIRED:
+            self._lost_watches.clear()  # the owners set their watches again in the new session
+        elif event is SessionEvent.CONNECTED:
+            lost, self._lost_watches = self._lost_watches, []
+            for watch, path in lost:
+                _call_watch(watch, WatchEvent(WatchKind.RECONNECTED, path))
+
+    def _on_watch_lost(self, watch: Watch, path: str) -> None:
+        if self._closed:
+            return
+        if self._connected.is_set():  # the reconnection was quicker than kazoo's callback thread
+            _call_watch(watch, WatchEvent(WatchKind.RECONNECTED, path))
+        else:
+            self._lost_watches.append((watch, path))
 
     # ------------------------------------------------------------------ operations
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat]:
-        data, stat = await self._call(lambda: self._kazoo.get_async(path, self._wrap(watch)))
+        data, stat = await self._call(lambda: self._kazoo.get_async(path, self._wrap(watch, path)))
         return data, _stat(stat)
 
     async def get_or_none(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:
@@ -225,11 +244,11 @@ class ZkClient:
             return None
 
     async def exists(self, path: str, watch: Watch | None = None) -> ZnodeStat | None:
-        stat = await self._call(lambda: self._kazoo.exists_async(path, self._wrap(watch)))
+        stat = await self._call(lambda: self._kazoo.exists_async(path, self._wrap(watch, path)))
         return None if stat is None else _stat(stat)
 
     async def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
-        return list(await self._call(lambda: self._kazoo.get_children_async(path, self._wrap(watch))))
+        return list(await self._call(lambda: self._kazoo.get_children_async(path, self._wrap(watch, path))))
 
     async def children_or_empty(self, path: str, watch: Watch | None = None) -> list[str]:
         try:
@@ -337,25 +356,30 @@ class ZkClient:
                     raise error from exc
             await self._until_reconnected()
 
-    def _wrap(self, watch: Watch | None) -> Callable | None:
+    def _wrap(self, watch: Watch | None, path: str) -> Callable | None:
         """kazoo's side of `watch`: one per watch function, so that arming the same watch on a
-        znode again does not add a watcher (kazoo keeps a set per path)."""
+        znode again does not add a watcher (kazoo keeps a set per path). A watch function watches
+        one znode, `path`."""
         if watch is None:
             return None
         wrapped = self._wrapped.get(watch)
         if wrapped is None:
-            wrapped = self._wrapped[watch] = self._wrap_new(watch)
+            wrapped = self._wrapped[watch] = self._wrap_new(watch, path)
         return wrapped
 
-    def _wrap_new(self, watch: Watch) -> Callable:
+    def _wrap_new(self, watch: Watch, path: str) -> Callable:
         loop = self._loop or asyncio.get_running_loop()
 
         def on_kazoo_thread(event: Any) -> None:
+            if loop.is_closed():
+                return
             kind = _WATCH_KINDS.get(event.type)
-            # kazoo also fires every watch when the session ends (type NONE): that news comes
-            # through the session listeners, and the watches are re-armed in the new session.
-            if kind is not None and not loop.is_closed():
+            if kind is not None:
                 loop.call_soon_threadsafe(_call_watch, watch, WatchEvent(kind, event.path))
+            elif event.state == KeeperState.CONNECTING:  # type NONE: the connection went
+                loop.call_soon_threadsafe(self._on_watch_lost, watch, path)
+            # Type NONE in another state: the session ended; the session listeners hear of it
+            # and the owners set their watches again in the new session.
 
         return on_kazoo_thread
 

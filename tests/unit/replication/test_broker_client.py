@@ -163,3 +163,36 @@ def test_a_connection_closed_by_the_broker_fails_the_request_in_flight():
         server.close()
 
     asyncio.run(main())
+
+
+class _ClosedUnderneath:
+    """A transport as uvloop leaves it when the connection closed before its loss was reported:
+    not closing, yet writing raises RuntimeError."""
+
+    aborted = False
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, _data: bytes) -> None:
+        raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_a_write_on_a_connection_closed_underneath_fails_as_a_connection_error_and_the_next_send_reconnects(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5)
+            await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+            client._transport.abort()
+            client._transport = closed = _ClosedUnderneath()
+            with pytest.raises(BrokerConnectionError):
+                await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+            assert closed.aborted
+            answer = await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+            await client.close()
+        assert answer.error_code == ErrorCode.none
+
+    asyncio.run(main())

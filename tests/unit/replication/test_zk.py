@@ -135,3 +135,41 @@ def _expire(connect: str, session: tuple[int, bytes]) -> None:
     other.start(10)
     other.stop()
     other.close()
+
+
+def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(tmp_path):
+    """kazoo drops every watch when its connection goes and does not set them again on the
+    new connection: the owner must hear that its znode may have changed meanwhile."""
+    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=500)
+    try:
+        server.start()
+    except ZooKeeperUnavailable as exc:
+        pytest.skip(str(exc))
+
+    async def scenario():
+        client = ZkClient(server.connect_string, 10000)
+        sessions = []
+        client.add_session_listener(sessions.append)
+        await client.start()
+        events = asyncio.Queue()
+        try:
+            await client.create("/w", b"")
+            await client.get_children("/w", events.put_nowait)
+            session = client.session_id
+            # A restarted ZooKeeper keeps its sessions (they are in its transaction log).
+            await asyncio.to_thread(server.restart)
+            event = await asyncio.wait_for(events.get(), _WAIT_S)
+            assert event == (WatchKind.RECONNECTED, "/w")
+            assert client.session_id == session and SessionEvent.EXPIRED not in sessions
+            assert SessionEvent.SUSPENDED in sessions
+            await client.get_children("/w", events.put_nowait)  # the owner sets it again
+            await client.create("/w/child", b"")
+            event = await asyncio.wait_for(events.get(), _WAIT_S)
+            assert event == (WatchKind.CHILDREN, "/w")
+        finally:
+            await client.close()
+
+    try:
+        run(scenario())
+    finally:
+        server.kill()
