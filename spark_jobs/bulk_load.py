@@ -16,10 +16,17 @@ What becomes of a row:
 The topic is created when missing (--partitions, else the broker's num.partitions). The job
 counts the input rows first, then loads them with one producer per Spark task (spark_jobs.writer,
 the same code as df.write.format("logway")), printing progress every few seconds from the growth
-of the topic's end offsets. At the end it verifies that every input row was acknowledged, and
-that each partition's end offset grew by exactly the records acknowledged there (another
-producer writing to the topic meanwhile makes that check fail; so would a retried task's
-duplicates, since writes are at least once until transactions exist).
+of the topic's end offsets. Each task writes in one transaction (--no-transactions: an
+idempotent producer, at least once across task attempts), so a retried task's failed attempt
+is aborted and read_committed readers see every row once.
+
+At the end it verifies that every input row was acknowledged, and that each partition's end
+offset grew by exactly the records acknowledged there plus one commit marker per task
+transaction that wrote there. A partition that grew by more (a retried task's aborted attempt,
+or another producer writing meanwhile) is counted again with a read_committed read of the new
+offsets: it verifies when that count is the records acknowledged there, and the report notes
+the offsets aborted attempts took. Without transactions, a retried task's duplicates make the
+check fail.
 
 The summary gives rows, bytes, each partition's offset range and the time taken. Exit status 0
 when verified, 1 when not, 2 for bad arguments.
@@ -31,6 +38,8 @@ import logging
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spark_jobs.options import TP, OptionError, WriteOptions, client_config
@@ -54,6 +63,7 @@ class LoadConfig:
     replication_factor: int = -1
     tasks: int | None = None
     csv_header: bool = True
+    transactional: bool = True
     client_options: dict[str, str] = field(default_factory=dict)
     progress_interval_s: float = 5.0
 
@@ -67,6 +77,7 @@ class LoadSummary:
     after: dict[TP, int]
     seconds: float
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def verified(self) -> bool:
@@ -85,10 +96,11 @@ class LoadSummary:
                 f"  {tp[0]}-{tp[1]}: {count} records, {span} (end offset {self.before.get(tp, 0)}"
                 f" -> {self.after[tp]})"
             )
+        lines += [f"  {note}" for note in self.notes]
         if self.problems:
             lines += ["VERIFICATION FAILED:"] + [f"  {p}" for p in self.problems]
         else:
-            lines.append("verified: every row acknowledged, end offsets grew by exactly as many")
+            lines.append("verified: every row acknowledged and committed once")
         return "\n".join(lines)
 
 
@@ -163,18 +175,19 @@ def end_offsets(admin, topic: str, partitions: int) -> dict[TP, int]:
     return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
 
-def _write_task(options: WriteOptions):
+def _write_task(options: WriteOptions, job_id: str):
     def write(batches):
         import pyarrow as pa
 
         from spark_jobs.writer import write_batches
 
-        stats = write_batches(options, batches)
+        stats = write_batches(options, batches, job_id)
         encoded = json.dumps(
             {
                 "rows": stats.rows,
                 "bytes": stats.bytes,
                 "partitions": [[t, p, *v] for (t, p), v in stats.partitions.items()],
+                "markers": [[t, p, count] for (t, p), count in stats.markers.items()],
             }
         )
         yield pa.RecordBatch.from_pydict({"stats": [encoded]})
@@ -188,12 +201,22 @@ def _decode_stats(rows) -> WriteStats:
         raw = json.loads(row["stats"])
         part = WriteStats(raw["rows"], raw["bytes"])
         part.partitions = {(t, p): (count, first, last) for t, p, count, first, last in raw["partitions"]}
+        part.markers = {(t, p): count for t, p, count in raw["markers"]}
         total.merge(part)
     return total
 
 
-def verify(input_rows: int, stats: WriteStats, before: dict[TP, int], after: dict[TP, int]) -> list[str]:
-    problems = []
+def verify(
+    input_rows: int,
+    stats: WriteStats,
+    before: dict[TP, int],
+    after: dict[TP, int],
+    committed_records: Callable[[TP], int] | None = None,
+) -> tuple[list[str], list[str]]:
+    """(problems, notes). `committed_records(tp)` counts what read_committed readers see in
+    tp's new offsets; given for transactional loads, it settles partitions that grew by more
+    than their acknowledged records and commit markers."""
+    problems, notes = [], []
     if stats.rows != input_rows:
         problems.append(f"{input_rows} rows in the input, but the tasks sent {stats.rows}")
     if stats.acked != stats.rows:
@@ -201,12 +224,49 @@ def verify(input_rows: int, stats: WriteStats, before: dict[TP, int], after: dic
     for tp in sorted(after):
         grown = after[tp] - before.get(tp, 0)
         acked = stats.partitions.get(tp, (0, 0, 0))[0]
-        if grown != acked:
+        markers = stats.markers.get(tp, 0)
+        if grown == acked + markers:
+            continue
+        name = f"{tp[0]}-{tp[1]}"
+        if committed_records is None or grown < acked + markers:
             problems.append(
-                f"{tp[0]}-{tp[1]}: end offset grew by {grown}, {acked} records acknowledged "
-                "(another producer, or a retried task's duplicates)"
+                f"{name}: end offset grew by {grown}, {acked} records acknowledged and {markers} "
+                "commit markers (another producer, or a retried task's duplicates)"
             )
-    return problems
+            continue
+        committed = committed_records(tp)
+        if committed == acked:
+            notes.append(
+                f"{name}: {grown - acked - markers} more offsets, not visible to read_committed "
+                "readers (aborted attempts of retried tasks, or another producer's aborted "
+                "transactions)"
+            )
+        else:
+            problems.append(
+                f"{name}: read_committed readers see {committed} new records, {acked} acknowledged "
+                "(another producer, or a committed task attempt that was retried)"
+            )
+    return problems, notes
+
+
+def committed_counter(spark, config: LoadConfig, before: dict[TP, int], after: dict[TP, int]):
+    """committed_records for verify: a read_committed read of the new offsets of a partition."""
+    from spark_jobs.options import offsets_to_json
+
+    def count(tp: TP) -> int:
+        reader = spark.read.format("logway").option("kafka.bootstrap.servers", config.bootstrap)
+        for key, value in config.client_options.items():
+            reader = reader.option(f"kafka.{key}", value)
+        return (
+            reader.option("assign", json.dumps({tp[0]: [tp[1]]}))
+            .option("startingOffsets", offsets_to_json({tp: before.get(tp, 0)}))
+            .option("endingOffsets", offsets_to_json({tp: after[tp]}))
+            .option("kafka.isolation.level", "read_committed")
+            .load()
+            .count()
+        )
+
+    return count
 
 
 def run_bulk_load(spark, config: LoadConfig) -> LoadSummary:
@@ -227,6 +287,7 @@ def run_bulk_load(spark, config: LoadConfig) -> LoadSummary:
         bootstrap_servers=config.bootstrap,
         topic=config.topic,
         client_config=client_config({f"kafka.{k}": v for k, v in config.client_options.items()}),
+        transactional=config.transactional,
     )
     stop = threading.Event()
     reporter = threading.Thread(
@@ -237,12 +298,14 @@ def run_bulk_load(spark, config: LoadConfig) -> LoadSummary:
     reporter.start()
     try:
         spark.sparkContext.setJobDescription(f"logway bulk_load into {config.topic}")
-        rows = df.mapInArrow(_write_task(options), "stats string").collect()
+        rows = df.mapInArrow(_write_task(options, uuid.uuid4().hex), "stats string").collect()
     finally:
         stop.set()
         reporter.join()
     stats = _decode_stats(rows)
     after = end_offsets(admin, config.topic, partitions)
+    counter = committed_counter(spark, config, before, after) if config.transactional else None
+    problems, notes = verify(input_rows, stats, before, after, counter)
     return LoadSummary(
         config.topic,
         input_rows,
@@ -250,7 +313,8 @@ def run_bulk_load(spark, config: LoadConfig) -> LoadSummary:
         before,
         after,
         time.monotonic() - started,
-        verify(input_rows, stats, before, after),
+        problems,
+        notes,
     )
 
 
@@ -287,6 +351,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--replication-factor", type=int, default=-1)
     parser.add_argument("--tasks", type=int, help="Spark tasks writing (default: the topic's partitions, at least the default parallelism)")
     parser.add_argument("--no-csv-header", action="store_true", help="CSV files have no header line")
+    parser.add_argument("--no-transactions", action="store_true", help="write with an idempotent producer: a retried task duplicates its rows")
     parser.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE", help="a librdkafka producer setting (compression.type=zstd, ...)")
     parser.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     return parser.parse_args(argv)
@@ -311,6 +376,7 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
         replication_factor=args.replication_factor,
         tasks=args.tasks,
         csv_header=not args.no_csv_header,
+        transactional=not args.no_transactions,
         client_options=producer,
     )
 

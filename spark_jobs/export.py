@@ -53,6 +53,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from spark_jobs.faults import InjectedFailure, task_attempt
 from spark_jobs.options import TP, OptionError, ReadOptions, parse_read_options
 from spark_jobs.planning import (
     DataLossError,
@@ -71,10 +72,6 @@ TEMPORARY = "_temporary"
 DEFAULT_GROUP = "logway-export"
 DEFAULT_MAX_RECORDS_PER_RANGE = 1_000_000
 _MANIFEST_VERSION = 1
-
-
-class InjectedFailure(RuntimeError):
-    """A failure the job was asked to stage (--inject-failure), for testing resumption."""
 
 
 # ----------------------------------------------------------------------------- the output
@@ -282,10 +279,7 @@ def _maybe_fail(task: RangeTask, written_up_to: int) -> None:
     r = task.offsets
     if (r.topic, r.partition) != (topic, partition) or not r.start <= offset <= written_up_to:
         return
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    attempt = context.attemptNumber() if context is not None else 0
+    attempt = task_attempt()
     if attempt < task.fail_attempts:
         raise InjectedFailure(
             f"injected failure in {r} after writing offset {written_up_to} (attempt {attempt})"

@@ -31,8 +31,18 @@ enable.auto.commit, deserializers, interceptors) are refused, as Spark refuses t
 kafka.group.id is accepted and unused, since readers never join a group nor commit.
 Unknown options are ignored, as Spark ignores them.
 
-Writing (df.write.format("logway")): kafka.bootstrap.servers, `topic` (overrides a topic
-column), and kafka.* producer settings; see spark_jobs.writer.
+Writing (df.write.format("logway")):
+
+| option | meaning |
+|---|---|
+| kafka.bootstrap.servers | brokers to bootstrap from (plain `bootstrap.servers` is accepted too) |
+| topic | the topic of every row (overrides a topic column) |
+| transactional | `true` (default): each task writes in one transaction, exactly once per task for read_committed readers; `false`: an idempotent producer, at least once across task attempts |
+| transactionalIdPrefix | the transactional.id of a task is `<prefix>-<job id>-<Spark partition id>` (default prefix `logway-spark`) |
+| kafka.transaction.timeout.ms | how long a task's transaction may stay open (default 900000 here) |
+| kafka.* | any other librdkafka producer setting (compression.type, linger.ms, ...) |
+
+kafka.transactional.id is refused: the writer derives it per task (see spark_jobs.writer).
 
 Everything here is plain Python: no Spark, no client, so it is unit-tested directly.
 """
@@ -59,6 +69,7 @@ _MANAGED_CLIENT_KEYS = frozenset(
         "key.serializer",
         "value.serializer",
         "interceptor.classes",
+        "transactional.id",
     }
 )
 # Handled by their own options rather than passed to the client as they are.
@@ -160,11 +171,17 @@ class ReadOptions:
         return self.isolation_level == "read_committed"
 
 
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "logway-spark"
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     bootstrap_servers: str
     topic: str | None = None
     client_config: tuple[tuple[str, str], ...] = ()
+    transactional: bool = True
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    inject_failure_after_rows: int | None = None  # tests: see spark_jobs.writer
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -355,8 +372,14 @@ def parse_read_options(options: Mapping[str, str], streaming: bool = False) -> R
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     opts = _lower(options)
     topic = opts.get("topic", "").strip() or None
+    prefix = opts.get("transactionalidprefix", DEFAULT_TRANSACTIONAL_ID_PREFIX).strip()
+    if not prefix:
+        raise OptionError("transactionalIdPrefix must not be empty")
     return WriteOptions(
         bootstrap_servers=bootstrap_servers(opts, required=True),
         topic=topic,
         client_config=client_config(opts),
+        transactional=_bool(opts, "transactional", True),
+        transactional_id_prefix=prefix,
+        inject_failure_after_rows=_positive_int(opts, "injectFailureAfterRows"),
     )

@@ -21,9 +21,11 @@ capped by maxOffsetsPerTrigger (shared out by how far behind each partition is);
 appear later start at their earliest offset. Trigger.AvailableNow reads up to the offsets
 latest at its start. Spark's checkpoint keeps the offsets, so nothing is committed to logway.
 
-Writes: spark_jobs.writer (one producer per task, at least once until transactions exist).
+Writes: spark_jobs.writer (one transactional producer per task: exactly once per task for
+read_committed readers, except for an attempt lost after it committed).
 """
 
+import uuid
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -45,7 +47,7 @@ from spark_jobs.options import (
 )
 from spark_jobs.planning import OffsetRange, plan_ranges, split_ranges
 from spark_jobs.rows import arrow_schema, spark_schema
-from spark_jobs.writer import WriteStats, check_columns, write_batches
+from spark_jobs.writer import WriteStats, abort_tasks, check_columns, write_batches
 
 try:  # pyspark 4.2 and later
     from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
@@ -206,17 +208,24 @@ class WriteCommit(WriterCommitMessage):
 
 
 class LogwayWriter(DataSourceArrowWriter):
+    """Made once per write on the driver and pickled into every task, so `job_id` is the same
+    for every task and attempt of this write, and new for the next write: it names the tasks'
+    transactional ids (spark_jobs.writer)."""
+
     def __init__(self, options, schema) -> None:
         self.options = parse_write_options(dict(options))
         check_columns(schema.fieldNames(), self.options.topic)
+        self.job_id = uuid.uuid4().hex
 
     def write(self, iterator) -> WriteCommit:
-        return WriteCommit(write_batches(self.options, iterator))
+        return WriteCommit(write_batches(self.options, iterator, self.job_id))
 
     def commit(self, messages) -> None:
         pass
 
     def abort(self, messages) -> None:
-        # Records of the tasks that succeeded stay in their topics: a plain producer cannot take
-        # them back (see spark_jobs.writer for what transactions will change).
-        pass
+        # The tasks that committed stay committed: each task's transaction is its own (see
+        # spark_jobs.writer). Spark lists the messages by partition id, None for a failed task.
+        abort_tasks(
+            self.options, self.job_id, [i for i, message in enumerate(messages) if message is None]
+        )

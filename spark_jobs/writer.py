@@ -6,31 +6,42 @@ set, wins over it), `partition` (int; null leaves the choice to the partitioner)
 (array<struct<key string, value binary>>). Other columns are ignored. Strings are written as
 UTF-8.
 
-The producer (confluent-kafka) is idempotent, uses acks=all and Java's partitioner for keyed
-records (murmur2_random), so a key lands in the partition a Java client would pick. kafka.*
-options reach it unchanged (compression.type, linger.ms, batch.size, ...; even
-enable.idempotence). A task fails if any of its records is not acknowledged.
+The producer (confluent-kafka) uses acks=all and Java's partitioner for keyed records
+(murmur2_random), so a key lands in the partition a Java client would pick. kafka.* options
+reach it unchanged (compression.type, linger.ms, batch.size, transaction.timeout.ms, ...).
+A task fails if any of its records is not acknowledged.
 
-Delivery guarantees:
+Delivery guarantees (option `transactional`, true by default):
 
-- Within a task attempt, exactly once and in order per partition: the producer is idempotent
-  (enable.idempotence=true), so its own retries (an answer lost on the network, a reconnect, a
-  broker restart) never write a record twice; the broker recognises a batch it already has by
-  producer id, epoch and sequence numbers and answers with the original offsets. A record
-  librdkafka gives up on (message.timeout.ms, or a fatal idempotence error) fails the task, as
-  any unacknowledged record does.
-- Across task attempts, at least once: a Spark task that fails after some of its records were
-  acked and is retried runs a new producer, with a new producer id, and the broker cannot tell
-  its records from those the failed attempt wrote. Idempotence does not dedupe them.
-- Exactly once per task needs a transactional producer per task with a deterministic
-  transactional.id (say "<prefix>-<job>-<Spark partition id>", the same for every attempt of a
-  task): the new attempt's init_transactions() fences the failed attempt and aborts its open
-  transaction, so read_committed consumers never see the failed attempt's records. That is the
-  `TaskProducer` hooks: `begin` would call init_transactions() and begin_transaction(), `commit`
-  commit_transaction(), `abort` abort_transaction(). One gap stays: an attempt that committed and
-  was then lost before Spark heard of it is redone. Closing it needs the task to leave its
-  transaction prepared and the driver's commit() to commit them all (two-phase commit, KIP-939),
-  or idempotent keys downstream. logway serves transactions; this writer does not use them yet.
+- Exactly once per task, for readers with isolation.level=read_committed (the logway source's
+  kafka.isolation.level=read_committed): each task writes in one transaction of a transactional
+  producer whose transactional.id is "<transactionalIdPrefix>-<job id>-<Spark partition id>".
+  The job id is made once per write on the driver (the writer object Spark pickles to every
+  task), so every attempt of a task has the same transactional.id and two writes never share
+  one. A new attempt's init_transactions() fences the attempts before it (a zombie can no
+  longer produce nor commit) and aborts their open transaction, so a read_committed reader
+  never sees the records of a failed attempt: only those of the attempt that committed.
+  read_uncommitted readers see aborted attempts' records too, as Kafka's do.
+- The transaction spans the whole task, so transaction.timeout.ms (default here 900000, the
+  broker's default transaction.max.timeout.ms; librdkafka's own default is 60000) bounds how
+  long a task may write: the coordinator aborts a transaction older than that, and the task
+  fails at its commit. Until a task commits, its partitions' last stable offset stays at its
+  first record, so read_committed readers wait for it.
+- One gap stays: an attempt that committed and was lost before Spark heard of it (its executor
+  died right after the commit, or a speculative copy of a task that already committed) is run
+  again and writes its rows a second time. Closing it needs the task to leave its transaction
+  prepared and the driver's commit() to commit them all (two-phase commit, KIP-939), or
+  idempotent keys downstream. The driver's abort() of a failed write cannot take back the
+  tasks that committed either; it fences the tasks that did not, aborting a transaction an
+  executor lost mid-task left open (`abort_tasks`).
+- transactional=false: an idempotent producer (enable.idempotence=true). Exactly once within a
+  task attempt (librdkafka's retries never write a record twice), at least once across
+  attempts: a retried task's new producer has a new producer id, and the broker cannot tell
+  its records from those the failed attempt wrote.
+
+For tests, the undocumented option injectFailureAfterRows=N makes the first attempt of every
+task that sends N rows wait until they are acked (so they are in the log) and then fail with
+InjectedFailure; Spark's retry of the task (spark.task.maxFailures >= 2) runs normally.
 """
 
 import logging
@@ -39,6 +50,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from spark_jobs.faults import InjectedFailure, task_attempt
 from spark_jobs.options import TP, WriteOptions
 from spark_jobs.online import client_config
 
@@ -46,16 +58,23 @@ log = logging.getLogger(__name__)
 
 WRITE_COLUMNS = ("key", "value", "topic", "partition", "headers")
 _FLUSH_TIMEOUT_S = 600
+_ABORT_TIMEOUT_S = 60
+_COMMIT_ATTEMPTS = 3
+# Kafka's default transaction.max.timeout.ms: the longest transaction a default broker allows,
+# so that a task may write for up to 15 minutes (kafka.transaction.timeout.ms changes it).
+TRANSACTION_TIMEOUT_MS = 900_000
 
 
 @dataclass
 class WriteStats:
-    """What a task wrote: rows, key and value bytes, and per partition (records acked, first
-    offset, last offset)."""
+    """What a task wrote: rows, key and value bytes, per partition (records acked, first offset,
+    last offset), and per partition the transaction markers its commits added to the log (one
+    per committed transaction that wrote there; none for a non-transactional write)."""
 
     rows: int = 0
     bytes: int = 0
     partitions: dict[TP, tuple[int, int, int]] = field(default_factory=dict)
+    markers: dict[TP, int] = field(default_factory=dict)
 
     def add_delivery(self, tp: TP, offset: int) -> None:
         count, first, last = self.partitions.get(tp, (0, offset, offset))
@@ -70,6 +89,8 @@ class WriteStats:
                 self.partitions[tp] = (old_count + count, min(old_first, first), max(old_last, last))
             else:
                 self.partitions[tp] = (count, first, last)
+        for tp, markers in other.markers.items():
+            self.markers[tp] = self.markers.get(tp, 0) + markers
         return self
 
     @property
@@ -90,14 +111,37 @@ def check_columns(names: Iterable[str], topic_option: str | None) -> None:
         raise WriteError("writing to logway needs a topic option or a topic column")
 
 
-class TaskProducer:
-    """The producer of one Spark task. `begin` / `commit` / `abort` are where a transactional
-    producer slots in (see the module docstring); this one is idempotent: exactly once within
-    the attempt, at least once across attempts."""
+def task_transactional_id(options: WriteOptions, job_id: str) -> str | None:
+    """The transactional.id of the running Spark task's producer (None: not transactional):
+    the same for every attempt of the task, different for every task of every write."""
+    if not options.transactional:
+        return None
+    from pyspark import TaskContext
 
-    def __init__(self, options: WriteOptions, settings: dict | None = None) -> None:
+    context = TaskContext.get()
+    if context is None:
+        raise WriteError("a transactional write runs in a Spark task (no TaskContext here)")
+    return transactional_id(options, job_id, context.partitionId())
+
+
+def transactional_id(options: WriteOptions, job_id: str, partition_id: int) -> str:
+    return f"{options.transactional_id_prefix}-{job_id}-{partition_id}"
+
+
+class TaskProducer:
+    """The producer of one Spark task attempt: transactional when given a transactional.id,
+    else idempotent (see the module docstring). `begin`, `send`, then `commit` or `abort`."""
+
+    def __init__(
+        self, options: WriteOptions, transactional_id: str | None, settings: dict | None = None
+    ) -> None:
         from confluent_kafka import Producer
 
+        transactional = (
+            {"transactional.id": transactional_id, "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS}
+            if transactional_id
+            else {}
+        )
         config = client_config(
             options.bootstrap_servers,
             options.client_config,
@@ -106,15 +150,23 @@ class TaskProducer:
                 "enable.idempotence": True,
                 "partitioner": "murmur2_random",
                 "linger.ms": 5,
+                **transactional,
                 **(settings or {}),
             },
         )
         self._producer = Producer(config)
+        self._transactional = bool(transactional_id)
+        self._in_transaction = False
         self.stats = WriteStats()
         self._errors: list[str] = []
 
     def begin(self) -> None:
-        pass
+        """Transactional: fence the earlier attempts of the task (aborting their open
+        transaction) and open this attempt's transaction."""
+        if self._transactional:
+            self._producer.init_transactions(_FLUSH_TIMEOUT_S)
+            self._producer.begin_transaction()
+            self._in_transaction = True
 
     def _on_delivery(self, error, message) -> None:
         if error is not None:
@@ -143,19 +195,74 @@ class TaskProducer:
     def poll(self) -> None:
         self._producer.poll(0)
 
-    def commit(self) -> WriteStats:
-        """Wait until every record is acked; raise WriteError if any was not."""
+    def wait_for_acks(self) -> None:
+        """Return once every record sent is acked; raise WriteError if one was not."""
         remaining = self._producer.flush(_FLUSH_TIMEOUT_S)
         if remaining:
             self._errors.append(f"{remaining} records still unacknowledged after {_FLUSH_TIMEOUT_S}s")
         if self._errors:
             raise WriteError("records were not written: " + "; ".join(self._errors))
+
+    def commit(self) -> WriteStats:
+        """Wait until every record is acked, then commit the transaction; raise WriteError if
+        a record was not acked (the caller aborts)."""
+        self.wait_for_acks()
+        if self._transactional:
+            self._commit_transaction()
         return self.stats
 
+    def _commit_transaction(self) -> None:
+        from confluent_kafka import KafkaException
+
+        for attempt in range(_COMMIT_ATTEMPTS):
+            try:
+                self._producer.commit_transaction(_FLUSH_TIMEOUT_S)
+                break
+            except KafkaException as exc:
+                error = exc.args[0]
+                # librdkafka lets a commit that timed out be called again: it resumes the
+                # commit under way rather than starting another.
+                if not error.retriable() or attempt + 1 == _COMMIT_ATTEMPTS:
+                    raise WriteError(f"the task's transaction did not commit: {error.str()}") from exc
+                log.warning("committing the task's transaction: %s (retrying)", error.str())
+        self._in_transaction = False
+        self.stats.markers = {tp: 1 for tp in self.stats.partitions}
+
     def abort(self) -> None:
-        """Give up: drop what is not sent yet (a plain producer cannot take back what was)."""
-        self._producer.purge()
-        self._producer.flush(0)
+        """Give up. Transactional: abort the transaction, so read_committed readers never see
+        its records (if even that fails, the next attempt's begin aborts it). Otherwise drop
+        what is not sent yet: a plain producer cannot take back what was."""
+        if not self._in_transaction:
+            self._producer.purge()
+            self._producer.flush(0)
+            return
+        try:
+            self._producer.abort_transaction(_ABORT_TIMEOUT_S)
+        except Exception as exc:  # the task fails anyway; its original error matters more
+            log.warning("aborting the task's transaction: %s", exc)
+        self._in_transaction = False
+
+
+def abort_tasks(options: WriteOptions, job_id: str, partition_ids: Iterable[int]) -> None:
+    """After a failed write, on the driver: fence the given tasks' transactional ids, so that a
+    transaction their last attempt left open (an executor lost mid-task) is aborted now rather
+    than when transaction.timeout.ms runs out, holding read_committed readers back until then."""
+    if not options.transactional:
+        return
+    from confluent_kafka import Producer
+
+    for partition_id in partition_ids:
+        producer = Producer(
+            client_config(
+                options.bootstrap_servers,
+                options.client_config,
+                **{"transactional.id": transactional_id(options, job_id, partition_id)},
+            )
+        )
+        try:
+            producer.init_transactions(_ABORT_TIMEOUT_S)
+        except Exception as exc:  # best effort: the timeout aborts it in the end
+            log.warning("fencing task %d of the failed write %s: %s", partition_id, job_id, exc)
 
 
 def _bytes_column(batch: pa.RecordBatch, name: str, required: bool = False) -> list:
@@ -177,13 +284,27 @@ def _column(batch: pa.RecordBatch, name: str) -> list:
     return batch.column(name).to_pylist()
 
 
+def _inject_failure(producer: TaskProducer) -> None:
+    attempt = task_attempt()
+    if attempt == 0:
+        producer.wait_for_acks()
+        raise InjectedFailure(
+            f"injected failure after {producer.stats.acked} rows were acked (attempt {attempt})"
+        )
+
+
 def write_batches(
-    options: WriteOptions, batches: Iterable[pa.RecordBatch], settings: dict | None = None
+    options: WriteOptions,
+    batches: Iterable[pa.RecordBatch],
+    job_id: str,
+    settings: dict | None = None,
 ) -> WriteStats:
-    """Produce every row of `batches` with one producer; return once all are acked."""
-    producer = TaskProducer(options, settings)
-    producer.begin()
+    """Produce every row of `batches` with the running Spark task's producer; return once all
+    are acked (and, transactional, committed). `job_id` names the write (see the module
+    docstring)."""
+    producer = TaskProducer(options, task_transactional_id(options, job_id), settings)
     try:
+        producer.begin()
         for batch in batches:
             values = _bytes_column(batch, "value", required=True)
             keys = _bytes_column(batch, "key")
@@ -202,6 +323,8 @@ def write_batches(
                     partition,
                     [(h["key"], h["value"]) for h in row_headers] if row_headers else None,
                 )
+                if producer.stats.rows == options.inject_failure_after_rows:
+                    _inject_failure(producer)
             producer.poll()
         return producer.commit()
     except BaseException:

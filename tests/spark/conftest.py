@@ -1,4 +1,4 @@
-"""Local Spark (local[2]) against brokers the tests start.
+"""Local Spark (local[2,2]: two threads, a failed task tried again once) against brokers the tests start.
 
 One SparkSession serves every Spark test of a pytest process: a session costs 6-11 s to start,
 so the fixture is session-scoped, and the tests carry xdist_group("spark") so that with
@@ -26,7 +26,7 @@ def spark():
 
     session = get_session(
         "logway-tests",
-        "local[2]",
+        "local[2,2]",  # a failed task is retried once (the writer's tests)
         {
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",

@@ -158,7 +158,7 @@ def test_bulk_load_json_and_csv(spark, spark_broker, tmp_path):
     summary = run_bulk_load(spark, config)
     assert summary.verified, summary.report()
     assert summary.input_rows == 300 and summary.stats.acked == 300
-    assert sum(summary.after.values()) == 300
+    assert sum(summary.after.values()) == 300 + sum(summary.stats.markers.values())  # commit markers
     df = spark.read.format("logway").option("kafka.bootstrap.servers", spark_broker.bootstrap).option(
         "subscribe", topic
     ).load()

@@ -137,11 +137,32 @@ def test_bulk_load_verification():
     for offset in range(4):
         stats.add_delivery(("t", 1), offset)
     assert stats.partitions == {("t", 0): (6, 20, 25), ("t", 1): (4, 0, 3)}
-    assert verify(10, stats, {("t", 0): 20, ("t", 1): 0}, {("t", 0): 26, ("t", 1): 4}) == []
-    problems = verify(11, stats, {("t", 0): 20, ("t", 1): 0}, {("t", 0): 27, ("t", 1): 4})
+    before = {("t", 0): 20, ("t", 1): 0}
+    assert verify(10, stats, before, {("t", 0): 26, ("t", 1): 4}) == ([], [])
+    problems, _ = verify(11, stats, before, {("t", 0): 27, ("t", 1): 4})
     assert len(problems) == 2 and "t-0: end offset grew by 7, 6 records" in problems[1]
     merged = WriteStats().merge(stats).merge(stats)
     assert merged.rows == 20 and merged.partitions[("t", 1)] == (8, 0, 3)
+
+
+def test_bulk_load_verification_with_transactions():
+    stats = WriteStats(rows=10, bytes=100, markers={("t", 0): 1, ("t", 1): 2})
+    for offset in range(6):
+        stats.add_delivery(("t", 0), offset)
+    for offset in range(4):
+        stats.add_delivery(("t", 1), offset)
+    before = {("t", 0): 0, ("t", 1): 0}
+    committed = {("t", 0): 6, ("t", 1): 4}
+    # Records and one commit marker per task transaction: verified without reading.
+    assert verify(10, stats, before, {("t", 0): 7, ("t", 1): 6}, committed.__getitem__) == ([], [])
+    # A retried task's aborted attempt took offsets: what read_committed sees settles it.
+    problems, notes = verify(10, stats, before, {("t", 0): 12, ("t", 1): 6}, committed.__getitem__)
+    assert problems == [] and "t-0: 5 more offsets" in notes[0]
+    committed[("t", 0)] = 11
+    problems, _ = verify(10, stats, before, {("t", 0): 12, ("t", 1): 6}, committed.__getitem__)
+    assert "read_committed readers see 11 new records, 6 acknowledged" in problems[0]
+    merged = WriteStats().merge(stats).merge(stats)
+    assert merged.markers == {("t", 0): 2, ("t", 1): 4}
 
 
 def test_input_format():

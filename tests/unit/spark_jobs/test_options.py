@@ -144,6 +144,27 @@ def test_write_options():
         parse_write_options({"topic": "t"})
 
 
+def test_write_options_transactions():
+    default = parse_write_options({"kafka.bootstrap.servers": "h:1"})
+    assert (default.transactional, default.transactional_id_prefix) == (True, "logway-spark")
+    options = parse_write_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "Transactional": "FALSE",
+            "transactionalIdPrefix": "nightly",
+            "kafka.transaction.timeout.ms": "60000",
+        }
+    )
+    assert (options.transactional, options.transactional_id_prefix) == (False, "nightly")
+    assert options.client_config == (("transaction.timeout.ms", "60000"),)
+    with pytest.raises(OptionError, match="managed"):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "kafka.transactional.id": "mine"})
+    with pytest.raises(OptionError, match="true or false"):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "transactional": "yes"})
+    with pytest.raises(OptionError, match="empty"):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "transactionalIdPrefix": " "})
+
+
 def test_partition_maps_round_trip():
     text = '{"b":{"1":3},"a":{"10":-2,"2":7}}'
     parsed = parse_partition_map("x", text)
