@@ -6,6 +6,7 @@ import threading
 import pytest
 from kazoo.client import KazooClient
 
+from broker.local_cluster import ZooKeeperServer, ZooKeeperUnavailable
 from replication.zk import (
     BadVersionError,
     NodeExistsError,
