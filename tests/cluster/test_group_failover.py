@@ -1,0 +1,168 @@
+"""A consumer group keeps its committed offsets when its coordinator's broker dies (issue 5):
+__consumer_offsets has three replicas, so another broker leads the group's offsets partition,
+loads the group from its replica, and answers OffsetFetch with exactly what was committed; a
+new member of the group resumes there, reading nothing committed again and skipping nothing."""
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import NewTopic
+
+from tests.cluster.harness import wait_until
+from tests.cluster.test_controller import _admin, _wait_formed
+from tests.harness import unique_topic
+
+pytestmark = pytest.mark.slow
+
+_TIMEOUT_S = 45
+BROKERS = (1, 2, 3)
+PARTITIONS = 3
+RECORDS = 300
+_GROUP_CLUSTER = {
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "replica.lag.time.max.ms": "2000",
+    "zookeeper.session.timeout.ms": "4000",
+    "log.index.size.max.bytes": "65536",
+}
+# What OffsetFetch and DescribeGroups answer while the offsets partition changes hands.
+_MOVING = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE}
+
+
+def _consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 10_000,
+        "socket.timeout.ms": 5_000,
+    })
+
+
+def _produce(bootstrap: str, topic: str) -> dict[int, list[tuple[int, bytes]]]:
+    """RECORDS distinct values round-robin over the partitions, acks=all; partition -> [(offset, value)]."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    written: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+    failures = []
+
+    def delivered(err, msg) -> None:
+        if err is None:
+            written[msg.partition()].append((msg.offset(), msg.value()))
+        else:
+            failures.append(err)
+
+    for n in range(RECORDS):
+        producer.produce(topic, f"v-{n}".encode(), partition=n % PARTITIONS, on_delivery=delivered)
+    assert producer.flush(_TIMEOUT_S) == 0 and not failures, failures
+    return {p: sorted(records) for p, records in written.items()}
+
+
+def _consume_and_commit(consumer: Consumer, topic: str, how_many: int) -> tuple[list[tuple[int, int]], dict[int, int]]:
+    """Reads `how_many` records, committing synchronously after each ten; returns what was read
+    as (partition, offset) and the committed positions (partition -> next offset)."""
+    consumer.subscribe([topic])
+    read: list[tuple[int, int]] = []
+    committed: dict[int, int] = {}
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < how_many:
+        assert time.monotonic() < deadline, f"read only {len(read)} of {how_many} records in {_TIMEOUT_S} s"
+        message = consumer.poll(0.5)
+        if message is None or message.error() is not None:
+            continue
+        read.append((message.partition(), message.offset()))
+        committed[message.partition()] = message.offset() + 1
+        if len(read) % 10 == 0:
+            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in committed.items()], asynchronous=False)
+    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in committed.items()], asynchronous=False)
+    return read, committed
+
+
+def _coordinator(bootstrap: str, group: str) -> int | None:
+    """The broker coordinating `group`, None while it cannot be told (the callers' deadlines
+    bound the asking)."""
+    try:
+        admin = _admin(bootstrap)  # referenced until the answer: a collected client cancels its requests
+        described = admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10)
+    except KafkaException:  # the coordinator moving, or a request timing out under load: asked again
+        return None
+    return described.coordinator.id
+
+
+def _fetched_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int] | None:
+    """The group's committed offsets of `topic` (partition -> offset), None while its
+    coordinator moves."""
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+    try:
+        admin = _admin(bootstrap)
+        answer = admin.list_consumer_group_offsets([request], request_timeout=5)[group].result(timeout=10)
+    except KafkaException:
+        return None
+    if any(tp.error is not None and tp.error.code() in _MOVING for tp in answer.topic_partitions):
+        return None
+    assert all(tp.error is None for tp in answer.topic_partitions), answer.topic_partitions
+    return {tp.partition: tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
+
+
+def _read_rest(consumer: Consumer, topic: str, remaining: int) -> list[tuple[int, int]]:
+    consumer.subscribe([topic])
+    read: list[tuple[int, int]] = []
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < remaining and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            read.append((message.partition(), message.offset()))
+    # Anything beyond `remaining` would be a record read twice: give it a moment to show.
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            read.append((message.partition(), message.offset()))
+    return read
+
+
+def test_a_group_keeps_its_committed_offsets_when_its_coordinators_broker_dies(cluster_factory):
+    cluster = cluster_factory(overrides=_GROUP_CLUSTER)
+    _wait_formed(cluster)
+    topic, group = unique_topic("group-failover"), unique_topic("group")
+    admin = _admin(cluster.bootstrap)
+    created = admin.create_topics(
+        [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})],
+        operation_timeout=30,
+    )
+    created[topic].result(timeout=_TIMEOUT_S)
+    written = _produce(cluster.bootstrap, topic)
+
+    first = _consumer(cluster.bootstrap, group)
+    try:
+        read_before, committed = _consume_and_commit(first, topic, RECORDS // 2)
+    finally:
+        first.close()
+    assert wait_until(lambda: _fetched_offsets(cluster.bootstrap, group, topic), _TIMEOUT_S,
+                      "the committed offsets before the kill") == committed
+
+    coordinator = wait_until(lambda: _coordinator(cluster.bootstrap, group), _TIMEOUT_S, "the group's coordinator")
+    cluster.broker(coordinator).kill()
+    survivors = [b for b in BROKERS if b != coordinator]
+    bootstrap = ",".join(cluster.broker(b).bootstrap for b in survivors)
+    moved = wait_until(lambda: (c := _coordinator(bootstrap, group)) not in (None, coordinator) and c, _TIMEOUT_S,
+                       f"another coordinator than broker {coordinator} for the group")
+    assert moved in survivors
+    after_kill = wait_until(lambda: _fetched_offsets(bootstrap, group, topic), _TIMEOUT_S,
+                            "the committed offsets from the new coordinator")
+    assert after_kill == committed, f"committed {committed}, the new coordinator {moved} has {after_kill}"
+
+    second = _consumer(bootstrap, group)
+    try:
+        read_after = _read_rest(second, topic, RECORDS - len(read_before))
+    finally:
+        second.close()
+    expected = sorted((p, offset) for p, records in written.items() for offset, _ in records
+                      if offset >= committed.get(p, 0))
+    assert sorted(read_after) == expected, (
+        f"resumed at {committed}: read again {sorted(set(read_after) - set(expected))[:5]}, "
+        f"skipped {sorted(set(expected) - set(read_after))[:5]}"
+    )
