@@ -119,8 +119,8 @@ class ClusterMarkerWriter:
         try:
             response = await self._send(leader, _request(marker, partitions))
         except BrokerClientError as exc:
-            failed = ErrorCode.request_timed_out if isinstance(exc, BrokerRequestTimeoutError) else ErrorCode.network_exception
-            return dict.fromkeys(partitions, failed)
+            timed_out = isinstance(exc, BrokerRequestTimeoutError)
+            return dict.fromkeys(partitions, ErrorCode.request_timed_out if timed_out else ErrorCode.network_exception)
         answered = {
             TopicPartition(topic.name, p.partition_index): ErrorCode(p.error_code)
             for result in response.markers

@@ -9,9 +9,10 @@ marker (acks=all, as Kafka appends markers), so the coordinator counts only mark
 change cannot lose; REQUEST_TIMED_OUT when the ISR does not catch up within
 offsets.commit.timeout.ms.
 
-Errors, per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR; INVALID_PRODUCER_EPOCH
-for a marker older than the producer's epoch there, TRANSACTION_COORDINATOR_FENCED for one from
-an older coordinator epoch than the producer's last marker.
+Errors, per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+KAFKA_STORAGE_ERROR; INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch there,
+TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the producer's last
+marker.
 
 Version notes: v1 is v0, flexible (v0 is declared in protocol.legacy).
 """

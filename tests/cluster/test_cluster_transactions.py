@@ -59,10 +59,12 @@ def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(clust
     committed = _transaction(producer, topic, "first", commit=True)
     aborted = _transaction(producer, topic, "aborted", commit=False)
     offsets = [TopicPartition(topic, p, 1) for p in range(_PARTITIONS)]
-    committed += _transaction(producer, topic, "last", commit=True, offsets=offsets, group=member.consumer_group_metadata())
+    metadata = member.consumer_group_metadata()
+    committed += _transaction(producer, topic, "last", commit=True, offsets=offsets, group=metadata)
 
+    everything = committed + aborted
     assert _read_all(cluster.bootstrap, topic, "read_committed", len(committed)) == sorted(committed)
-    assert _read_all(cluster.bootstrap, topic, "read_uncommitted", len(committed + aborted)) == sorted(committed + aborted)
+    assert _read_all(cluster.bootstrap, topic, "read_uncommitted", len(everything)) == sorted(everything)
     found = member.committed([TopicPartition(topic, p) for p in range(_PARTITIONS)], _TIMEOUT_S)
     assert [(tp.partition, tp.offset) for tp in found] == [(p, 1) for p in range(_PARTITIONS)]
     member.close()
