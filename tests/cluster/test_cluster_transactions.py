@@ -56,6 +56,9 @@ def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(clust
     producer.init_transactions(_TIMEOUT_S)
     group = unique_topic("group")
     member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    # The group coordinator is made ready first: with __consumer_offsets created by two brokers at
+    # once (FindCoordinator from the producer and the consumer), TxnOffsetCommit was seen to hang.
+    member.committed([TopicPartition(topic, 0)], _TIMEOUT_S)
     committed = _transaction(producer, topic, "first", commit=True)
     aborted = _transaction(producer, topic, "aborted", commit=False)
     offsets = [TopicPartition(topic, p, 1) for p in range(_PARTITIONS)]
