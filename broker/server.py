@@ -29,7 +29,7 @@ from broker.network import Connection, Listener
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
-from broker.txn_markers import LocalMarkerWriter
+from broker.txn_markers import ClusterMarkerWriter, LocalMarkerWriter, RemoteMarkerSender
 from broker.zk_producer_ids import ZkProducerIdBlockStore
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
@@ -78,8 +78,20 @@ class Broker:
             producer_id_blocks = ZkProducerIdBlockStore(self.cluster.zk)
         self.producer_ids = ProducerIdManager(producer_id_blocks, self.broker_id)
         self.markers = LocalMarkerWriter(self.replica_manager, self.group_coordinator)
+        self.remote_markers: RemoteMarkerSender | None = None
+        coordinator_markers: LocalMarkerWriter | ClusterMarkerWriter = self.markers
+        if self.cluster is not None:
+            self.remote_markers = RemoteMarkerSender(
+                self.metadata_cache,
+                self.cluster.inter_broker_listener,
+                f"broker-{self.broker_id}-txn-markers",
+                config.get("controller.socket.timeout.ms") / 1000,
+            )
+            coordinator_markers = ClusterMarkerWriter(
+                self.broker_id, self.metadata_cache, self.markers, self.remote_markers.send
+            )
         self.transaction_coordinator = TransactionCoordinator(
-            config, self.topics, self.replica_manager, self.markers, self.producer_ids
+            config, self.topics, self.replica_manager, coordinator_markers, self.producer_ids
         )
         self.replica_manager.add_leadership_listener(
             self.transaction_coordinator.on_become_leader, self.transaction_coordinator.on_resign
@@ -187,6 +199,8 @@ class Broker:
         # Before draining: JoinGroup and SyncGroup requests waiting on their groups get answers.
         await self.group_coordinator.shutdown()
         await self.transaction_coordinator.shutdown()
+        if self.remote_markers is not None:
+            await self.remote_markers.close()
         await self._drain_connections()
         for connection in list(self._connections):
             connection.close("broker shutting down")

@@ -12,8 +12,10 @@ Ending a transaction (EndTxn, a fenced or timed-out transaction aborted) writes 
 PrepareAbort, answers the client, then has a COMMIT / ABORT marker written to every partition of
 the transaction (`MarkerWriter`: locally when this broker leads the partition; a remote leader
 is sent WriteTxnMarkers) and finally writes CompleteCommit / CompleteAbort. Markers that fail are
-retried until written; a partition that no longer exists, or that says the marker is stale
-(INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED), is skipped, as Kafka does.
+retried (the writer finds each partition's leader again) until written or until this broker no
+longer coordinates the id (its new coordinator writes them under a newer epoch); a partition
+that no longer exists, or that says the marker is stale (INVALID_PRODUCER_EPOCH,
+TRANSACTION_COORDINATOR_FENCED), is skipped, as Kafka does.
 
 Timers: every transaction.abort.timed.out.transaction.cleanup.interval.ms, Ongoing transactions
 older than their timeout are aborted under a bumped epoch (their producer is fenced); every
@@ -369,7 +371,7 @@ class TransactionCoordinator:
             txn.state is TxnState.PREPARE_COMMIT,
         )
         remaining = sorted(txn.partitions)
-        while remaining:
+        while remaining and self._coordinates(txn):
             results = await self._markers.write_markers(marker, remaining)
             for tp, error in results.items():
                 if error in _NOT_RETRIED:
@@ -380,5 +382,13 @@ class TransactionCoordinator:
             remaining = [tp for tp in remaining if results.get(tp, ErrorCode.unknown_server_error) not in done]
             if remaining:
                 await asyncio.sleep(_MARKER_RETRY_S)
+        if remaining:
+            log.info("%s: no longer coordinated here; its new coordinator writes its markers", txn.transactional_id)
+            return
         while await self._store(txn, txn.complete_transaction(self.clock()).target) is not ErrorCode.none:
             await asyncio.sleep(_MARKER_RETRY_S)
+
+    def _coordinates(self, txn: TransactionMetadata) -> bool:
+        """Whether this broker still coordinates `txn` under the epoch its markers carry: resigning
+        the __transaction_state partition forgets its ids, a new leadership loads new ones."""
+        return self._txns.get(txn.transactional_id) is txn

@@ -1,0 +1,73 @@
+"""Transactions against three real brokers and ZooKeeper: the transaction coordinator writes its
+COMMIT / ABORT markers to partitions led by other brokers (WriteTxnMarkers), so consumers see
+committed transactions only (read_committed) or everything (read_uncommitted), and offsets sent
+in a transaction become the group's once it commits."""
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.cluster.harness import wait_until
+from tests.cluster.test_controller import _TIMEOUT_S, _agreed, _create, cluster  # noqa: F401 (fixture)
+from tests.harness import unique_topic
+
+_PARTITIONS = 3
+
+
+def _transaction(producer: Producer, topic: str, label: str, commit: bool, offsets=None, group=None) -> list[bytes]:
+    values = [b"%s-%d" % (label.encode(), p) for p in range(_PARTITIONS)]
+    producer.begin_transaction()
+    for partition, value in enumerate(values):
+        producer.produce(topic, value, partition=partition)
+    if offsets is not None:
+        producer.send_offsets_to_transaction(offsets, group, _TIMEOUT_S)
+    assert producer.flush(_TIMEOUT_S) == 0  # aborting drops records not sent yet
+    if commit:
+        producer.commit_transaction(_TIMEOUT_S)
+    else:
+        producer.abort_transaction(_TIMEOUT_S)
+    return values
+
+
+def _read_all(bootstrap: str, topic: str, isolation: str, count: int) -> list[bytes]:
+    """The values of every partition of `topic`, until `count` are read (or the timeout)."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": unique_topic("reader"),
+        "enable.auto.commit": False, "isolation.level": isolation,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(_PARTITIONS)])
+    read = []
+    deadline = time.monotonic() + _TIMEOUT_S
+    while len(read) < count and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.close()
+    return sorted(read)
+
+
+def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(cluster):
+    topic = unique_topic("txn")
+    _create(cluster, topic, _PARTITIONS, 3)
+    agreed = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), _PARTITIONS), _TIMEOUT_S, "metadata agreement")
+    assert sorted(leader for leader, _, _ in agreed.values()) == [1, 2, 3]  # whoever coordinates, two are remote
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": unique_topic("tid")})
+    producer.init_transactions(_TIMEOUT_S)
+    group = unique_topic("group")
+    member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    # The group coordinator is made ready first: with __consumer_offsets created by two brokers at
+    # once (FindCoordinator from the producer and the consumer), TxnOffsetCommit was seen to hang.
+    member.committed([TopicPartition(topic, 0)], _TIMEOUT_S)
+    committed = _transaction(producer, topic, "first", commit=True)
+    aborted = _transaction(producer, topic, "aborted", commit=False)
+    offsets = [TopicPartition(topic, p, 1) for p in range(_PARTITIONS)]
+    metadata = member.consumer_group_metadata()
+    committed += _transaction(producer, topic, "last", commit=True, offsets=offsets, group=metadata)
+
+    everything = committed + aborted
+    assert _read_all(cluster.bootstrap, topic, "read_committed", len(committed)) == sorted(committed)
+    assert _read_all(cluster.bootstrap, topic, "read_uncommitted", len(everything)) == sorted(everything)
+    found = member.committed([TopicPartition(topic, p) for p in range(_PARTITIONS)], _TIMEOUT_S)
+    assert [(tp.partition, tp.offset) for tp in found] == [(p, 1) for p in range(_PARTITIONS)]
+    member.close()
