@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from spark_jobs.cli import key_values, run_job
 from spark_jobs.options import TP, OptionError, WriteOptions, client_config
 from spark_jobs.writer import WriteStats
 
@@ -358,12 +359,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def config_from_args(args: argparse.Namespace) -> LoadConfig:
-    producer = {}
-    for item in args.producer:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise OptionError(f"--producer takes KEY=VALUE, not {item!r}")
-        producer[key] = value
     return LoadConfig(
         topic=args.topic,
         inputs=args.input,
@@ -377,31 +372,19 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
         tasks=args.tasks,
         csv_header=not args.no_csv_header,
         transactional=not args.no_transactions,
-        client_options=producer,
+        client_options=key_values(args.producer, "--producer"),
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
-    try:
+
+    def configure() -> LoadConfig:
         config = config_from_args(args)
         input_format(config)
-    except OptionError as exc:
-        print(f"bulk_load: {exc}", file=sys.stderr)
-        return 2
-    from spark_jobs.session import get_session
+        return config
 
-    spark = get_session("logway bulk_load", args.master)
-    try:
-        summary = run_bulk_load(spark, config)
-    except OptionError as exc:
-        print(f"bulk_load: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        spark.stop()
-    print(summary.report())
-    return 0 if summary.verified else 1
+    return run_job("bulk_load", args.master, configure, run_bulk_load, lambda summary: summary.verified)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from spark_jobs.faults import InjectedFailure, task_attempt
+from spark_jobs.cli import key_values, run_job
 from spark_jobs.options import TP, OptionError, ReadOptions, parse_read_options
 from spark_jobs.planning import (
     DataLossError,
@@ -564,11 +565,7 @@ def config_from_args(args: argparse.Namespace) -> ExportConfig:
         options["subscribe"] = ",".join(args.topic)
     if args.min_partitions:
         options["minPartitions"] = str(args.min_partitions)
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise OptionError(f"--option takes KEY=VALUE, not {item!r}")
-        options[key] = value
+    options.update(key_values(args.option, "--option"))
     fail_at = None
     if args.inject_failure:
         topic, partition, offset = args.inject_failure.rsplit(":", 2)
@@ -585,29 +582,16 @@ def config_from_args(args: argparse.Namespace) -> ExportConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
-    try:
+
+    def configure() -> ExportConfig:
         config = config_from_args(args)
         parse_read_options(config.read_options)  # fail on bad options before Spark starts
-    except OptionError as exc:
-        print(f"export: {exc}", file=sys.stderr)
-        return 2
-    from spark_jobs.session import get_session
+        return config
 
-    spark = get_session("logway export", args.master)
-    try:
-        summary = run_export(spark, config)
-    except OptionError as exc:
-        print(f"export: {exc}", file=sys.stderr)
-        return 2
-    except DataLossError as exc:
-        print(f"export: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
-    print(summary.report())
-    return 0 if summary.complete else 1
+    return run_job(
+        "export", args.master, configure, run_export, lambda summary: summary.complete, failures=(DataLossError,)
+    )
 
 
 if __name__ == "__main__":
