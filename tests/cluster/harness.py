@@ -325,6 +325,14 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return result
 
 
+def _keep_subnets_local() -> None:
+    """Make the whole 10.213.0.0/16 unreachable from the root namespace but for the networks'
+    own /24 routes. Without it, a client still trying the address of a namespace that is gone
+    follows the default route, and this sandbox's egress proxy answers it in HTTP, which a
+    Kafka client reads as a response size of "HTTP" (0x48545450)."""
+    _ip("route", "replace", "unreachable", f"{_SUBNET}.0.0/16")
+
+
 class Network:
     """Hosts in network namespaces on one bridge, subnet 10.213.<index>.0/24; the bridge has
     .1 (this process's way in), hosts get .2, .3, ... in the order they are added. Every name
@@ -343,6 +351,7 @@ class Network:
     def create(cls, index: int | None = None) -> Network:
         """A network on the first free index (or on `index`, which must be free)."""
         _LOCK_DIR.mkdir(exist_ok=True)
+        _keep_subnets_local()
         for candidate in range(256) if index is None else (index,):
             fd = os.open(_LOCK_DIR / f"{candidate}.lock", os.O_CREAT | os.O_RDWR, 0o644)
             try:

@@ -4,6 +4,7 @@ restart and clean stops, ZooKeeper sessions that really end (by expiry, by a lon
 cut from ZooKeeper), and in namespace mode network cuts that really stop TCP between two hosts
 until healed, leaving nothing behind. Every wait is bounded."""
 
+import errno
 import json
 import os
 import socket
@@ -253,3 +254,13 @@ def test_a_network_left_by_a_killed_run_is_removed_by_the_next_on_its_index():
     finally:
         network.destroy()
     assert network._namespaces() == [] and network._interfaces() == []
+
+
+@pytest.mark.skipif(namespaces_unavailable() is not None, reason=str(namespaces_unavailable()))
+def test_the_address_of_a_destroyed_network_is_unreachable_not_routed_out():
+    network = Network.create()
+    address = network.add_host("gone").address
+    network.destroy()
+    with pytest.raises(OSError) as refused:
+        socket.create_connection((address, 9092), timeout=5).close()
+    assert refused.value.errno == errno.EHOSTUNREACH
