@@ -115,6 +115,7 @@ class ClusterMember:
         topics = self.broker.topics
         topics.cluster_admin = self.admin
         topics.live_brokers = self.broker.metadata_cache.live_broker_ids
+        topics.marked_for_deletion = self.controller.marked_for_deletion
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
         await self._register()
