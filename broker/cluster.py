@@ -1,9 +1,16 @@
 """This broker as a member of a ZooKeeper cluster (`zookeeper.connect` set).
 
-Start, in two steps. `connect` (before the logs load): connect to ZooKeeper (chroot created if
-missing), create the persistent paths, agree on the cluster id (/cluster/id, created by the first
-broker; a broker whose log dirs already belong to another cluster refuses to start, as Kafka's
-InconsistentClusterIdException). `join` (once listening): follow the topics (below), register
+The broker id comes before the broker is built (`resolve_broker_id`, Kafka's
+getOrGenerateBrokerId): the one stored in the log dirs' meta.properties (broker/meta_properties.py),
+else broker.id, else a generated one (broker.id.generation.enable): reserved.broker.max.id + the
+version of a write to /brokers/seqid, which ZooKeeper hands out once.
+
+Start, in two steps. `connect` (before the logs load): check the broker id against
+meta.properties (a different stored id stops the start, as Kafka's InconsistentBrokerIdException),
+connect to ZooKeeper (chroot created if missing), create the persistent paths, agree on the
+cluster id (/cluster/id, created by the first broker; a broker whose log dirs already belong to
+another cluster refuses to start, as Kafka's InconsistentClusterIdException), then write
+meta.properties to every log dir. `join` (once listening): follow the topics (below), register
 /brokers/ids/<id> (ephemeral; the broker epoch is its czxid), then run for controller. A
 registration of the same id by another session is waited out for 1.5 session timeouts (a broker
 restarted right after a crash finds its old one until that session expires; Kafka refuses to
@@ -39,13 +46,15 @@ from protocol.legacy import ControlledShutdownRequest
 from replication import znodes
 from replication.broker_client import BrokerClient, BrokerClientError
 from replication.controller import Controller, ControllerSettings
-from replication.zk import NodeExistsError, SessionEvent, WatchEvent, ZkClient, ZkError
+from replication.zk import NodeExistsError, NoNodeError, SessionEvent, WatchEvent, ZkClient, ZkError
 from replication.zk_isr_writer import ZkIsrWriter
 
+from broker import meta_properties
 from broker.cluster_admin import ZkTopicAdmin
 from broker.topic_store import TopicInfo
 
 if TYPE_CHECKING:
+    from broker.config import BrokerConfig
     from broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -57,6 +66,32 @@ _REGISTRATION_RETRY_S = 0.25
 
 class ClusterStartError(Exception):
     """The broker cannot join the cluster; it must not start."""
+
+
+async def resolve_broker_id(config: "BrokerConfig") -> int:
+    """This broker's id (Kafka's getOrGenerateBrokerId): the one in its log dirs'
+    meta.properties, else broker.id, else reserved.broker.max.id + the version of a write to
+    /brokers/seqid (broker.id.generation.enable), which no other broker gets."""
+    stored = await asyncio.to_thread(meta_properties.read_broker_id, config.log_dirs)
+    chosen = meta_properties.choose_broker_id(config.broker_id, stored, config.get("broker.id.generation.enable"))
+    if chosen is not None:
+        return chosen
+    zk = ZkClient(config.get("zookeeper.connect"), config.get("zookeeper.session.timeout.ms"),
+                  config.get("zookeeper.connection.timeout.ms"))
+    try:
+        await zk.start()
+        try:
+            stat = await zk.set(znodes.BROKER_SEQUENCE_ID, b"")
+        except NoNodeError:
+            await zk.ensure_path(znodes.BROKER_SEQUENCE_ID)
+            stat = await zk.set(znodes.BROKER_SEQUENCE_ID, b"")
+    except ZkError as exc:
+        raise ClusterStartError(f"cannot generate a broker.id: {exc}") from exc
+    finally:
+        await zk.close()
+    broker_id = config.get("reserved.broker.max.id") + stat.version
+    log.info("generated broker.id %d", broker_id)
+    return broker_id
 
 
 class ClusterMember:
@@ -99,8 +134,14 @@ class ClusterMember:
     async def connect(self) -> None:
         """Connect to ZooKeeper and agree on the cluster id (before the logs load, as Kafka);
         raises ClusterStartError when this broker must not start."""
-        if self.broker.config.broker_id < 0:
-            raise ClusterStartError("cluster mode needs an explicit broker.id (0 or more)")
+        if not self.broker.broker_id_chosen:
+            raise ClusterStartError("cluster mode needs a broker.id: configured, or chosen at start (resolve_broker_id)")
+        log_dirs = self.broker.config.log_dirs
+        stored = await asyncio.to_thread(meta_properties.read_broker_id, log_dirs)
+        try:
+            meta_properties.choose_broker_id(self.broker_id, stored, False)
+        except meta_properties.BrokerMetadataError as exc:
+            raise ClusterStartError(str(exc)) from exc
         try:
             await self.zk.start()
         except ZkError as exc:
@@ -109,6 +150,7 @@ class ClusterMember:
         for path in znodes.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
         await self._agree_on_cluster_id()
+        await asyncio.to_thread(meta_properties.write_broker_id, log_dirs, self.broker_id)
 
     async def join(self) -> None:
         """Follow the topics, register and run for controller (once listening)."""
