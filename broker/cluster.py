@@ -18,7 +18,8 @@ start at once), then stops the start.
 
 Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
 (children, and each topic's partition count and id) and /config/topics (overrides), re-read
-when a /config/changes notification names the topic. Partitions are served on the
+when a /config/changes notification names the topic. Notifications older than 15 minutes
+(`config_change_expiration_ms`) are deleted as the notifications are read, as Kafka does. Partitions are served on the
 controller's LeaderAndIsr requests.
 
 Session: EXPIRED ends the controllership; the CONNECTED that follows (a new session)
@@ -37,6 +38,7 @@ registration is STALE_BROKER_EPOCH.
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -62,6 +64,7 @@ log = logging.getLogger(__name__)
 CONTROLLED_SHUTDOWN_VERSION = 2
 _REGISTRATION_WAIT_FACTOR = 1.5  # times the session timeout
 _REGISTRATION_RETRY_S = 0.25
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
 
 
 class ClusterStartError(Exception):
@@ -125,6 +128,7 @@ class ClusterMember:
         self._registered = False
         self._session_expired = False
         self._last_config_change = ""
+        self.config_change_expiration_ms = CONFIG_CHANGE_EXPIRATION_MS
         self._watched_topics: set[str] = set()
         self._watches: dict[str, Callable[[WatchEvent], None]] = {}
         self._stopping = False
@@ -361,15 +365,29 @@ class ClusterMember:
         fresh = [n for n in names if n > self._last_config_change]
         if names:
             self._last_config_change = names[-1]
-        if initial:
-            return  # the topics were just read with their configs
-        for name in fresh:
-            found = await self.zk.get_or_none(f"{znodes.CONFIG_CHANGES}/{name}")
-            if found is None:
-                continue
-            entity_type, topic = znodes.decode_config_change(found[0])
-            if entity_type == "topics":
-                await self._read_topic(topic)
+        if not initial:  # else the topics were just read with their configs
+            for name in fresh:
+                found = await self.zk.get_or_none(f"{znodes.CONFIG_CHANGES}/{name}")
+                if found is None:
+                    continue
+                entity_type, topic = znodes.decode_config_change(found[0])
+                if entity_type == "topics":
+                    await self._read_topic(topic)
+        await self._purge_obsolete_config_changes(names)
+
+    async def _purge_obsolete_config_changes(self, names: list[str]) -> None:
+        """Kafka's purgeObsoleteNotifications: a notification older than the expiry
+        (changeExpirationMs, 15 minutes) has been read by every live broker, and a broker
+        starting reads the configs themselves, so it goes."""
+        oldest_kept_ms = time.time() * 1000 - self.config_change_expiration_ms
+        for name in names:
+            path = f"{znodes.CONFIG_CHANGES}/{name}"
+            stat = await self.zk.exists(path)
+            if stat is not None and stat.ctime_ms < oldest_kept_ms:
+                try:
+                    await self.zk.delete(path)
+                except NoNodeError:
+                    pass  # another broker purged it first
 
     async def _topic_unclean_election(self, topic: str) -> bool | None:
         found = await self.zk.get_or_none(znodes.topic_config_path(topic))

@@ -115,6 +115,7 @@ class ZnodeStat:
     czxid: int
     mzxid: int
     ephemeral_owner: int
+    ctime_ms: int = 0  # creation time, by the server's clock
 
 
 Watch = Callable[[WatchEvent], None]
@@ -403,5 +404,6 @@ def _set_exception(future: asyncio.Future, error: BaseException) -> None:
 
 def _stat(stat: Any) -> ZnodeStat:
     return ZnodeStat(
-        version=stat.version, czxid=stat.czxid, mzxid=stat.mzxid, ephemeral_owner=stat.ephemeralOwner
+        version=stat.version, czxid=stat.czxid, mzxid=stat.mzxid, ephemeral_owner=stat.ephemeralOwner,
+        ctime_ms=stat.ctime,
     )

@@ -8,6 +8,7 @@ import pytest
 from broker import meta_properties
 from broker.cluster import ClusterStartError, resolve_broker_id
 from broker.server import Broker
+from replication import znodes
 from tests.in_process import broker_config
 
 
@@ -72,3 +73,27 @@ def test_a_standalone_broker_keeps_its_default_id_and_writes_no_meta_properties(
     assert _run(start_and_stop(Broker(broker_config(tmp_path)))) == 0
     assert not (tmp_path / meta_properties.FILE).exists()
 
+
+
+def test_config_change_notifications_older_than_the_expiry_are_purged(tmp_path, zookeeper):
+    config = _cluster_config(tmp_path / "a", zookeeper, tmp_path.name, {"broker.id": "1"})
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        broker = Broker(config)
+        await broker.start()
+        try:
+            zk = broker.cluster.zk
+            path = f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}"
+            old = [await zk.create(path, znodes.encode_config_change("t"), sequence=True) for _ in range(3)]
+            await asyncio.sleep(0.5)
+            broker.cluster.config_change_expiration_ms = 400
+            new = await zk.create(path, znodes.encode_config_change("t"), sequence=True)
+            deadline = asyncio.get_running_loop().time() + 20
+            while any([await zk.exists(p) for p in old]) and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            return await zk.get_children(znodes.CONFIG_CHANGES), [p.rsplit("/", 1)[1] for p in old + [new]]
+        finally:
+            await broker.stop()
+
+    left, created = _run(scenario())
+    assert left == [created[-1]]  # the fresh one stays
