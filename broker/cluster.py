@@ -165,6 +165,7 @@ class ClusterMember:
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
         await self._register()
+        self.isr_writer.start()
         self.controller.start()
 
     async def _agree_on_cluster_id(self) -> None:
@@ -226,6 +227,7 @@ class ClusterMember:
 
     async def stop(self) -> None:
         self._stopping = True
+        await self.isr_writer.close()
         await self.controller.stop()
         await self.zk.close()
 
