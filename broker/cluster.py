@@ -338,6 +338,7 @@ class ClusterMember:
         for gone in set(topics.topics) - names:
             topics.uninstall(gone)
             self._watched_topics.discard(gone)
+            self._watches.pop(f"topic {gone}", None)  # else one watch function per topic ever seen
         for name in sorted(names):
             if name not in topics.topics or name not in self._watched_topics:
                 await self._read_topic(name)

@@ -340,12 +340,17 @@ class Controller:
         found = await self._zk.get_or_none(znodes.topic_path(topic), watch)
         if found is None:
             self._ctx.topics.pop(topic, None)
-            self._watched_topics.discard(topic)
+            self._forget_topic_watch(topic)
             return None
         self._watched_topics.add(topic)
         topic_assignment = znodes.decode_topic(found[0])
         self._ctx.topics[topic] = topic_assignment
         return topic_assignment
+
+    def _forget_topic_watch(self, topic: str) -> None:
+        """The topic is gone: so is its watch function (one per topic ever seen otherwise)."""
+        self._watched_topics.discard(topic)
+        self._watches.pop(f"partition change {topic}", None)
 
     async def _read_states(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
@@ -648,7 +653,7 @@ class Controller:
                 ctx.states.pop(tp, None)
                 ctx.reassigning.pop(tp, None)
             ctx.topics.pop(gone, None)
-            self._watched_topics.discard(gone)
+            self._forget_topic_watch(gone)
         for topic in sorted(names - set(ctx.topics)):
             if await self._load_topic(topic) is not None:
                 await self._on_new_partitions(ctx.partitions_of(topic))
@@ -741,7 +746,7 @@ class Controller:
         """Every replica is deleted: the topic's znodes go, /admin/delete_topics/<topic> last
         (as Kafka), so a new controller resumes a deletion cut halfway."""
         ctx = self._ctx
-        self._watched_topics.discard(topic)
+        self._forget_topic_watch(topic)
         await self._delete_quietly(znodes.topic_path(topic), recursive=True)
         await self._delete_quietly(znodes.topic_config_path(topic))
         await self._delete_quietly(znodes.delete_topic_path(topic))
