@@ -12,6 +12,11 @@ znode), topic deletions (/admin/delete_topics), ISR change notifications
 controlled shutdowns, leader elections asked for (ElectLeaders), the periodic preferred-leader
 check. Watches only enqueue events; handlers re-read ZooKeeper.
 
+Topic deletion (Kafka's TopicDeletionManager): a topic listed in /admin/delete_topics leaves
+every metadata cache (leader -2), then each broker holding replicas of it gets StopReplica with
+delete; its znodes go once every replica broker has answered. A broker that is down holds the
+deletion until it registers again; a new controller resumes what is listed.
+
 On becoming active: read brokers, topics and partition states, initialize partitions without a
 state, elect leaders for partitions whose leader is gone, take dead brokers out of the ISRs, then
 send UpdateMetadata (everything)
