@@ -13,7 +13,8 @@ import sys
 
 from broker.cluster import ClusterStartError
 from broker.config import BrokerConfig, ConfigError
-from broker.server import Broker
+from broker.meta_properties import BrokerMetadataError
+from broker.server import serve
 from storage.errors import KafkaStorageError
 
 
@@ -49,10 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         run = uvloop.run
     try:
-        run(Broker(config).run_until_signalled())
-    except (KafkaStorageError, OSError, ClusterStartError) as exc:
+        run(serve(config))
+    except (KafkaStorageError, OSError, ClusterStartError, BrokerMetadataError) as exc:
         # What escapes here stopped the start: no log dir could take the cluster metadata or the
-        # logs, the listener could not bind, or the cluster refused this broker. Each reason is already logged; say it plainly.
+        # logs, the listener could not bind, the cluster refused this broker, or its log dirs
+        # belong to another broker id. Each reason is already logged; say it plainly.
         logging.getLogger("broker").error("cannot start: %s", exc)
         print(f"logway: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -1,9 +1,16 @@
 """This broker as a member of a ZooKeeper cluster (`zookeeper.connect` set).
 
-Start, in two steps. `connect` (before the logs load): connect to ZooKeeper (chroot created if
-missing), create the persistent paths, agree on the cluster id (/cluster/id, created by the first
-broker; a broker whose log dirs already belong to another cluster refuses to start, as Kafka's
-InconsistentClusterIdException). `join` (once listening): follow the topics (below), register
+The broker id comes before the broker is built (`resolve_broker_id`, Kafka's
+getOrGenerateBrokerId): the one stored in the log dirs' meta.properties (broker/meta_properties.py),
+else broker.id, else a generated one (broker.id.generation.enable): reserved.broker.max.id + the
+version of a write to /brokers/seqid, which ZooKeeper hands out once.
+
+Start, in two steps. `connect` (before the logs load): check the broker id against
+meta.properties (a different stored id stops the start, as Kafka's InconsistentBrokerIdException),
+connect to ZooKeeper (chroot created if missing), create the persistent paths, agree on the
+cluster id (/cluster/id, created by the first broker; a broker whose log dirs already belong to
+another cluster refuses to start, as Kafka's InconsistentClusterIdException), then write
+meta.properties to every log dir. `join` (once listening): follow the topics (below), register
 /brokers/ids/<id> (ephemeral; the broker epoch is its czxid), then run for controller. A
 registration of the same id by another session is waited out for 1.5 session timeouts (a broker
 restarted right after a crash finds its old one until that session expires; Kafka refuses to
@@ -11,7 +18,8 @@ start at once), then stops the start.
 
 Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
 (children, and each topic's partition count and id) and /config/topics (overrides), re-read
-when a /config/changes notification names the topic. Partitions are served on the
+when a /config/changes notification names the topic. Notifications older than 15 minutes
+(`config_change_expiration_ms`) are deleted as the notifications are read, as Kafka does. Partitions are served on the
 controller's LeaderAndIsr requests.
 
 Session: EXPIRED ends the controllership; the CONNECTED that follows (a new session)
@@ -30,6 +38,7 @@ registration is STALE_BROKER_EPOCH.
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -39,13 +48,15 @@ from protocol.legacy import ControlledShutdownRequest
 from replication import znodes
 from replication.broker_client import BrokerClient, BrokerClientError
 from replication.controller import Controller, ControllerSettings
-from replication.zk import NodeExistsError, SessionEvent, WatchEvent, ZkClient, ZkError
+from replication.zk import NodeExistsError, NoNodeError, SessionEvent, WatchEvent, ZkClient, ZkError
 from replication.zk_isr_writer import ZkIsrWriter
 
+from broker import meta_properties
 from broker.cluster_admin import ZkTopicAdmin
 from broker.topic_store import TopicInfo
 
 if TYPE_CHECKING:
+    from broker.config import BrokerConfig
     from broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -53,10 +64,37 @@ log = logging.getLogger(__name__)
 CONTROLLED_SHUTDOWN_VERSION = 2
 _REGISTRATION_WAIT_FACTOR = 1.5  # times the session timeout
 _REGISTRATION_RETRY_S = 0.25
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
 
 
 class ClusterStartError(Exception):
     """The broker cannot join the cluster; it must not start."""
+
+
+async def resolve_broker_id(config: "BrokerConfig") -> int:
+    """This broker's id (Kafka's getOrGenerateBrokerId): the one in its log dirs'
+    meta.properties, else broker.id, else reserved.broker.max.id + the version of a write to
+    /brokers/seqid (broker.id.generation.enable), which no other broker gets."""
+    stored = await asyncio.to_thread(meta_properties.read_broker_id, config.log_dirs)
+    chosen = meta_properties.choose_broker_id(config.broker_id, stored, config.get("broker.id.generation.enable"))
+    if chosen is not None:
+        return chosen
+    zk = ZkClient(config.get("zookeeper.connect"), config.get("zookeeper.session.timeout.ms"),
+                  config.get("zookeeper.connection.timeout.ms"))
+    try:
+        await zk.start()
+        try:
+            stat = await zk.set(znodes.BROKER_SEQUENCE_ID, b"")
+        except NoNodeError:
+            await zk.ensure_path(znodes.BROKER_SEQUENCE_ID)
+            stat = await zk.set(znodes.BROKER_SEQUENCE_ID, b"")
+    except ZkError as exc:
+        raise ClusterStartError(f"cannot generate a broker.id: {exc}") from exc
+    finally:
+        await zk.close()
+    broker_id = config.get("reserved.broker.max.id") + stat.version
+    log.info("generated broker.id %d", broker_id)
+    return broker_id
 
 
 class ClusterMember:
@@ -90,6 +128,7 @@ class ClusterMember:
         self._registered = False
         self._session_expired = False
         self._last_config_change = ""
+        self.config_change_expiration_ms = CONFIG_CHANGE_EXPIRATION_MS
         self._watched_topics: set[str] = set()
         self._watches: dict[str, Callable[[WatchEvent], None]] = {}
         self._stopping = False
@@ -99,8 +138,14 @@ class ClusterMember:
     async def connect(self) -> None:
         """Connect to ZooKeeper and agree on the cluster id (before the logs load, as Kafka);
         raises ClusterStartError when this broker must not start."""
-        if self.broker.config.broker_id < 0:
-            raise ClusterStartError("cluster mode needs an explicit broker.id (0 or more)")
+        if not self.broker.broker_id_chosen:
+            raise ClusterStartError("cluster mode needs a broker.id: configured, or chosen at start (resolve_broker_id)")
+        log_dirs = self.broker.config.log_dirs
+        stored = await asyncio.to_thread(meta_properties.read_broker_id, log_dirs)
+        try:
+            meta_properties.choose_broker_id(self.broker_id, stored, False)
+        except meta_properties.BrokerMetadataError as exc:
+            raise ClusterStartError(str(exc)) from exc
         try:
             await self.zk.start()
         except ZkError as exc:
@@ -109,15 +154,18 @@ class ClusterMember:
         for path in znodes.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
         await self._agree_on_cluster_id()
+        await asyncio.to_thread(meta_properties.write_broker_id, log_dirs, self.broker_id)
 
     async def join(self) -> None:
         """Follow the topics, register and run for controller (once listening)."""
         topics = self.broker.topics
         topics.cluster_admin = self.admin
         topics.live_brokers = self.broker.metadata_cache.live_broker_ids
+        topics.marked_for_deletion = self.controller.marked_for_deletion
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
         await self._register()
+        self.isr_writer.start()
         self.controller.start()
 
     async def _agree_on_cluster_id(self) -> None:
@@ -179,6 +227,7 @@ class ClusterMember:
 
     async def stop(self) -> None:
         self._stopping = True
+        await self.isr_writer.close()
         await self.controller.stop()
         await self.zk.close()
 
@@ -289,6 +338,7 @@ class ClusterMember:
         for gone in set(topics.topics) - names:
             topics.uninstall(gone)
             self._watched_topics.discard(gone)
+            self._watches.pop(f"topic {gone}", None)  # else one watch function per topic ever seen
         for name in sorted(names):
             if name not in topics.topics or name not in self._watched_topics:
                 await self._read_topic(name)
@@ -318,15 +368,29 @@ class ClusterMember:
         fresh = [n for n in names if n > self._last_config_change]
         if names:
             self._last_config_change = names[-1]
-        if initial:
-            return  # the topics were just read with their configs
-        for name in fresh:
-            found = await self.zk.get_or_none(f"{znodes.CONFIG_CHANGES}/{name}")
-            if found is None:
-                continue
-            entity_type, topic = znodes.decode_config_change(found[0])
-            if entity_type == "topics":
-                await self._read_topic(topic)
+        if not initial:  # else the topics were just read with their configs
+            for name in fresh:
+                found = await self.zk.get_or_none(f"{znodes.CONFIG_CHANGES}/{name}")
+                if found is None:
+                    continue
+                entity_type, topic = znodes.decode_config_change(found[0])
+                if entity_type == "topics":
+                    await self._read_topic(topic)
+        await self._purge_obsolete_config_changes(names)
+
+    async def _purge_obsolete_config_changes(self, names: list[str]) -> None:
+        """Kafka's purgeObsoleteNotifications: a notification older than the expiry
+        (changeExpirationMs, 15 minutes) has been read by every live broker, and a broker
+        starting reads the configs themselves, so it goes."""
+        oldest_kept_ms = time.time() * 1000 - self.config_change_expiration_ms
+        for name in names:
+            path = f"{znodes.CONFIG_CHANGES}/{name}"
+            stat = await self.zk.exists(path)
+            if stat is not None and stat.ctime_ms < oldest_kept_ms:
+                try:
+                    await self.zk.delete(path)
+                except NoNodeError:
+                    pass  # another broker purged it first
 
     async def _topic_unclean_election(self, topic: str) -> bool | None:
         found = await self.zk.get_or_none(znodes.topic_config_path(topic))

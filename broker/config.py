@@ -362,6 +362,11 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     # --- identity and cluster
     _c("broker.id", _I, -1,
        "Id of this broker, unique in the cluster. -1 means none was configured.", minimum=-1),
+    _c("broker.id.generation.enable", _B, True,
+       "Cluster mode: a broker without broker.id (and without one stored in meta.properties) "
+       "gets reserved.broker.max.id + a sequence number from ZooKeeper (/brokers/seqid)."),
+    _c("reserved.broker.max.id", _I, 1000,
+       "The largest broker.id that can be configured; generated ids start above it.", minimum=0),
     _c("broker.rack", _S, None,
        "Rack or availability zone of this broker; replicas are spread across racks."),
     _c("zookeeper.connect", _S, None,
@@ -699,6 +704,8 @@ class BrokerConfig:
                 )
             )
         self._check_listener_names()
+        if self._values["broker.id"] > self._values["reserved.broker.max.id"]:
+            raise ConfigError("broker.id must be greater than or equal to -1 and not greater than reserved.broker.max.id")
         if not self.log_dirs:
             raise ConfigError("At least one log directory must be defined via log.dirs or log.dir")
         self._check_replica_timeouts()

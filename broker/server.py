@@ -21,7 +21,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from broker.cluster import ClusterMember
+from broker.cluster import ClusterMember, resolve_broker_id
 from broker.config import BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
@@ -54,9 +54,12 @@ class BrokerEndpoint:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, broker_id: int | None = None) -> None:
+        """`broker_id`: the id chosen at start (`serve`), stored or generated in cluster mode;
+        else broker.id (standalone, -1 is 0)."""
         self.config = config
-        self.broker_id = max(config.broker_id, 0)
+        self.broker_id = max(config.broker_id, 0) if broker_id is None else broker_id
+        self.broker_id_chosen = broker_id is not None or config.broker_id >= 0
         self.started_at_ms = int(time.time() * 1000)
         self.topic_store = TopicStore(config.log_dirs)
         self.log_manager = LogManager(
@@ -226,6 +229,13 @@ class Broker:
         await stop_requested.wait()
         log.info("shutting down")
         await self.stop()
+
+
+async def serve(config: BrokerConfig) -> None:
+    """Run a broker until SIGTERM or SIGINT. In cluster mode its id comes first: the one stored
+    in its log dirs, the configured one, or a generated one (broker/cluster.py)."""
+    broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
+    await Broker(config, broker_id).run_until_signalled()
 
 
 def _replication_settings(config: BrokerConfig) -> ReplicationSettings:

@@ -90,6 +90,8 @@ class TopicManager:
         fixed_ids = list(broker_ids)
         self.live_brokers: Callable[[], Sequence[int]] = lambda: fixed_ids
         self.cluster_admin: ClusterTopicAdmin | None = None
+        # Cluster mode: the controller's topics whose deletion waits for their replicas.
+        self.marked_for_deletion: Callable[[str], bool] = lambda name: False
         self.on_change: list[Callable[[], None]] = []
         self._log_configs: dict[str, LogConfig] = {}
 
@@ -142,6 +144,8 @@ class TopicManager:
     ) -> tuple[int, int]:
         """Kafka's checks on a new topic; returns its (partition count, replication factor)."""
         validate_topic_name(name)
+        if self.marked_for_deletion(name):
+            raise KafkaError(f"Topic '{name}' is marked for deletion.", ErrorCode.topic_already_exists)
         if name in self.store.topics:
             raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.topic_already_exists)
         self._check_collision(name)

@@ -12,6 +12,11 @@ znode), topic deletions (/admin/delete_topics), ISR change notifications
 controlled shutdowns, leader elections asked for (ElectLeaders), the periodic preferred-leader
 check. Watches only enqueue events; handlers re-read ZooKeeper.
 
+Topic deletion (Kafka's TopicDeletionManager): a topic listed in /admin/delete_topics leaves
+every metadata cache (leader -2), then each broker holding replicas of it gets StopReplica with
+delete; its znodes go once every replica broker has answered. A broker that is down holds the
+deletion until it registers again; a new controller resumes what is listed.
+
 On becoming active: read brokers, topics and partition states, initialize partitions without a
 state, elect leaders for partitions whose leader is gone, take dead brokers out of the ISRs, then
 send UpdateMetadata (everything)
@@ -74,6 +79,15 @@ class ControllerSettings:
 
 
 @dataclass
+class _TopicDeletion:
+    """A topic listed in /admin/delete_topics (Kafka's TopicDeletionManager): the brokers that
+    deleted its replicas, and the StopReplica(delete) awaiting each broker's answer."""
+
+    done: set[int] = field(default_factory=set)
+    asked: dict[int, asyncio.Future] = field(default_factory=dict)
+
+
+@dataclass
 class _Context:
     """What the active controller knows (Kafka's ControllerContext)."""
 
@@ -85,7 +99,7 @@ class _Context:
     states: dict[TopicPartition, LeaderIsr] = field(default_factory=dict)
     reassigning: dict[TopicPartition, assignment.ReassignmentPlan] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
-    deleting: set[str] = field(default_factory=set)
+    deleting: dict[str, _TopicDeletion] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         topic = self.topics.get(tp.topic)
@@ -282,6 +296,7 @@ class Controller:
             self._connect(broker_id)
         for topic in await self._zk.get_children(znodes.BROKER_TOPICS, self._watch("topic change", self._on_topic_change)):
             await self._load_topic(topic)
+        await self._read_deletions()  # before anything is sent: no LeaderAndIsr for those topics
         await self._read_states(ctx.partitions())
         await self._initialize_new_partitions(ctx.partitions())
         await self._elect_offline(ctx.partitions())
@@ -295,7 +310,7 @@ class Controller:
             ctx.reassigning[tp] = plan
         await self._zk.children_or_empty(znodes.ISR_CHANGE_NOTIFICATION, self._watch("isr change", self._on_isr_change))
         await self._on_isr_change()
-        await self._on_delete_topics()
+        await self._resume_deletions()
         await self._on_legacy_reassignment()
         for tp in list(ctx.reassigning):
             await self._maybe_finish_reassignment(tp)
@@ -330,12 +345,17 @@ class Controller:
         found = await self._zk.get_or_none(znodes.topic_path(topic), watch)
         if found is None:
             self._ctx.topics.pop(topic, None)
-            self._watched_topics.discard(topic)
+            self._forget_topic_watch(topic)
             return None
         self._watched_topics.add(topic)
         topic_assignment = znodes.decode_topic(found[0])
         self._ctx.topics[topic] = topic_assignment
         return topic_assignment
+
+    def _forget_topic_watch(self, topic: str) -> None:
+        """The topic is gone: so is its watch function (one per topic ever seen otherwise)."""
+        self._watched_topics.discard(topic)
+        self._watches.pop(f"partition change {topic}", None)
 
     async def _read_states(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
@@ -387,7 +407,7 @@ class Controller:
         ctx = self._ctx
         created = []
         for tp in partitions:
-            if tp in ctx.states:
+            if tp in ctx.states or tp.topic in ctx.deleting:
                 continue
             live = [r for r in ctx.replicas(tp) if r in ctx.live]
             if not live:
@@ -443,7 +463,7 @@ class Controller:
     async def _remove_from_isr(self, partitions: Iterable[TopicPartition], brokers: Collection[int]) -> list[TopicPartition]:
         """Take `brokers` out of the ISR of partitions they follow (Kafka's controller does it
         for dead and stopping brokers), bumping the leader epoch."""
-        partitions = list(partitions)
+        partitions = [tp for tp in partitions if tp.topic not in self._ctx.deleting]
         await self._read_states(partitions)  # leaders change ISRs too: decide on the latest
         changed = []
         for tp in partitions:
@@ -517,21 +537,21 @@ class Controller:
             live_leaders=tuple(live_leaders),
         )
 
-    def _send_update_metadata(
-        self,
-        partitions: Iterable[TopicPartition],
-        to_brokers: Iterable[int],
-        deleted: Iterable[TopicPartition] = (),
-    ) -> None:
+    def _send_update_metadata(self, partitions: Iterable[TopicPartition], to_brokers: Iterable[int]) -> None:
+        """Partitions of topics being deleted go with leader -2 (Kafka's LeaderDuringDelete):
+        every metadata cache leaves them out, so clients stop producing to them."""
         ctx = self._ctx
         by_topic: dict[str, list[UpdateMetadataPartitionState]] = {}
         for tp in partitions:
             state = ctx.states.get(tp)
-            if state is None:
-                continue
-            replicas = ctx.replicas(tp)
-            by_topic.setdefault(tp.topic, []).append(
-                UpdateMetadataPartitionState(
+            if tp.topic in ctx.deleting:
+                by_topic.setdefault(tp.topic, []).append(UpdateMetadataPartitionState(
+                    partition_index=tp.partition, controller_epoch=ctx.epoch, leader=LEADER_DURING_DELETE,
+                    leader_epoch=0, isr=(), zk_version=0, replicas=(), offline_replicas=(),
+                ))
+            elif state is not None:
+                replicas = ctx.replicas(tp)
+                by_topic.setdefault(tp.topic, []).append(UpdateMetadataPartitionState(
                     partition_index=tp.partition,
                     controller_epoch=state.controller_epoch,
                     leader=state.leader,
@@ -540,15 +560,7 @@ class Controller:
                     zk_version=state.zk_version,
                     replicas=replicas,
                     offline_replicas=tuple(r for r in replicas if r not in ctx.brokers),
-                )
-            )
-        for tp in deleted:
-            by_topic.setdefault(tp.topic, []).append(
-                UpdateMetadataPartitionState(
-                    partition_index=tp.partition, controller_epoch=ctx.epoch, leader=LEADER_DURING_DELETE,
-                    leader_epoch=0, isr=(), zk_version=0, replicas=(), offline_replicas=(),
-                )
-            )
+                ))
         topic_states = tuple(UpdateMetadataTopicState(topic_name=t, partition_states=tuple(s)) for t, s in by_topic.items())
         live_brokers = tuple(
             UpdateMetadataBroker(
@@ -604,6 +616,8 @@ class Controller:
         bounced = new & before
         for broker_id in dead | bounced:
             await self._channel.remove_broker(broker_id)
+            for deletion in ctx.deleting.values():
+                deletion.asked.pop(broker_id, None)
         if dead:
             log.info("controller: brokers %s left", sorted(dead))
             await self._on_brokers_failed(dead)
@@ -632,6 +646,7 @@ class Controller:
         self._propagate(initialized + elected)
         for tp in list(ctx.reassigning):
             await self._maybe_finish_reassignment(tp)
+        await self._resume_deletions()  # Kafka's onBrokerStartup: replicas of deleted topics go
 
     async def _on_topic_change(self) -> None:
         if not self.active:
@@ -643,7 +658,7 @@ class Controller:
                 ctx.states.pop(tp, None)
                 ctx.reassigning.pop(tp, None)
             ctx.topics.pop(gone, None)
-            self._watched_topics.discard(gone)
+            self._forget_topic_watch(gone)
         for topic in sorted(names - set(ctx.topics)):
             if await self._load_topic(topic) is not None:
                 await self._on_new_partitions(ctx.partitions_of(topic))
@@ -652,6 +667,9 @@ class Controller:
         """A topic's znode changed: partitions added (CreatePartitions)."""
         self._watched_topics.discard(topic)
         if not self.active:
+            return
+        if topic in self._ctx.deleting:
+            await self._load_topic(topic)  # re-arms the watch; the topic is going anyway
             return
         before = set(self._ctx.partitions_of(topic))
         if await self._load_topic(topic) is None:
@@ -668,34 +686,84 @@ class Controller:
     async def _on_delete_topics(self) -> None:
         if not self.active:
             return
+        await self._read_deletions()
+        await self._resume_deletions()
+
+    async def _read_deletions(self) -> None:
+        """Start deleting the topics newly listed in /admin/delete_topics: they leave every
+        metadata cache at once (leader -2); a listed topic that does not exist leaves the list."""
         ctx = self._ctx
         names = await self._zk.children_or_empty(znodes.DELETE_TOPICS, self._watch("delete topics", self._on_delete_topics))
-        for topic in names:
-            if topic in ctx.topics:
-                await self._delete_topic(topic)
-            await self._delete_quietly(znodes.delete_topic_path(topic))
+        started = []
+        for topic in sorted(names):
+            if topic not in ctx.topics:
+                await self._delete_quietly(znodes.delete_topic_path(topic))
+            elif topic not in ctx.deleting:
+                ctx.deleting[topic] = _TopicDeletion()
+                started.extend(ctx.partitions_of(topic))
+                log.info("controller: deleting topic %s", topic)
+        self._send_update_metadata(started, ctx.brokers)
 
-    async def _delete_topic(self, topic: str) -> None:
-        """Deleted from every metadata cache first, then from the replicas (StopReplica with
-        delete, waiting for the live ones), then from ZooKeeper."""
+    async def _resume_deletions(self) -> None:
+        """StopReplica(delete) to each live broker holding replicas of a topic being deleted that
+        has not deleted them yet; a topic whose replicas are all deleted leaves ZooKeeper. A
+        replica on a dead broker holds its topic's deletion (Kafka's "ineligible for
+        deletion") until the broker is back."""
         ctx = self._ctx
-        ctx.deleting.add(topic)
-        partitions = ctx.partitions_of(topic)
-        self._send_update_metadata((), ctx.brokers, deleted=partitions)
-        answers = []
-        for broker_id in {r for tp in partitions for r in ctx.replicas(tp) if r in ctx.brokers}:
-            answers.append(self._send_stop_replica(broker_id, [tp for tp in partitions if broker_id in ctx.replicas(tp)], True))
-        if answers:
-            await asyncio.wait(answers, timeout=_STOP_REPLICA_WAIT_S)
-        self._watched_topics.discard(topic)
+        for topic, deletion in list(ctx.deleting.items()):
+            waiting = self._replica_brokers(topic) - deletion.done
+            if not waiting:
+                await self._complete_deletion(topic)
+                continue
+            for broker_id in sorted(waiting & set(ctx.brokers) - set(deletion.asked)):
+                self._ask_to_delete(topic, deletion, broker_id)
+
+    def _replica_brokers(self, topic: str) -> set[int]:
+        return {r for tp in self._ctx.partitions_of(topic) for r in self._ctx.replicas(tp)}
+
+    def _ask_to_delete(self, topic: str, deletion: _TopicDeletion, broker_id: int) -> None:
+        ctx = self._ctx
+        hosted = [tp for tp in ctx.partitions_of(topic) if broker_id in ctx.replicas(tp)]
+        answer = deletion.asked[broker_id] = self._send_stop_replica(broker_id, hosted, True)
+
+        def answered(future: asyncio.Future) -> None:
+            response = None if future.cancelled() else future.result()
+            if not self._stopped:
+                self.enqueue("topic deletion answer", lambda: self._on_deletion_answer(ctx, topic, broker_id, future, response))
+
+        answer.add_done_callback(answered)
+
+    async def _on_deletion_answer(self, ctx: _Context, topic: str, broker_id: int, answer: asyncio.Future, response: Any) -> None:
+        deletion = ctx.deleting.get(topic)
+        if ctx is not self._ctx or not self.active or deletion is None or deletion.asked.get(broker_id) is not answer:
+            return  # an earlier controllership's, or a request to an earlier registration
+        del deletion.asked[broker_id]
+        if response is None or response.error_code != ErrorCode.none or any(
+            p.error_code != ErrorCode.none for p in response.partition_errors
+        ):
+            # Asked again on the next broker change, deletion or controller failover.
+            log.warning("controller: broker %d did not delete the replicas of %s", broker_id, topic)
+            return
+        deletion.done.add(broker_id)
+        await self._resume_deletions()
+
+    async def _complete_deletion(self, topic: str) -> None:
+        """Every replica is deleted: the topic's znodes go, /admin/delete_topics/<topic> last
+        (as Kafka), so a new controller resumes a deletion cut halfway."""
+        ctx = self._ctx
+        self._forget_topic_watch(topic)
         await self._delete_quietly(znodes.topic_path(topic), recursive=True)
         await self._delete_quietly(znodes.topic_config_path(topic))
-        for tp in partitions:
+        await self._delete_quietly(znodes.delete_topic_path(topic))
+        for tp in ctx.partitions_of(topic):
             ctx.states.pop(tp, None)
             ctx.reassigning.pop(tp, None)
         ctx.topics.pop(topic, None)
-        ctx.deleting.discard(topic)
+        del ctx.deleting[topic]
         log.info("controller: deleted topic %s", topic)
+
+    def marked_for_deletion(self, topic: str) -> bool:
+        return self.active and topic in self._ctx.deleting
 
     async def _delete_quietly(self, path: str, recursive: bool = False) -> None:
         try:
@@ -712,7 +780,10 @@ class Controller:
             path = f"{znodes.ISR_CHANGE_NOTIFICATION}/{name}"
             found = await self._zk.get_or_none(path)
             if found is not None:
-                changed.update(tp for tp in znodes.decode_isr_change(found[0]) if tp.topic in self._ctx.topics)
+                changed.update(
+                    tp for tp in znodes.decode_isr_change(found[0])
+                    if tp.topic in self._ctx.topics and tp.topic not in self._ctx.deleting
+                )
             await self._delete_quietly(path)
         if not changed:
             return
@@ -831,7 +902,11 @@ class Controller:
         if not self.active:
             return
         ctx = self._ctx
-        leaders = {tp: (ctx.states[tp].leader, ctx.replicas(tp)) for tp in ctx.partitions() if tp in ctx.states and tp not in ctx.reassigning}
+        leaders = {
+            tp: (ctx.states[tp].leader, ctx.replicas(tp))
+            for tp in ctx.partitions()
+            if tp in ctx.states and tp not in ctx.reassigning and tp.topic not in ctx.deleting
+        }
         candidates = assignment.imbalanced_partitions(leaders, self.settings.imbalance_percentage)
         eligible = [tp for tp in candidates if assignment.preferred_leader(ctx.replicas(tp), ctx.states[tp].isr, ctx.live) is not None]
         if eligible:
@@ -906,7 +981,7 @@ class Controller:
         ctx = self._ctx
         plan = ctx.reassigning.get(tp)
         state = ctx.states.get(tp)
-        if plan is None or state is None or not assignment.reassignment_caught_up(plan, state.isr):
+        if plan is None or state is None or tp.topic in ctx.deleting or not assignment.reassignment_caught_up(plan, state.isr):
             return
         election = assignment.finish_reassignment(plan, state.leader, state.isr, ctx.live)
 

@@ -26,6 +26,7 @@ Thread-safety: call from the event loop only; callbacks run on it.
 import asyncio
 import enum
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -115,6 +116,7 @@ class ZnodeStat:
     czxid: int
     mzxid: int
     ephemeral_owner: int
+    ctime_ms: int = 0  # creation time, by the server's clock
 
 
 Watch = Callable[[WatchEvent], None]
@@ -149,7 +151,9 @@ class ZkClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session_listeners: list[Callable[[SessionEvent], None]] = []
         self._connected = asyncio.Event()
-        self._wrapped: dict[Watch, Callable] = {}
+        # kazoo's side of each armed watch; an entry lives while kazoo holds its wrapper (armed,
+        # or firing), so watches of deleted znodes and one-off watch functions do not pile up.
+        self._wrapped: weakref.WeakValueDictionary[Watch, Callable] = weakref.WeakValueDictionary()
         self._lost_watches: list[tuple[Watch, str]] = []  # dropped with the connection, in the session
         self._closed = False
 
@@ -357,9 +361,10 @@ class ZkClient:
             await self._until_reconnected()
 
     def _wrap(self, watch: Watch | None, path: str) -> Callable | None:
-        """kazoo's side of `watch`: one per watch function, so that arming the same watch on a
-        znode again does not add a watcher (kazoo keeps a set per path). A watch function watches
-        one znode, `path`."""
+        """kazoo's side of `watch`: one per watch function while armed, so that arming the same
+        watch on a znode again does not add a watcher (kazoo keeps a set per path). A watch
+        function watches one znode, `path`. Once kazoo lets go of the wrapper (the watch fired,
+        or went with the connection: RECONNECTED then goes to `watch` itself), the entry goes."""
         if watch is None:
             return None
         wrapped = self._wrapped.get(watch)
@@ -403,5 +408,6 @@ def _set_exception(future: asyncio.Future, error: BaseException) -> None:
 
 def _stat(stat: Any) -> ZnodeStat:
     return ZnodeStat(
-        version=stat.version, czxid=stat.czxid, mzxid=stat.mzxid, ephemeral_owner=stat.ephemeralOwner
+        version=stat.version, czxid=stat.czxid, mzxid=stat.mzxid, ephemeral_owner=stat.ephemeralOwner,
+        ctime_ms=stat.ctime,
     )

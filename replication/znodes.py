@@ -17,6 +17,7 @@ from storage.topic_partition import TopicPartition
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
+BROKER_SEQUENCE_ID = "/brokers/seqid"  # its version numbers generated broker ids
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -32,6 +33,7 @@ LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # JSON of coordinator.pr
 PERSISTENT_PATHS = (
     BROKER_IDS,
     BROKER_TOPICS,
+    BROKER_SEQUENCE_ID,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     CONFIG_TOPICS,

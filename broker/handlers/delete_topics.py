@@ -15,7 +15,9 @@ name or id and answers with the topic ids.
 
 Cluster mode: served by the controller only (others: NOT_CONTROLLER); the topic is marked in
 /admin/delete_topics and the controller removes it from every broker; the answer waits until it
-has left this broker's metadata (REQUEST_TIMED_OUT after 30 s).
+has left this broker's metadata (REQUEST_TIMED_OUT after 30 s). Its znodes stay until every
+replica has deleted its partitions (a broker that is down does so when it is back), and until
+then a topic of that name cannot be created (TOPIC_ALREADY_EXISTS, "marked for deletion").
 """
 
 import datetime

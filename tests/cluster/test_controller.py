@@ -383,3 +383,72 @@ def test_preferred_leader_election_gives_leadership_back(cluster):
         lambda: (after := _agreed(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 1,
         _TIMEOUT_S, "the preferred replica leads again",
     )
+
+
+def _partition_dirs(cluster, broker_id: int, topic: str, partitions: int) -> list[str]:
+    """The live partition directories of `topic` on a broker (a deleted one is renamed away)."""
+    return [
+        str(d / f"{topic}-{p}") for d in cluster.broker(broker_id).data_dirs for p in range(partitions)
+        if (d / f"{topic}-{p}").is_dir()
+    ]
+
+
+def _topic_znodes(cluster, topic: str) -> list[str]:
+    with cluster.zookeeper_client() as zk:
+        return [path for path in (
+            f"/brokers/topics/{topic}", f"/config/topics/{topic}", f"/admin/delete_topics/{topic}"
+        ) if zk.exists(path)]
+
+
+def test_a_topic_deleted_while_a_replica_is_down_is_deleted_there_when_it_comes_back(cluster):
+    topic = unique_topic("delete-down")
+    _create(cluster, topic, 2, 3)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 2), _TIMEOUT_S, "metadata agreement")
+    wait_until(lambda: all(len(_partition_dirs(cluster, b, topic, 2)) == 2 for b in (1, 2, 3)),
+               _TIMEOUT_S, "the partition directories on every broker")
+    controller, _ = _controller(cluster)
+    down = next(b for b in (3, 2, 1) if b != controller)
+    live = [b for b in (1, 2, 3) if b != down]
+    assert cluster.broker(down).stop() == 0
+    admin = _admin(cluster.broker(controller).bootstrap)
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
+    wait_until(lambda: all(_partitions(cluster.broker(b).bootstrap, topic) is None for b in live),
+               _TIMEOUT_S, "the topic gone from the metadata")
+    wait_until(lambda: not any(_partition_dirs(cluster, b, topic, 2) for b in live),
+               _TIMEOUT_S, "the live replicas deleted")
+    time.sleep(1)  # the controller had every chance to finish the deletion wrongly
+    assert len(_topic_znodes(cluster, topic)) == 3, "the deletion waits for the stopped replica"
+    assert len(_partition_dirs(cluster, down, topic, 2)) == 2
+    again = admin.create_topics([NewTopic(topic, 1, 2)], operation_timeout=30)[topic]
+    with pytest.raises(KafkaException) as refused:
+        again.result(timeout=_TIMEOUT_S)
+    assert refused.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
+    assert "marked for deletion" in refused.value.args[0].str()
+
+    cluster.broker(down).start()
+    wait_until(lambda: not _partition_dirs(cluster, down, topic, 2), _TIMEOUT_S, "the returning replica deleted")
+    wait_until(lambda: not _topic_znodes(cluster, topic), _TIMEOUT_S, "the topic's znodes removed")
+    cluster.broker(down).restart()
+    _wait_formed(cluster)
+    assert all(_partitions(cluster.broker(b).bootstrap, topic) is None for b in (1, 2, 3))
+    assert not _topic_znodes(cluster, topic)
+    assert not any(_partition_dirs(cluster, b, topic, 2) for b in (1, 2, 3))
+
+
+def test_a_new_controller_resumes_a_pending_deletion(cluster):
+    topic = unique_topic("delete-failover")
+    _create(cluster, topic, 1, 3)
+    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    controller, _ = _controller(cluster)
+    down = next(b for b in (3, 2, 1) if b != controller)
+    assert cluster.broker(down).stop() == 0
+    admin = _admin(cluster.broker(controller).bootstrap)  # kept: the futures die with their client
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
+    wait_until(lambda: not _partition_dirs(cluster, controller, topic, 1), _TIMEOUT_S, "the controller's replica deleted")
+    cluster.broker(controller).kill()
+    wait_until(lambda: (c := _controller_or_none(cluster)) and c[0] != controller, _TIMEOUT_S, "a new controller")
+    assert f"/admin/delete_topics/{topic}" in _topic_znodes(cluster, topic)
+    cluster.broker(down).start()
+    cluster.broker(controller).start()
+    wait_until(lambda: not _topic_znodes(cluster, topic), _TIMEOUT_S, "the deletion completed")
+    assert not any(_partition_dirs(cluster, b, topic, 1) for b in (1, 2, 3))

@@ -550,3 +550,11 @@ def test_server_properties_commented_keys_are_known_with_their_defaults():
                 assert definition.format(definition.parse(value)) == definition.format(
                     definition.default
                 ), key
+
+
+def test_reserved_broker_ids_bound_the_configured_one():
+    assert BrokerConfig().get("broker.id.generation.enable") is True
+    assert BrokerConfig().get("reserved.broker.max.id") == 1000
+    with pytest.raises(ConfigError, match="not greater than reserved.broker.max.id"):
+        BrokerConfig({"broker.id": "1001"})
+    assert BrokerConfig({"broker.id": "1001", "reserved.broker.max.id": "2000"}).broker_id == 1001

@@ -1,6 +1,7 @@
 """replication.zk against a real ZooKeeper: operations, watches on the loop, session expiry."""
 
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -174,3 +175,32 @@ def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(
         run(scenario())
     finally:
         server.kill()
+
+
+def test_fired_watches_leave_no_wrapper_behind(zookeeper):
+    """One wrapper per armed watch function: arming it twice adds no second watcher, and once
+    fired (kazoo lets go of it) its entry goes, however many watch functions came and went."""
+
+    async def scenario():
+        client = ZkClient(zookeeper.connect_string + "/wrapped", 6000)
+        await client.start()
+        events = asyncio.Queue()
+        try:
+            watches = [lambda event, i=i: events.put_nowait((i, event)) for i in range(20)]
+            for i, watch in enumerate(watches):
+                await client.exists(f"/n{i}", watch)
+                await client.exists(f"/n{i}", watch)  # the same watcher, armed again
+            assert len(client._wrapped) == 20
+            for i in range(20):
+                await client.create(f"/n{i}", b"")
+            fired = [await asyncio.wait_for(events.get(), _WAIT_S) for _ in range(20)]
+            assert sorted(i for i, _ in fired) == list(range(20))
+            await asyncio.sleep(0.2)
+            assert events.empty()  # each fired once
+            del watches, fired
+            gc.collect()
+            assert len(client._wrapped) == 0
+        finally:
+            await client.close()
+
+    run(scenario())
