@@ -49,8 +49,8 @@ def read_broker_id(log_dirs: Iterable[str]) -> int:
     if len(set(found.values())) > 1:
         listed = ", ".join(f"{d} -> broker.id {i}" for d, i in sorted(found.items()))
         raise BrokerMetadataError(
-            f"BrokerMetadata is not consistent across log.dirs (several brokers sharing log dirs, "
-            f"or data copied from another broker): {listed}"
+            f"the log dirs belong to different brokers ({listed}): are log dirs shared between "
+            "brokers, or was data copied from another one?"
         )
     return next(iter(found.values()), NO_ID)
 
@@ -69,9 +69,9 @@ def choose_broker_id(configured: int, stored: int, generation_enabled: bool) -> 
     must be generated (neither, and broker.id.generation.enable)."""
     if configured >= 0 and stored >= 0 and configured != stored:
         raise BrokerMetadataError(
-            f"Configured broker.id {configured} doesn't match stored broker.id {stored} in {FILE}. "
-            "If you moved your data, make sure your configured broker.id matches. If you intend "
-            "to create a new broker, you should remove all data in your data directories (log.dirs)."
+            f"broker.id {configured} is configured but the log dirs belong to broker {stored} "
+            f"({FILE}): configure {stored} to keep this data, or start on empty log dirs for a "
+            "new broker."
         )
     if stored >= 0:
         return stored

@@ -47,4 +47,4 @@ def test_brokers_without_an_id_get_generated_ones_and_keep_them(cluster_factory)
     restarted.settings["broker.id"] = "7"
     with pytest.raises(RuntimeError):
         restarted.start(timeout=30)
-    assert f"Configured broker.id 7 doesn't match stored broker.id {kept}" in restarted.log()
+    assert f"broker.id 7 is configured but the log dirs belong to broker {kept} " in restarted.log()

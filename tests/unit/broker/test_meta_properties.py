@@ -31,7 +31,7 @@ def test_log_dirs_naming_different_ids_are_refused(tmp_path):
     (tmp_path / "b").mkdir()
     write_broker_id([str(tmp_path / "a")], 1)
     write_broker_id([str(tmp_path / "b")], 2)
-    with pytest.raises(BrokerMetadataError, match="not consistent across log.dirs"):
+    with pytest.raises(BrokerMetadataError, match="log dirs belong to different brokers"):
         read_broker_id([str(tmp_path / "a"), str(tmp_path / "b")])
 
 
@@ -46,7 +46,7 @@ def test_the_choice_of_the_broker_id():
     assert choose_broker_id(configured=3, stored=3, generation_enabled=True) == 3
     assert choose_broker_id(configured=3, stored=NO_ID, generation_enabled=False) == 3
     assert choose_broker_id(configured=-1, stored=NO_ID, generation_enabled=True) is None  # generate one
-    with pytest.raises(BrokerMetadataError, match="Configured broker.id 3 doesn't match stored broker.id 1001"):
+    with pytest.raises(BrokerMetadataError, match="broker.id 3 is configured but the log dirs belong to broker 1001"):
         choose_broker_id(configured=3, stored=1001, generation_enabled=True)
     with pytest.raises(BrokerMetadataError, match="broker.id.generation.enable is false"):
         choose_broker_id(configured=-1, stored=NO_ID, generation_enabled=False)
