@@ -57,7 +57,7 @@ def recycle_page_cache(path: str, total_bytes: int, chunk_bytes: int = 1024 * 10
     dirty pages are dropped, so no disk I/O). Returns the seconds it took.
 
     On this VM appends into such pages cost 0.2-0.3 s of CPU per GB; appends into pages the
-    guest has not used lately cost 2-3 s per GB (the hypervisor backs them first; the VM's
+    guest has not used lately cost 1.4-3 s per GB (the hypervisor backs them first; the VM's
     balloon reports free memory to it), whatever writes them. A broker that has run a while has
     a full page cache and appends into pages it just reclaimed; librdkafka's mock keeps records
     in heap memory it reuses. Measured here, touching and freeing anonymous memory does not

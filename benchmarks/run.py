@@ -31,7 +31,7 @@ reported. Each round starts with an untimed os.sync(), so appends are not measur
 previous round's data is being written back. Before each of logway's produce runs, untimed,
 as many page-cache pages as the run will append are recycled (machine.recycle_page_cache): on
 this VM appends into pages the guest has not used lately cost several times more CPU, and which
-pages a run got decided its speed (4-6x apart) more than the broker did. Every loop is bounded
+pages a run got decided its speed (3-6x apart) more than the broker did. Every loop is bounded
 by a count and a deadline.
 """
 
