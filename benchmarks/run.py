@@ -346,11 +346,11 @@ class Bench:
         order = self.targets if number % 2 else list(reversed(self.targets))
         section(f"round {number} of {a.rounds}: {' then '.join(t.name for t in order)}")
         _settle()
-        if self.wants("ck"):
+        if order and self.wants("ck"):
             self.client_round(number, order)
-        if self.wants("wire-produce"):
+        if order and self.wants("wire-produce"):
             self.wire_produce_round(number, order)
-        if self.wants("wire-produce-16k"):
+        if order and self.wants("wire-produce-16k"):
             self.wire_produce_16k_round(number, order)
         if "machine" in a.parts:
             self.machine_round(number)
