@@ -51,6 +51,30 @@ def append_file(path: str, chunk_bytes: int, total_bytes: int, deadline_s: float
     return Throughput(written, seconds, timed_out)
 
 
+def recycle_page_cache(path: str, total_bytes: int, chunk_bytes: int = 1024 * 1024) -> float:
+    """Leave at least `total_bytes` of page-cache pages freed moments ago for the appends that
+    come next: write a scratch file at `path` and delete it before it is written back (the
+    dirty pages are dropped, so no disk I/O). Returns the seconds it took.
+
+    On this VM appends into such pages cost 0.2-0.3 s of CPU per GB; appends into pages the
+    guest has not used lately cost 1.4-3 s per GB (the hypervisor backs them first; the VM's
+    balloon reports free memory to it), whatever writes them. A broker that has run a while has
+    a full page cache and appends into pages it just reclaimed; librdkafka's mock keeps records
+    in heap memory it reuses. Measured here, touching and freeing anonymous memory does not
+    have the same effect: page-cache pages have to be freed."""
+    chunk = b"\x00" * chunk_bytes
+    started = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        written = 0
+        while written < total_bytes:
+            written += os.write(fd, chunk)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return time.perf_counter() - started
+
+
 # The reader process: listens on a free loopback port, prints it, receives everything into a
 # preallocated buffer with recv_into (dropping it), then acknowledges with one byte.
 _SINK = """

@@ -1,7 +1,7 @@
 """One command that measures logway against its peer and against the machine, in one run.
 
     python -m benchmarks.run [--quick] [--records N] [--size S] [--rounds R] [--parts a,b,...]
-                             [--profile DIR] [--perf DIR] [--json PATH]
+                             [--workloads a,b,...] [--profile DIR] [--perf DIR] [--json PATH]
 
 Parts (all by default):
   crc           CRC-32C on 1 MiB: the crc32c package vs crcmod's C extension ('crc-32c').
@@ -16,11 +16,23 @@ Parts (all by default):
   kafka-python  the pure-Python client against both brokers (fewer records).
   zerocopy      strace on the broker during a consume: record bytes leave through sendfile.
 
+Workloads (all by default; --workloads picks some, e.g. `--parts mock,logway --workloads
+wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers):
+  ck                confluent-kafka produce and consume of S-byte records (and of 1 MiB records
+                    on logway), the logway-only consumes and the zerocopy part, which read them.
+  wire-produce      protocol-level produce of ~1 MiB batches (benchmarks.wire).
+  wire-produce-16k  the same with 16 KiB batches: per-request cost.
+  wire-fetch        protocol-level fetch of 1 MiB records from logway.
+
 The machine is shared and noisy and client and broker compete for its two cores, so every
 comparison is made in rounds: within a round the two sides of each ratio run back to back
 (alternating which goes first), a ratio is computed per round, and the median over rounds is
 reported. Each round starts with an untimed os.sync(), so appends are not measured while the
-previous round's data is being written back. Every loop is bounded by a count and a deadline.
+previous round's data is being written back. Before each of logway's produce runs, untimed,
+as many page-cache pages as the run will append are recycled (machine.recycle_page_cache): on
+this VM appends into pages the guest has not used lately cost several times more CPU, and which
+pages a run got decided its speed (3-6x apart) more than the broker did. Every loop is bounded
+by a count and a deadline.
 """
 
 import argparse
@@ -45,7 +57,10 @@ from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
 ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy")
+ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch")
 MiB = 1024 * 1024
+# recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
+_RECYCLE_SLACK = 64 * MiB
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,6 +74,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wire-mb", type=int, help="MiB per protocol-level produce and page-cache append, twice that per fetch and sendfile run (default 512; quick 64)")
     parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
     parser.add_argument("--parts", default=",".join(ALL_PARTS), help=f"comma-separated subset of {','.join(ALL_PARTS)}")
+    parser.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help=f"comma-separated subset of {','.join(ALL_WORKLOADS)} (see above)")
     parser.add_argument("--deadline", type=float, help="seconds allowed per measurement (default 60; quick 20)")
     parser.add_argument("--profile", metavar="DIR", help="attach py-spy to the broker in round 1's logway runs (their figures are then perturbed); raw profiles go to DIR")
     parser.add_argument("--perf", metavar="DIR", help="attach perf record to the broker in the same phases as --profile")
@@ -73,9 +89,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.kp_records = args.kp_records or (20_000 if quick else 100_000)
     args.deadline = args.deadline or (20.0 if quick else 60.0)
     args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
-    unknown = set(args.parts) - set(ALL_PARTS)
-    if unknown:
-        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    args.workloads = [workload.strip() for workload in args.workloads.split(",") if workload.strip()]
+    for kind, chosen, known in (("parts", args.parts, ALL_PARTS), ("workloads", args.workloads, ALL_WORKLOADS)):
+        unknown = set(chosen) - set(known)
+        if unknown:
+            parser.error(f"unknown {kind}: {', '.join(sorted(unknown))}")
     return args
 
 
@@ -248,6 +266,16 @@ class Bench:
         self.profile_dir = Path(args.profile) if args.profile else None
         self.perf_dir = Path(args.perf) if args.perf else None
 
+    def wants(self, workload: str) -> bool:
+        return workload in self.args.workloads
+
+    def recycle_pages(self, t: Target, volume: int) -> None:
+        """Untimed, before `t` appends `volume` bytes: recycle that many page-cache pages if `t`
+        writes files (logway; the mock keeps records in memory), so the run does not land in
+        pages the hypervisor must back first (machine.recycle_page_cache)."""
+        if t.name == "logway":
+            machine.recycle_page_cache(str(self.scratch / "recycle.bench"), volume + _RECYCLE_SLACK)
+
     def profiled(self, name: str, enabled: bool, work: Callable[[], Measurement]) -> Measurement:
         if (self.profile_dir is None and self.perf_dir is None) or not enabled or self.logway is None:
             return work()
@@ -284,6 +312,7 @@ class Bench:
         a, lw = self.args, self.logway
         large = a.large_size
         lw.create_topic("l-large")
+        self.recycle_pages(lw, a.large_records * a.large_size)
         self.report.add("ck_produce_large", "logway", clients.ck_produce(
             f"logway: ck produce {large // 1024} KiB acks=1", lw.bootstrap, "l-large", a.large_records, large, "1",
             lw.meter(), a.deadline))
@@ -313,16 +342,30 @@ class Bench:
         return ranges
 
     def round(self, number: int) -> None:
-        a, report = self.args, self.report
-        n, s = a.records, a.size
+        a = self.args
         order = self.targets if number % 2 else list(reversed(self.targets))
         section(f"round {number} of {a.rounds}: {' then '.join(t.name for t in order)}")
         _settle()
+        if order and self.wants("ck"):
+            self.client_round(number, order)
+        if order and self.wants("wire-produce"):
+            self.wire_produce_round(number, order)
+        if order and self.wants("wire-produce-16k"):
+            self.wire_produce_16k_round(number, order)
+        if "machine" in a.parts:
+            self.machine_round(number)
+        if self.wants("wire-fetch") and self.logway is not None and self.large_range is not None:
+            self.wire_fetch_round(number == 1)
+
+    def client_round(self, number: int, order: list[Target]) -> None:
+        a, report = self.args, self.report
+        n, s = a.records, a.size
         first = number == 1
         for acks, key in (("1", "ck_produce_a1"), ("all", "ck_produce_all")):
             for t in order:
                 topic = f"{t.name[0]}-a{acks}-r{number}"
                 t.create_topic(topic)
+                self.recycle_pages(t, n * (s + 10))
                 work = lambda t=t, topic=topic, acks=acks: clients.ck_produce(
                     f"{t.name}: ck produce {s} B acks={acks}", t.bootstrap, topic, n, s, acks, t.meter(), a.deadline)
                 m = self.profiled(f"ck-produce-{s}B", first and acks == "1" and t.name == "logway", work)
@@ -350,23 +393,33 @@ class Bench:
                 f"{t.name}: ck consume {s} B, {high - low:,} x {repeats}", t.bootstrap, f"{t.name[0]}-a1-r{number}",
                 low, high, s, t.meter(), a.deadline, repeats)
             report.add("ck_consume_window", t.name, self.profiled(f"ck-consume-{s}B-windows", first and t.name == "logway", work))
-        # protocol level produce, no client library
+
+    def wire_produce_round(self, number: int, order: list[Target]) -> None:
+        """Protocol-level produce of ~1 MiB batches, no client library."""
+        a, report = self.args, self.report
+        s = a.size
         batch, per_batch = wire.make_batch(s, clients.BATCH_BYTES)
         for t in order:
             topic = f"{t.name[0]}-wire-r{number}"
             t.create_topic(topic)
+            self.recycle_pages(t, a.wire_mb * MiB)
 
             def work(t=t, topic=topic) -> Measurement:
                 meter = t.meter().start()
                 result = wire.raw_produce(t.address, topic, batch, per_batch, a.wire_mb * MiB, deadline_s=a.deadline)
                 return _wire_measurement(f"{t.name}: wire produce {len(batch) // 1024} KiB batches of {s} B", result, *meter.stop())
 
-            report.add("wire_produce", t.name, self.profiled("wire-produce-1MiB-batches", first and t.name == "logway", work))
-        # the same with 16 KiB batches: per-request cost rather than bytes
+            report.add("wire_produce", t.name, self.profiled("wire-produce-1MiB-batches", number == 1 and t.name == "logway", work))
+
+    def wire_produce_16k_round(self, number: int, order: list[Target]) -> None:
+        """The same with 16 KiB batches: per-request cost rather than bytes."""
+        a, report = self.args, self.report
+        s = a.size
         small, per_small = wire.make_batch(s, 16 * 1024)
         for t in order:
             topic = f"{t.name[0]}-wire16-r{number}"
             t.create_topic(topic)
+            self.recycle_pages(t, a.wire_mb * MiB // 4)
 
             def work(t=t, topic=topic) -> Measurement:
                 meter = t.meter().start()
@@ -375,30 +428,34 @@ class Bench:
                 m.notes.append(f"{result.requests / result.seconds:,.0f} produce requests/s")
                 return m
 
-            report.add("wire_produce_16k", t.name, self.profiled("wire-produce-16KiB-batches", first and t.name == "logway", work))
-        # the machine next to logway's own runs
-        if "machine" in a.parts:
-            total = a.wire_mb * MiB
-            path_a, path_b = self.scratch / f"append-{number}-a.bench", self.scratch / f"append-{number}-b.bench"
-            append = machine.append_file(str(path_a), clients.BATCH_BYTES, total, a.deadline)
-            report.add("append_new", "machine", _throughput("machine: page-cache append, 1 MiB os.write, new file", append))
-            os.unlink(path_a)
-            append = machine.append_file(str(path_b), clients.BATCH_BYTES, total, a.deadline)
-            report.add("append", "machine", _throughput("machine: the same right after deleting that file", append))
-            os.unlink(path_b)
-            sendfile = machine.sendfile_loopback(str(self.scratch), min(total, 256 * MiB), 2 * total, deadline_s=a.deadline)
-            report.add("sendfile", "machine", _throughput("machine: os.sendfile over loopback, cached file", sendfile))
-        if self.logway is not None and self.large_range is not None:
-            low, high = self.large_range
-            lw = self.logway
+            report.add("wire_produce_16k", t.name, self.profiled("wire-produce-16KiB-batches", number == 1 and t.name == "logway", work))
 
-            def fetch_large() -> Measurement:
-                meter = lw.meter().start()
-                result = wire.raw_fetch(
-                    lw.address, "l-large", low, high, min_total_bytes=2 * a.wire_mb * MiB, deadline_s=a.deadline)
-                return _wire_measurement(f"logway: wire fetch {a.large_size // 1024} KiB records, 16 MiB", result, *meter.stop())
+    def machine_round(self, number: int) -> None:
+        """The machine next to logway's own runs."""
+        a, report = self.args, self.report
+        total = a.wire_mb * MiB
+        path_a, path_b = self.scratch / f"append-{number}-a.bench", self.scratch / f"append-{number}-b.bench"
+        append = machine.append_file(str(path_a), clients.BATCH_BYTES, total, a.deadline)
+        report.add("append_new", "machine", _throughput("machine: page-cache append, 1 MiB os.write, new file", append))
+        os.unlink(path_a)
+        append = machine.append_file(str(path_b), clients.BATCH_BYTES, total, a.deadline)
+        report.add("append", "machine", _throughput("machine: the same right after deleting that file", append))
+        os.unlink(path_b)
+        sendfile = machine.sendfile_loopback(str(self.scratch), min(total, 256 * MiB), 2 * total, deadline_s=a.deadline)
+        report.add("sendfile", "machine", _throughput("machine: os.sendfile over loopback, cached file", sendfile))
 
-            report.add("wire_fetch_large", "logway", self.profiled("wire-fetch-1MiB-records", first, fetch_large))
+    def wire_fetch_round(self, first: bool) -> None:
+        a, report = self.args, self.report
+        low, high = self.large_range
+        lw = self.logway
+
+        def fetch_large() -> Measurement:
+            meter = lw.meter().start()
+            result = wire.raw_fetch(
+                lw.address, "l-large", low, high, min_total_bytes=2 * a.wire_mb * MiB, deadline_s=a.deadline)
+            return _wire_measurement(f"logway: wire fetch {a.large_size // 1024} KiB records, 16 MiB", result, *meter.stop())
+
+        report.add("wire_fetch_large", "logway", self.profiled("wire-fetch-1MiB-records", first, fetch_large))
 
     # ------------------------------------------------------------------------ logway only
 
@@ -422,6 +479,7 @@ class Bench:
         for t in self.targets:
             topic = f"{t.name[0]}-kp"
             t.create_topic(topic)
+            self.recycle_pages(t, kn * (s + 10))
             report.add("kp_produce", t.name, clients.kp_produce(
                 f"{t.name}: kafka-python produce {s} B acks=1", t.bootstrap, topic, kn, s, 1, t.meter(), a.deadline))
         ranges = self.tail_windows("-kp", self.targets)
@@ -488,7 +546,6 @@ RATIOS = [
     ("produce 16 KiB batches (requests/s), wire: logway / mock", ("wire_produce_16k", "logway"), ("wire_produce_16k", "mock"), "records", None),
     ("fetch 1 MiB records, wire: logway / raw sendfile", ("wire_fetch_large", "logway"), ("sendfile", "machine"), "mb", 0.6),
     ("produce 1 MiB batches, wire: logway / raw append (recycled pages)", ("wire_produce", "logway"), ("append", "machine"), "mb", None),
-    ("produce 1 MiB batches, wire: logway / raw append (new file)", ("wire_produce", "logway"), ("append_new", "machine"), "mb", None),
     ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
     ("consume 100 B (same window), kafka-python: logway / mock", ("kp_consume", "logway"), ("kp_consume", "mock"), "records", None),
@@ -585,15 +642,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"logway broker pid {bench.logway.pid} at {bench.logway.bootstrap}, data in {broker.data_dir}")
             section("logway: 1 MiB records")
             _settle()
-            bench.setup_large()
+            if bench.wants("ck") or bench.wants("wire-fetch"):
+                bench.setup_large()
         if bench.targets or "machine" in args.parts:
             for number in range(1, args.rounds + 1):
                 bench.round(number)
-        if bench.logway is not None:
+        if bench.logway is not None and bench.wants("ck"):
             bench.logway_extras()
         if "kafka-python" in args.parts and bench.targets:
             bench.kafka_python()
-        if "zerocopy" in args.parts and bench.logway is not None:
+        if "zerocopy" in args.parts and bench.logway is not None and bench.wants("ck"):
             bench.zerocopy()
     finally:
         if broker is not None:
