@@ -348,8 +348,8 @@ class Cleaner:
         `abort`, raising CleaningAborted) the files written so far are deleted."""
         offset_map = OffsetMap(self._map_capacity)
         producers = _LastBatches()
+        self._scan_producers(job, producers, abort)  # first: the batches are noted in order
         end_offset = self._build_offset_map(job, offset_map, producers, abort)
-        self._scan_producers(job, producers, abort)
         segments = [s for s in job.segments if s.base_offset < end_offset]
         groups = group_segments_by_size(
             segments, job.config.segment_bytes, job.config.segment_index_bytes

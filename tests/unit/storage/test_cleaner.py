@@ -500,6 +500,20 @@ def test_the_last_batch_of_a_producer_keeps_its_header(open_log):
     assert [(h.base_offset, h.record_count) for h in headers] == [(2, 2), (4, 1)]
 
 
+def test_a_producer_s_last_batch_is_its_latest_one_across_the_clean_and_dirty_parts(open_log):
+    log = open_log(COMPACT)
+    idempotent = dict(producer_id=9, producer_epoch=2)
+    append(log, (b"a", b"1"), base_sequence=0, **idempotent)
+    log.roll()
+    first = clean(log)  # [0, 1) is the clean part now
+    append(log, (b"b", b"1"), base_sequence=1, **idempotent)
+    append(log, (b"b", b"2"))
+    log.roll()
+    clean(log, first_dirty=first.end_offset)
+    headers = [BatchHeader.from_buffer(b) for b in stored_batches(log)]
+    assert [(h.base_offset, h.record_count) for h in headers] == [(0, 1), (1, 0), (2, 1)]
+
+
 # ---------------------------------------------------------------------------- tombstones
 
 
