@@ -5,9 +5,9 @@ start time of the open transaction (-1 ms: none), producer id and epoch, and its
 kafka-transactions.sh describe uses it.
 
 Errors, per id: TRANSACTIONAL_ID_NOT_FOUND, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: its start time is
-0 (Kafka leaves -1 there; clients read neither, and 0 keeps every answer decodable by readers
-that refuse negative timestamps, kio among them).
+COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: start time -1,
+producer id and epoch -1, as Kafka's. (kio's readers refuse a negative timestamp, so logway's
+tests read such answers field by field; the writer encodes it.)
 
 Version notes: v0 is flexible.
 """
@@ -22,6 +22,8 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from broker.handlers.registry import RequestContext, api
+
+NO_START_TIME = -1
 
 
 @api(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
@@ -42,7 +44,7 @@ async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionSt
             transactional_id=transactional_id,
             transaction_state="",
             transaction_timeout=datetime.timedelta(0),
-            transaction_start_time=_time(0),
+            transaction_start_time=_time(NO_START_TIME),
             producer_id=-1,
             producer_epoch=-1,
             topics=(),
