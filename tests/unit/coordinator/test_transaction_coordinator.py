@@ -352,7 +352,7 @@ async def test_describe_and_list_transactions_and_producers(tmp_path):
         found, missing = await describe_transactions(client, "tx", "unknown")
         start_ms = broker.transaction_coordinator.describe("tx").start_ms
         assert found == (ErrorCode.none, "tx", "Ongoing", 60_000, start_ms, pid, epoch, [(TOPIC, [0])])
-        assert missing == (ErrorCode.transactional_id_not_found, "unknown", "", 0, -1, -1, -1, [])
+        assert missing == (ErrorCode.transactional_id_not_found, "unknown", "", 0, 0, -1, -1, [])
         listed = await client.call(
             ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=("Ongoing", "Bogus"), producer_id_filters=())
         )
@@ -374,7 +374,7 @@ async def test_describe_and_list_transactions_and_producers(tmp_path):
 
 async def describe_transactions(client, *transactional_ids):
     """DescribeTransactions v0, its answer read field by field: kio refuses the start time -1 of
-    an id without a transaction. Per id: (error, id, state, timeout ms, start ms, producer id,
+    an id in the Empty state. Per id: (error, id, state, timeout ms, start ms, producer id,
     epoch, [(topic, [partitions])])."""
     request = DescribeTransactionsRequest(transactional_ids=transactional_ids)
     frame = await client.call_for_frame(ApiKey.DESCRIBE_TRANSACTIONS, 0, request)
