@@ -28,19 +28,30 @@ Which records of the range stay:
 - not those of an aborted transaction (the aborted transactions of the range, from the segments'
   transaction indexes, are collected when the cleaning is planned); they never enter the map;
 - records of committed transactions are treated as any other; those of a transaction still open
-  (in the part cleaned before, at or after the last stable offset) all stay, and enter no map;
-- every control batch (transaction marker) stays, as do the transaction indexes' entries (a
-  cleaned segment takes those of the segments it replaces).
-A batch left without records is dropped, unless it is the last batch the cleaning saw of its
-(idempotent) producer: then its header stays, with no records, so that the producer's epoch and
-last sequence survive in the log, as Kafka keeps them.
+  (in the part cleaned before, at or after the last stable offset) all stay, and enter no map.
+A data batch left without records is dropped, unless it is the last data batch the cleaning saw
+of its (idempotent or transactional) producer: then its header stays, with no records, so that
+the producer's epoch and last sequence survive in the log, as Kafka keeps them.
 
-Delete horizon (KIP-534): the first cleaning that keeps a tombstone marks its batch with
-DELETE_HORIZON_FLAG and baseTimestamp = now + delete.retention.ms; a cleaning after that time
-drops it. So a tombstone is there for at least delete.retention.ms after it was first cleaned,
-for consumers that read from the start to see the delete. The horizon travels with the batch
-through merges and restarts. When no log is dirty enough, a log whose tombstones' horizon passed
-is cleaned anyway, so they do not wait for new writes (known only for logs cleaned since start).
+Transaction markers (control batches), as Kafka's cleaner treats them: a marker stays while its
+transaction (the producer's batches since its previous marker) keeps a batch in the log, even an
+empty one. Once a cleaning has removed them all (a commit's records superseded, an abort's
+records removed), the marker is a tombstone: it gets a delete horizon (below) and a cleaning
+after it drops the marker. Kafka frees a marker one cleaning later: it counts the batches a
+cleaning reads, logway those it keeps. A marker also stays while it is its producer's last batch
+(its epoch may be newer than the data's), and, in a cleaning reaching segments not fsynced yet
+(above the recovery point), markers all stay: a restart after a crash replays the log from the
+newest snapshot at or below the recovery point, and a replay from before a marker that is gone
+would leave its transaction open for good. A cleaned segment takes the transaction index entries
+of the segments it replaces, but for those of aborted transactions that have no batch left.
+
+Delete horizon (KIP-534): the first cleaning that keeps a tombstone (or a marker left alone)
+marks its batch with DELETE_HORIZON_FLAG and baseTimestamp = now + delete.retention.ms; a
+cleaning after that time drops it. So a tombstone is there for at least delete.retention.ms
+after it was first cleaned, for consumers that read from the start to see the delete. The
+horizon travels with the batch through merges and restarts. When no log is dirty enough, a log
+whose tombstones' horizon passed is cleaned anyway, so they do not wait for new writes (known
+only for logs cleaned since start).
 
 Trigger: a log is cleanable when its dirty ratio (bytes of the dirty segments over those of the
 range) is at least min.cleanable.dirty.ratio, or a dirty segment's first batch is older than
@@ -199,6 +210,7 @@ class LogToClean:
     now_ms: int
     truncations: int = 0  # the log's truncation count when planned: a change voids the result
     stable_offset: int = 2**63 - 1  # below it, every transaction is decided (the LSO)
+    recovery_point: int = 2**63 - 1  # below it, the segments and producer snapshots are fsynced
     aborted: Mapping[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # producer id -> (first, last)
 
     def is_aborted(self, header: BatchHeader) -> bool:
@@ -268,6 +280,7 @@ def plan_cleaning(partition_log: Log, first_dirty_offset: int | None, now_ms: in
         now_ms=now_ms,
         truncations=partition_log.truncations,
         stable_offset=stable,
+        recovery_point=partition_log.recovery_point,
         aborted=_aborted_by_producer(partition_log.collect_aborted(start, first_uncleanable)),
     )
 
@@ -334,14 +347,15 @@ class Cleaner:
         """Build the key map, rewrite the groups of segments, fsync them. On any failure (or
         `abort`, raising CleaningAborted) the files written so far are deleted."""
         offset_map = OffsetMap(self._map_capacity)
-        producers: dict[int, int] = {}
+        producers = _LastBatches()
+        self._scan_producers(job, producers, abort)  # first: the batches are noted in order
         end_offset = self._build_offset_map(job, offset_map, producers, abort)
-        self._scan_producers(job, producers, abort)
         segments = [s for s in job.segments if s.base_offset < end_offset]
         groups = group_segments_by_size(
             segments, job.config.segment_bytes, job.config.segment_index_bytes
         )
-        retention = _Retention(job, offset_map, end_offset, producers)
+        markers_may_go = bool(segments) and segments[-1].end_offset <= job.recovery_point
+        retention = _Retention(job, offset_map, end_offset, producers, markers_may_go)
         result = CleaningResult(job, [], end_offset, None)
         try:
             for group in groups:
@@ -358,7 +372,7 @@ class Cleaner:
         self,
         job: LogToClean,
         offset_map: OffsetMap,
-        producers: dict[int, int],
+        producers: "_LastBatches",
         abort: threading.Event,
     ) -> int:
         """Map the keys of the dirty part; return where the cleaning ends: the first uncleanable
@@ -370,7 +384,7 @@ class Cleaner:
             for header, batch in self._read_batches(snapshot, abort):
                 if header.base_offset >= end:
                     return end
-                _note_producer(producers, header)
+                producers.note(header)
                 if header.last_offset < start or header.is_control:
                     continue
                 if header.is_transactional and (job.is_aborted(header) or header.base_offset >= job.stable_offset):
@@ -383,7 +397,7 @@ class Cleaner:
         return end
 
     def _scan_producers(
-        self, job: LogToClean, producers: dict[int, int], abort: threading.Event
+        self, job: LogToClean, producers: "_LastBatches", abort: threading.Event
     ) -> None:
         """Note the producers' batches in the clean part, from their headers only."""
         for snapshot in job.segments:
@@ -391,7 +405,7 @@ class Cleaner:
                 return
             for location in snapshot.segment.records.batches(0, snapshot.size):
                 _check_abort(abort)
-                _note_producer(producers, location.header)
+                producers.note(location.header)
 
     def _clean_group(
         self,
@@ -416,7 +430,8 @@ class Cleaner:
             for snapshot in group:
                 # Inactive segments' transaction indexes change only when a log loads.
                 for aborted in snapshot.segment.txn_index.entries:
-                    cleaned.txn_index.append(aborted)
+                    if retention.keeps_aborted_entry(aborted):
+                        cleaned.txn_index.append(aborted)
             cleaned.on_become_inactive()
             cleaned.flush()
         except BaseException:
@@ -445,32 +460,94 @@ class Cleaner:
             position += consumed
 
 
+class _LastBatches:
+    """Each producer's last batch, and its last data batch (not a marker), among those a cleaning
+    saw: what compaction keeps of a producer whatever else goes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, int] = {}  # producer id -> last offset of its batch
+        self._last_data: dict[int, int] = {}
+
+    def note(self, header: BatchHeader) -> None:
+        if header.producer_id < 0:
+            return
+        self._last[header.producer_id] = header.last_offset
+        if not header.is_control:
+            self._last_data[header.producer_id] = header.last_offset
+
+    def is_last(self, header: BatchHeader) -> bool:
+        """Whether `header` heads its producer's last batch, or last data batch, of the log."""
+        if header.producer_id < 0:
+            return False
+        last = self._last if header.is_control else self._last_data
+        return last.get(header.producer_id) == header.last_offset
+
+
 class _Retention:
-    """Decides what a cleaning keeps of each batch (see the module docstring)."""
+    """Decides what a cleaning keeps of each batch, read in offset order (see the module
+    docstring)."""
 
     def __init__(
         self,
         job: LogToClean,
         offset_map: OffsetMap,
         end_offset: int,
-        producers: Mapping[int, int],
+        producers: _LastBatches,
+        markers_may_go: bool,
     ) -> None:
         self._job = job
         self._offset_map = offset_map
         self._end_offset = end_offset
         self._producers = producers
+        self._markers_may_go = markers_may_go
         self._now_ms = job.now_ms
         self._delete_retention_ms = job.config.delete_retention_ms
+        # Producers whose transaction, up to the batch being read, keeps a batch in the log.
+        self._transactions_with_data: set[int] = set()
+        self._markers_with_data: set[int] = set()  # offsets of markers closing such a transaction
         self.next_delete_horizon_ms: int | None = None
 
     def clean_batch(self, header: BatchHeader, batch: memoryview) -> bytes | memoryview | None:
         """The batch to write in place of `batch`: itself, rebuilt with fewer records or a delete
         horizon, or None to drop it."""
-        if header.is_control or header.base_offset >= self._end_offset:
+        if header.is_control:
+            return self._clean_marker(header, batch)
+        kept = self._clean_data(header, batch)
+        if kept is not None and header.is_transactional:
+            self._transactions_with_data.add(header.producer_id)
+        return kept
+
+    def keeps_aborted_entry(self, aborted: AbortedTxn) -> bool:
+        """Whether a transaction index entry stays: while its transaction keeps a batch (read
+        before: the entry's abort marker closes the transaction)."""
+        return aborted.last_offset >= self._end_offset or aborted.last_offset in self._markers_with_data
+
+    def _clean_marker(self, header: BatchHeader, batch: memoryview) -> bytes | memoryview | None:
+        """A marker stays while its transaction keeps a batch; then, as a tombstone does, until
+        delete.retention.ms after the cleaning that first found it alone."""
+        if header.producer_id in self._transactions_with_data:
+            self._transactions_with_data.discard(header.producer_id)
+            self._markers_with_data.add(header.last_offset)
+            return batch
+        if (
+            header.base_offset >= self._end_offset
+            or not self._markers_may_go
+            or self._producers.is_last(header)
+        ):
+            return batch
+        if header.has_delete_horizon and self._now_ms >= header.base_timestamp:
+            return None
+        horizon = self._note_horizon(header, True)
+        if horizon is None:
+            return batch
+        return rebuild_batch(header, list(iter_records(batch)), delete_horizon_ms=horizon)
+
+    def _clean_data(self, header: BatchHeader, batch: memoryview) -> bytes | memoryview | None:
+        if header.base_offset >= self._end_offset:
             return batch
         if header.is_transactional:
             if self._job.is_aborted(header):
-                return rebuild_batch(header, []) if self._is_last_of_producer(header) else None
+                return rebuild_batch(header, []) if self._producers.is_last(header) else None
             if header.base_offset >= self._job.stable_offset:
                 return batch
         retain_deletes = not header.has_delete_horizon or self._now_ms < header.base_timestamp
@@ -487,7 +564,7 @@ class _Retention:
             return batch
         kept = [record for record, keep in zip(iter_records(batch), verdicts) if keep]
         if not kept:
-            return rebuild_batch(header, []) if self._is_last_of_producer(header) else None
+            return rebuild_batch(header, []) if self._producers.is_last(header) else None
         return rebuild_batch(header, kept, delete_horizon_ms=horizon)
 
     def _keeps(self, offset: int, key: bytes | None, has_value: bool, retain_deletes: bool) -> bool:
@@ -497,20 +574,17 @@ class _Retention:
             return False
         return has_value or retain_deletes
 
-    def _note_horizon(self, header: BatchHeader, tombstones: bool) -> int | None:
-        """The delete horizon a batch keeping `tombstones` gets now (None when it has one
-        already or needs none); the log's next horizon is the earliest of its batches'."""
-        if not tombstones:
+    def _note_horizon(self, header: BatchHeader, deletes: bool) -> int | None:
+        """The delete horizon a batch keeping tombstones or a lone marker (`deletes`) gets now
+        (None when it has one already or needs none); the log's next horizon is the earliest of
+        its batches'."""
+        if not deletes:
             return None
         new = None if header.has_delete_horizon else self._now_ms + self._delete_retention_ms
         horizon = header.base_timestamp if new is None else new
         if self.next_delete_horizon_ms is None or horizon < self.next_delete_horizon_ms:
             self.next_delete_horizon_ms = horizon
         return new
-
-    def _is_last_of_producer(self, header: BatchHeader) -> bool:
-        last_batch = self._producers.get(header.producer_id)
-        return header.producer_id >= 0 and last_batch == header.last_offset
 
 
 class _SegmentWriter:
@@ -561,11 +635,6 @@ def _fits(
         and sum(s.time_index_bytes for s in group) + snapshot.time_index_bytes <= max_index_size
         and snapshot.end_offset - 1 - group[0].base_offset <= _INT32_MAX
     )
-
-
-def _note_producer(producers: dict[int, int], header: BatchHeader) -> None:
-    if header.producer_id >= 0:
-        producers[header.producer_id] = header.last_offset
 
 
 def _check_abort(abort: threading.Event) -> None:

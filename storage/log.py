@@ -609,12 +609,16 @@ class Log:
         return newest.find_max_timestamp()
 
     def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """The aborted transactions with records in [fetch_offset, upper_bound_offset)."""
+        """The aborted transactions with records in [fetch_offset, upper_bound_offset).
+
+        An abort marker may lie in any later segment (past the bound, when another transaction
+        was open meanwhile): the search goes on until an entry says it is complete, as Kafka's.
+        """
         found: list[AbortedTxn] = []
         for segment in self.segments[self._segment_index(fetch_offset) :]:
             aborted, complete = segment.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
             found += aborted
-            if complete or segment.base_offset >= upper_bound_offset:
+            if complete:
                 break
         return found
 

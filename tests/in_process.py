@@ -53,12 +53,16 @@ class Client:
         self.client_id = client_id
 
     async def call(self, api_key: int, version: int, request: Any) -> Any:
+        return decode_response(api_key, version, await self.call_for_frame(api_key, version, request))
+
+    async def call_for_frame(self, api_key: int, version: int, request: Any) -> bytes:
+        """The whole response frame, for answers kio cannot read (negative timestamps)."""
         frame = encode_request(api_key, version, request, client_id=self.client_id)
         # Writable, as a connection's receive buffer is: Produce patches batches in place.
         chunks = self.broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_ADDRESS)
         if inspect.isawaitable(chunks):
             chunks = await chunks
-        return decode_response(api_key, version, b"".join(_bytes(chunk) for chunk in chunks))
+        return b"".join(_bytes(chunk) for chunk in chunks)
 
 
 def _bytes(chunk) -> bytes:

@@ -5,9 +5,11 @@ start time of the open transaction (-1 ms: none), producer id and epoch, and its
 kafka-transactions.sh describe uses it.
 
 Errors, per id: TRANSACTIONAL_ID_NOT_FOUND, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: its start time is
-0 (Kafka leaves -1 there; clients read neither, and 0 keeps every answer decodable by readers
-that refuse negative timestamps, kio among them).
+COORDINATOR_LOAD_IN_PROGRESS. An entry with an error carries no transaction: producer id and
+epoch -1, and start time 0 where Kafka puts -1. Clients ignore the fields of an entry in error,
+and 0 keeps those answers readable by kio's readers (they refuse negative timestamps), which the
+request fuzzing test decodes every answer with. An id in the Empty state does get -1, as in
+Kafka (its tests read that answer field by field).
 
 Version notes: v0 is flexible.
 """

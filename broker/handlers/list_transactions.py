@@ -1,22 +1,25 @@
-"""ListTransactions (api key 66), version 0.
+"""ListTransactions (api key 66), versions 0-1.
 
 The transactional ids this broker coordinates, with their producer id and state (Kafka's state
-names: Empty, Ongoing, PrepareCommit, ...), optionally only those in `state_filters` and with
-one of `producer_id_filters`. State filters that name no state come back in
-unknown_state_filters.
+names: Empty, Ongoing, PrepareCommit, ...), optionally only those in `state_filters`, with one of
+`producer_id_filters`, and (v1, KIP-994) whose transaction started more than `duration_filter`
+ms ago. As in Kafka, the duration compares the coordinator's clock with the start time of the
+id's last transaction, -1 for one that never began one: such ids pass any duration filter.
+State filters that name no state come back in unknown_state_filters.
 
 Errors: COORDINATOR_LOAD_IN_PROGRESS while partitions of __transaction_state are loading (with
 the ids known so far), COORDINATOR_NOT_AVAILABLE while shutting down.
 
-Version notes: v0 is flexible. (v1 adds a duration filter, v2 a transactional id pattern: not
-served.)
+Version notes: v0 is flexible; v1 adds the duration filter (-1: none). (v2 adds a transactional
+id pattern: not served.)
 """
 
 import datetime
 
-from kio.schema.list_transactions.v0.request import ListTransactionsRequest
-from kio.schema.list_transactions.v0.response import ListTransactionsResponse, TransactionState
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.list_transactions.v1.response import ListTransactionsResponse, TransactionState
 
+from coordinator.transaction_coordinator import TransactionDescription
 from coordinator.transaction_log import TxnState
 from protocol.api_keys import ApiKey
 
@@ -25,11 +28,21 @@ from broker.handlers.registry import RequestContext, api
 _STATE_NAMES = {state.display_name for state in TxnState}
 
 
-@api(ApiKey.LIST_TRANSACTIONS, versions=(0, 0))
+@api(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
 def handle_list_transactions(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
-    error, transactions = ctx.broker.transaction_coordinator.list_transactions()
+    coordinator = ctx.broker.transaction_coordinator
+    error, transactions = coordinator.list_transactions()
     states = set(request.state_filters)
     producer_ids = set(request.producer_id_filters)
+    now_ms = coordinator.clock()
+
+    def listed(txn: TransactionDescription) -> bool:
+        return (
+            (not states or txn.state.display_name in states)
+            and (not producer_ids or txn.producer_id in producer_ids)
+            and (request.duration_filter < 0 or now_ms - txn.start_ms > request.duration_filter)
+        )
+
     return ListTransactionsResponse(
         throttle_time=datetime.timedelta(0),
         error_code=error,
@@ -41,7 +54,6 @@ def handle_list_transactions(ctx: RequestContext, request: ListTransactionsReque
                 transaction_state=txn.state.display_name,
             )
             for txn in transactions
-            if (not states or txn.state.display_name in states)
-            and (not producer_ids or txn.producer_id in producer_ids)
+            if listed(txn)
         ),
     )

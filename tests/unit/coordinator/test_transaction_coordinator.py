@@ -16,7 +16,7 @@ from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as Fin
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from kio.schema.list_transactions.v0.request import ListTransactionsRequest
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.txn_offset_commit.v3.request import (
@@ -34,6 +34,7 @@ from coordinator.transaction_log import TxnState
 from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.primitives import Reader
 from protocol.record_batch import iter_batches
 from protocol.records import ControlRecordType, Record, build_batch, control_record_type, iter_records
 from replication.partition_state import LeaderEndpoint, PartitionState
@@ -348,16 +349,10 @@ async def test_describe_and_list_transactions_and_producers(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
         client, pid, epoch = await begun(broker)
         await produce(client, pid, epoch, 0, b"a")
-        response = await client.call(
-            ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=("tx", "unknown"))
-        )
-        found, missing = response.transaction_states
-        assert (found.error_code, found.transaction_state, found.producer_id, found.producer_epoch) == (
-            ErrorCode.none, "Ongoing", pid, epoch,
-        )
-        assert [(t.topic, t.partitions) for t in found.topics] == [(TOPIC, (0,))]
-        assert found.transaction_timeout == MINUTE
-        assert missing.error_code is ErrorCode.transactional_id_not_found
+        found, missing = await describe_transactions(client, "tx", "unknown")
+        start_ms = broker.transaction_coordinator.describe("tx").start_ms
+        assert found == (ErrorCode.none, "tx", "Ongoing", 60_000, start_ms, pid, epoch, [(TOPIC, [0])])
+        assert missing == (ErrorCode.transactional_id_not_found, "unknown", "", 0, 0, -1, -1, [])
         listed = await client.call(
             ApiKey.LIST_TRANSACTIONS, 0, ListTransactionsRequest(state_filters=("Ongoing", "Bogus"), producer_id_filters=())
         )
@@ -375,6 +370,64 @@ async def test_describe_and_list_transactions_and_producers(tmp_path):
             (pid, epoch, 0, 0)
         ]
         assert unknown.error_code is ErrorCode.unknown_topic_or_partition
+
+
+async def describe_transactions(client, *transactional_ids):
+    """DescribeTransactions v0, its answer read field by field: kio refuses the start time -1 of
+    an id in the Empty state. Per id: (error, id, state, timeout ms, start ms, producer id,
+    epoch, [(topic, [partitions])])."""
+    request = DescribeTransactionsRequest(transactional_ids=transactional_ids)
+    frame = await client.call_for_frame(ApiKey.DESCRIBE_TRANSACTIONS, 0, request)
+    reader = Reader(memoryview(frame), 4)
+    reader.int32()  # correlation id
+    reader.skip_tagged_fields()
+    reader.int32()  # throttle time
+    states = []
+    for _ in range(reader.array_length(True)):
+        fields = (
+            ErrorCode(reader.int16()), reader.string(True), reader.string(True), reader.int32(),
+            reader.int64(), reader.int64(), reader.int16(),
+        )
+        topics = []
+        for _ in range(reader.array_length(True)):
+            topic = reader.string(True)
+            topics.append((topic, [reader.int32() for _ in range(reader.array_length(True))]))
+            reader.skip_tagged_fields()
+        reader.skip_tagged_fields()
+        states.append((*fields, topics))
+    return states
+
+
+@in_loop
+async def test_an_id_without_a_transaction_is_described_with_start_time_minus_one(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client = Client(broker)
+        _, pid, epoch = await init(client)
+        (empty,) = await describe_transactions(client, "tx")
+        assert empty == (ErrorCode.none, "tx", "Empty", 60_000, -1, pid, epoch, [])
+
+
+@in_loop
+async def test_list_transactions_v1_filters_by_duration(tmp_path):
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await init(client, transactional_id="idle")  # Empty: never began a transaction
+        coordinator = broker.transaction_coordinator
+        start_ms = coordinator.describe("tx").start_ms
+        coordinator.clock = lambda: start_ms + 5_000
+
+        async def listed(version, duration_ms=-1):
+            request = ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=duration_ms)
+            response = await client.call(ApiKey.LIST_TRANSACTIONS, version, request)
+            assert response.error_code is ErrorCode.none
+            return sorted(t.transactional_id for t in response.transaction_states)
+
+        assert await listed(1) == ["idle", "tx"]
+        # Running 5 s: listed when the filter is shorter. An id that never began a transaction
+        # (start time -1) passes any filter, as in Kafka.
+        assert await listed(1, 4_999) == ["idle", "tx"]
+        assert await listed(1, 5_000) == ["idle"]
+        assert await listed(0, 5_000) == ["idle", "tx"]  # v0 has no duration filter
 
 
 @in_loop

@@ -32,9 +32,10 @@ COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=600, file_delete_del
 DAY_MS = 86_400_000
 
 
-def read_all(log: Log, start: int | None = None) -> list[Record]:
+def read_all(log: Log, start: int | None = None, markers: bool = True) -> list[Record]:
     """Every record from `start` (the log start) to the high watermark, as a consumer reads a
-    compacted log: from one batch to the next, whatever gaps or empty batches lie between."""
+    compacted log: from one batch to the next, whatever gaps or empty batches lie between;
+    without the transaction markers' unless `markers`."""
     offset = log.log_start_offset if start is None else start
     records = []
     while offset < log.high_watermark:
@@ -44,7 +45,8 @@ def read_all(log: Log, start: int | None = None) -> list[Record]:
         data = region.read()
         for position, header in iter_batches(data):
             batch = data[position : position + header.size]
-            records += [r for r in iter_records(batch) if r.offset >= offset]
+            if markers or not header.is_control:
+                records += [r for r in iter_records(batch) if r.offset >= offset]
             offset = header.last_offset + 1
     return records
 
@@ -282,13 +284,196 @@ def test_aborted_transactions_are_removed_and_supersede_nothing(tmp_path):
     log = load(directory)  # a crash recovery: the transaction index is rebuilt
     assert [e for s in log.segments for e in s.txn_index.entries] == [AbortedTxn(7, 1, 3, 4)]
     clean(log)
-    # The aborted a does not supersede plain-1; the marker, the producer's last batch, stays.
+    # The aborted a does not supersede plain-1. The producer's last data batch stays, empty (its
+    # sequence), and so do its transaction's marker and index entry.
     assert [(r.offset, r.value) for r in read_all(log)] == [(0, b"plain-1"), (3, abort.value), (4, b"active")]
+    headers = [BatchHeader.from_buffer(b) for b in stored_batches(log)]
+    assert [(h.base_offset, h.record_count) for h in headers] == [(0, 1), (2, 0), (3, 1), (4, 1)]
     assert [e for s in log.segments for e in s.txn_index.entries] == [AbortedTxn(7, 1, 3, 4)]
     log.close()
-    # Rebuilt after a crash, the index has nothing left to list: the aborted records are gone.
+    # Rebuilt after a crash, the index lists what is left: the empty batch.
     reloaded = load(directory)
-    assert [e for s in reloaded.segments for e in s.txn_index.entries] == []
+    assert [e for s in reloaded.segments for e in s.txn_index.entries] == [AbortedTxn(7, 2, 3, 4)]
+    assert reloaded.first_unstable_offset is None
+    reloaded.close()
+
+
+# ------------------------------------------------------------------- transaction markers
+
+MARKERS = LogConfig(cleanup_policy="compact", delete_retention_ms=DAY_MS, file_delete_delay_ms=0)
+
+
+def in_transaction(log: Log, *records, sequence: int, producer_id: int = 7, epoch: int = 1):
+    append(
+        log,
+        *records,
+        is_transactional=True,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+    )
+
+
+def end_transaction(log: Log, commit: bool, producer_id: int = 7, epoch: int = 1) -> int:
+    offset = log.append_marker(producer_id, epoch, 0, commit, leader_epoch=0).first_offset
+    log.high_watermark = log.log_end_offset
+    return offset
+
+
+def markers(log: Log) -> list[tuple[int, int | None]]:
+    """(offset, delete horizon or None) of the control batches stored."""
+    headers = [BatchHeader.from_buffer(b) for b in stored_batches(log)]
+    return [
+        (h.base_offset, h.base_timestamp if h.has_delete_horizon else None)
+        for h in headers
+        if h.is_control
+    ]
+
+
+def aborted_entries(log: Log) -> list[AbortedTxn]:
+    return [e for s in log.segments for e in s.txn_index.entries]
+
+
+def test_a_commit_marker_goes_after_its_horizon_once_its_records_are_superseded(open_log):
+    log = open_log(MARKERS)
+    in_transaction(log, (b"a", b"1"), (b"b", b"1"), sequence=0)
+    first_marker = end_transaction(log, commit=True)
+    append(log, (b"a", b"2"), (b"b", b"2"))  # supersedes the whole transaction
+    in_transaction(log, (b"c", b"1"), sequence=2)
+    last_marker = end_transaction(log, commit=True)
+    log.roll()
+
+    first = clean(log, now_ms=NOW)
+    # The first transaction's records are gone: its marker gets a delete horizon. The second
+    # transaction keeps its record, so its marker stays as it is.
+    assert markers(log) == [(first_marker, NOW + DAY_MS), (last_marker, None)]
+    assert first.next_delete_horizon_ms == NOW + DAY_MS
+    clean(log, now_ms=NOW + DAY_MS - 1, first_dirty=first.end_offset)
+    assert markers(log) == [(first_marker, NOW + DAY_MS), (last_marker, None)]
+    last = clean(log, now_ms=NOW + DAY_MS, first_dirty=first.end_offset)
+    assert markers(log) == [(last_marker, None)]
+    assert last.next_delete_horizon_ms is None
+    assert as_map(read_all(log, markers=False)) == {
+        b"a": b"2",
+        b"b": b"2",
+        b"c": b"1",
+    }
+
+
+def test_an_aborted_transaction_goes_then_its_index_entry_and_marker(open_log):
+    log = open_log(MARKERS)
+    append(log, (b"a", b"1"))
+    in_transaction(log, (b"a", b"aborted"), sequence=0)
+    abort_marker = end_transaction(log, commit=False)
+    in_transaction(log, (b"b", b"1"), sequence=1)
+    commit_marker = end_transaction(log, commit=True)
+    log.roll()
+    assert aborted_entries(log) == [AbortedTxn(7, 1, abort_marker, abort_marker + 1)]
+
+    first = clean(log, now_ms=NOW)
+    # Its record is gone at once, and with it the index entry: nothing is left to filter out.
+    assert [(r.offset, r.value) for r in read_all(log, markers=False)] == [
+        (0, b"1"),
+        (3, b"1"),
+    ]
+    assert aborted_entries(log) == []
+    assert log.collect_aborted(0, log.log_end_offset) == []
+    assert markers(log) == [(abort_marker, NOW + DAY_MS), (commit_marker, None)]
+    clean(log, now_ms=NOW + DAY_MS, first_dirty=first.end_offset)
+    assert markers(log) == [(commit_marker, None)]
+    log.close()
+    reloaded = load(log.directory, MARKERS)  # rebuilt from the log alone, after a crash
+    assert aborted_entries(reloaded) == []
+    assert reloaded.first_unstable_offset is None
+    reloaded.close()
+
+
+def test_an_open_transaction_is_not_cleaned_beyond_the_lso(open_log):
+    log = open_log(MARKERS)
+    append(log, (b"a", b"1"))
+    in_transaction(log, (b"a", b"open"), (b"b", b"open"), sequence=0)
+    append(log, (b"a", b"2"), (b"b", b"2"))
+    log.roll()
+    append(log, (b"c", b"1"))
+    log.roll()
+    assert log.first_unstable_offset == 1
+    before = [(r.offset, r.value) for r in read_all(log)]
+
+    for now_ms in (NOW, NOW + 2 * DAY_MS):
+        result = clean(log, now_ms=now_ms)
+        assert result.end_offset == 1  # the LSO: the open transaction is not looked at
+        assert [(r.offset, r.value) for r in read_all(log)] == before
+    marker = end_transaction(log, commit=True)
+    log.roll()
+    clean(log, now_ms=NOW + 2 * DAY_MS)
+    # Committed and superseded, its records go; its batch stays empty, the producer's last
+    # data batch, and so its marker stays.
+    assert [(r.offset, r.value) for r in read_all(log, markers=False)] == [
+        (3, b"2"),
+        (4, b"2"),
+        (5, b"1"),
+    ]
+    assert markers(log) == [(marker, None)]
+
+
+def test_a_marker_stays_while_its_transaction_keeps_a_record(open_log):
+    log = open_log(MARKERS)
+    in_transaction(log, (b"a", b"1"), (b"b", b"1"), sequence=0)
+    first_marker = end_transaction(log, commit=True)
+    append(log, (b"a", b"2"))  # b of the transaction stays
+    in_transaction(log, (b"c", b"1"), sequence=2)
+    end_transaction(log, commit=True)
+    log.roll()
+    for now_ms in (NOW, NOW + 2 * DAY_MS, NOW + 4 * DAY_MS):
+        clean(log, now_ms=now_ms)
+        assert markers(log)[0] == (first_marker, None)
+    assert [(r.offset, r.value) for r in read_all(log, markers=False)][:1] == [(1, b"1")]
+
+
+def test_markers_stay_in_segments_not_flushed_yet(open_log):
+    """A marker goes only where the producer snapshots a restart after a crash starts from lie
+    beyond it: a replay from before it would reopen its transaction for good."""
+    log = open_log(MARKERS)
+    in_transaction(log, (b"a", b"1"), sequence=0)
+    marker = end_transaction(log, commit=True)
+    append(log, (b"a", b"2"))
+    in_transaction(log, (b"b", b"1"), sequence=1)
+    end_transaction(log, commit=True)
+    log.roll()
+    log.recovery_point = marker  # the roll's flush has not happened yet
+    clean(log, now_ms=NOW)
+    assert markers(log)[0] == (marker, None)
+    log.mark_flushed(log.log_end_offset)
+    clean(log, now_ms=NOW)
+    assert markers(log)[0] == (marker, NOW + DAY_MS)
+
+
+def test_the_producer_state_rebuilt_from_a_cleaned_log_is_the_live_one(open_log):
+    """The last data batch of a producer (its sequence) stays, and so does what follows it of
+    its transaction (a marker written under an epoch the coordinator bumped)."""
+    log = open_log(MARKERS)
+    in_transaction(log, (b"a", b"1"), sequence=0)
+    end_transaction(log, commit=True)
+    in_transaction(log, (b"a", b"2"), (b"b", b"2"), sequence=1)
+    end_transaction(log, commit=False, epoch=2)  # aborted on a timeout: the epoch is bumped
+    append(log, (b"a", b"3"), (b"b", b"3"))
+    log.roll()
+    live = log.producer_state.producers[7]
+    live_state = (live.epoch, live.last_seq, live.current_txn_first_offset)
+
+    first = clean(log, now_ms=NOW)
+    clean(log, now_ms=NOW + DAY_MS, first_dirty=first.end_offset)
+    headers = [BatchHeader.from_buffer(b) for b in stored_batches(log)]
+    # The first transaction and its marker are gone; the aborted batch stays empty.
+    assert [(h.base_offset, h.record_count, h.is_control) for h in headers] == [
+        (2, 0, False),
+        (4, 1, True),
+        (5, 2, False),
+    ]
+    log.close()
+    reloaded = load(log.directory, MARKERS)  # no usable snapshot: replayed from the log start
+    rebuilt = reloaded.producer_state.producers[7]
+    assert (rebuilt.epoch, rebuilt.last_seq, rebuilt.current_txn_first_offset) == live_state
     assert reloaded.first_unstable_offset is None
     reloaded.close()
 
@@ -313,6 +498,20 @@ def test_the_last_batch_of_a_producer_keeps_its_header(open_log):
     clean(log, first_dirty=3)
     headers = [BatchHeader.from_buffer(b) for b in stored_batches(log)]
     assert [(h.base_offset, h.record_count) for h in headers] == [(2, 2), (4, 1)]
+
+
+def test_a_producer_s_last_batch_is_its_latest_one_across_the_clean_and_dirty_parts(open_log):
+    log = open_log(COMPACT)
+    idempotent = dict(producer_id=9, producer_epoch=2)
+    append(log, (b"a", b"1"), base_sequence=0, **idempotent)
+    log.roll()
+    first = clean(log)  # [0, 1) is the clean part now
+    append(log, (b"b", b"1"), base_sequence=1, **idempotent)
+    append(log, (b"b", b"2"))
+    log.roll()
+    clean(log, first_dirty=first.end_offset)
+    headers = [BatchHeader.from_buffer(b) for b in stored_batches(log)]
+    assert [(h.base_offset, h.record_count) for h in headers] == [(0, 1), (1, 0), (2, 1)]
 
 
 # ---------------------------------------------------------------------------- tombstones

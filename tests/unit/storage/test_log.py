@@ -541,6 +541,17 @@ def test_an_abort_while_another_transaction_is_open_records_that_ones_start_as_l
     assert log.segments[-1].txn_index.entries == [AbortedTxn(8, 1, 2, 0)]
 
 
+def test_an_abort_marker_past_the_bound_in_a_later_segment_is_found(open_log):
+    log = open_log()
+    txn_append(log, 7, 0, b"a")
+    log.roll()
+    txn_append(log, 8, 0, b"b")  # open: the LSO stays at 1
+    log.roll()
+    abort = marker(log, 7, commit=False)
+    assert log.first_unstable_offset == 1
+    assert log.collect_aborted(0, 1) == [AbortedTxn(7, 0, abort, 1)]
+
+
 def test_open_transactions_and_the_txn_index_survive_restarts_and_crashes(open_log):
     config = LogConfig(segment_bytes=300)
     log = open_log(config)
