@@ -2,7 +2,8 @@
 
 - a data partition's leader dies (kill -9) or stops cleanly (controlled shutdown) while two
   transactions that wrote to it are open; both write more after the move, one commits, one
-  aborts: read_committed readers see each committed record once and nothing of the aborted one;
+  aborts: read_committed readers see each committed record once and nothing of the aborted one,
+  also from the killed leader when it came back during the transactions and leads again;
 - the transaction coordinator (leader of the id's __transaction_state partition) is killed before
   EndTxn: the producer finds the new coordinator, which loaded the open transaction, and commits;
 - the coordinator is killed after writing PrepareCommit, with the markers held back by a paused
@@ -18,14 +19,14 @@ import socket
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.cluster.harness import read_frame, wait_until
 from tests.cluster.test_cluster_transactions import _TRANSACTION, _find_coordinator
-from tests.cluster.test_controller import _agreed, _create, _wait_formed
+from tests.cluster.test_controller import _admin, _agreed, _create, _wait_formed
 from tests.harness import unique_topic
 from tests.kafka_wire import decode_response, encode_request
 
@@ -128,8 +129,11 @@ def _read_committed(cluster, topic: str, expected: int, alive=_BROKERS) -> list[
     return sorted(read)
 
 
-@pytest.mark.parametrize("fault", ["kill", "controlled_shutdown"])
-def test_transactions_open_across_a_partition_leader_move_commit_and_abort_exactly(cluster, fault):
+def _transactions_across_a_leader_move(cluster, fault: str, before_ending=lambda topic, moved, victim: None):
+    """A committed and an aborted transaction, both writing to every partition before and after
+    the leader of one partition (not a coordinator of theirs) is killed or stopped, and
+    `before_ending` is done: the topic, the committed and aborted values, the partition that
+    moved and its old leader."""
     topic, leaders = _topic(cluster)
     committer_id, aborter_id = unique_topic("committer"), unique_topic("aborter")
     committer, aborter = _producer(cluster, committer_id), _producer(cluster, aborter_id)
@@ -151,11 +155,42 @@ def test_transactions_open_across_a_partition_leader_move_commit_and_abort_exact
     )
     committed += _write(committer, topic, "committed-after")
     aborted += _write(aborter, topic, "aborted-after")
+    before_ending(topic, moved, victim)
     committer.commit_transaction(_TIMEOUT_S)
     aborter.abort_transaction(_TIMEOUT_S)
     committed += _committed_later(cluster, topic)
+    return topic, committed, aborted, moved, victim
 
-    read = _read_committed(cluster, topic, len(committed), survivors)
+
+@pytest.mark.parametrize("fault", ["kill", "controlled_shutdown"])
+def test_transactions_open_across_a_partition_leader_move_commit_and_abort_exactly(cluster, fault):
+    topic, committed, aborted, _, victim = _transactions_across_a_leader_move(cluster, fault)
+    read = _read_committed(cluster, topic, len(committed), tuple(b for b in _BROKERS if b != victim))
+    assert read == sorted(committed)
+    assert not set(read) & set(aborted)
+
+
+def test_the_old_leader_back_in_the_lead_serves_the_transactions_as_its_successor(cluster):
+    """The killed leader restarts while the transactions are open, catches up as a follower
+    (their records, then their markers), and leads again (preferred election): its
+    read_committed answers (LSO, aborted transactions) are its successor's."""
+
+    def back_in_the_isr(topic: str, moved: int, victim: int) -> None:
+        cluster.broker(victim).start()
+        wait_until(
+            lambda: (now := _agreed(cluster, topic, _BROKERS, _PARTITIONS)) and victim in now[moved][2],
+            _TIMEOUT_S, f"broker {victim} back in the ISR of partition {moved}",
+        )
+
+    topic, committed, aborted, moved, victim = _transactions_across_a_leader_move(cluster, "kill", back_in_the_isr)
+    admin = _admin(cluster.bootstrap)  # kept: the future dies with its client
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, moved)]).result(timeout=_TIMEOUT_S)
+    assert elected[TopicPartition(topic, moved)] is None
+    wait_until(
+        lambda: (now := _agreed(cluster, topic, _BROKERS, _PARTITIONS)) and now[moved][0] == victim,
+        _TIMEOUT_S, f"broker {victim} leading partition {moved} again",
+    )
+    read = _read_committed(cluster, topic, len(committed))
     assert read == sorted(committed)
     assert not set(read) & set(aborted)
 
