@@ -4,10 +4,11 @@
   transactions that wrote to it are open; both write more after the move, one commits, one
   aborts: read_committed readers see each committed record once and nothing of the aborted one,
   also from the killed leader when it came back during the transactions and leads again;
-- the transaction coordinator (leader of the id's __transaction_state partition) is killed before
-  EndTxn: the producer finds the new coordinator, which loaded the open transaction, and commits;
-- the coordinator is killed after writing PrepareCommit, with the markers held back by a paused
-  partition leader: the new coordinator loads PrepareCommit and writes the markers;
+- the transaction coordinator (leader of the id's __transaction_state partition) is killed or
+  stopped cleanly before EndTxn: the producer finds the new coordinator, which loaded the open
+  transaction, and commits;
+- the coordinator is killed or stopped after writing PrepareCommit, with the markers held back
+  by a paused partition leader: the new coordinator loads PrepareCommit and writes the markers;
 - the coordinator is killed under an open transaction whose producer never comes back: the new
   coordinator aborts it at its timeout, so the last stable offset moves on and read_committed
   readers get the transactions after it.
@@ -129,6 +130,17 @@ def _read_committed(cluster, topic: str, expected: int, alive=_BROKERS) -> list[
     return sorted(read)
 
 
+_FAULTS = ["kill", "controlled_shutdown"]
+
+
+def _fail(cluster, broker_id: int, fault: str) -> None:
+    """kill -9 the broker, or stop it cleanly (its leaderships moved away first)."""
+    if fault == "kill":
+        cluster.broker(broker_id).kill()
+    else:
+        assert cluster.broker(broker_id).stop() == 0
+
+
 def _transactions_across_a_leader_move(cluster, fault: str, before_ending=lambda topic, moved, victim: None):
     """A committed and an aborted transaction, both writing to every partition before and after
     the leader of one partition (not a coordinator of theirs) is killed or stopped, and
@@ -145,10 +157,7 @@ def _transactions_across_a_leader_move(cluster, fault: str, before_ending=lambda
     aborter.begin_transaction()
     committed = _write(committer, topic, "committed-before")
     aborted = _write(aborter, topic, "aborted-before")
-    if fault == "kill":
-        cluster.broker(victim).kill()
-    else:
-        assert cluster.broker(victim).stop() == 0
+    _fail(cluster, victim, fault)
     wait_until(
         lambda: (now := _agreed(cluster, topic, survivors, _PARTITIONS)) and now[moved][0] != victim,
         _TIMEOUT_S, f"a new leader for partition {moved}",
@@ -162,7 +171,7 @@ def _transactions_across_a_leader_move(cluster, fault: str, before_ending=lambda
     return topic, committed, aborted, moved, victim
 
 
-@pytest.mark.parametrize("fault", ["kill", "controlled_shutdown"])
+@pytest.mark.parametrize("fault", _FAULTS)
 def test_transactions_open_across_a_partition_leader_move_commit_and_abort_exactly(cluster, fault):
     topic, committed, aborted, _, victim = _transactions_across_a_leader_move(cluster, fault)
     read = _read_committed(cluster, topic, len(committed), tuple(b for b in _BROKERS if b != victim))
@@ -195,7 +204,8 @@ def test_the_old_leader_back_in_the_lead_serves_the_transactions_as_its_successo
     assert not set(read) & set(aborted)
 
 
-def test_the_coordinator_killed_before_end_txn_its_successor_commits(cluster):
+@pytest.mark.parametrize("fault", _FAULTS)
+def test_the_coordinator_lost_before_end_txn_its_successor_commits(cluster, fault):
     topic, _ = _topic(cluster)
     transactional_id = unique_topic("tid")
     producer = _producer(cluster, transactional_id)
@@ -204,7 +214,7 @@ def test_the_coordinator_killed_before_end_txn_its_successor_commits(cluster):
 
     producer.begin_transaction()
     values = _write(producer, topic, "open")
-    cluster.broker(coordinator).kill()
+    _fail(cluster, coordinator, fault)
     producer.commit_transaction(_TIMEOUT_S)
     assert _coordinator(cluster, transactional_id, survivors) != coordinator
     values += _committed_later(cluster, topic)
@@ -212,7 +222,8 @@ def test_the_coordinator_killed_before_end_txn_its_successor_commits(cluster):
     assert _read_committed(cluster, topic, len(values), survivors) == sorted(values)
 
 
-def test_the_coordinator_killed_after_prepare_commit_its_successor_writes_the_markers(cluster):
+@pytest.mark.parametrize("fault", _FAULTS)
+def test_the_coordinator_lost_after_prepare_commit_its_successor_writes_the_markers(cluster, fault):
     topic, leaders = _topic(cluster)
     transactional_id = unique_topic("tid")
     producer = _producer(cluster, transactional_id)
@@ -227,9 +238,14 @@ def test_the_coordinator_killed_after_prepare_commit_its_successor_writes_the_ma
     try:
         producer.commit_transaction(_TIMEOUT_S)
         assert _transaction_state(cluster, coordinator, transactional_id) == "PrepareCommit"
-        cluster.broker(coordinator).kill()
+        if fault == "kill":
+            cluster.broker(coordinator).kill()
+        else:  # not waited for here: its controlled shutdown may need the paused broker (the controller)
+            cluster.broker(coordinator).terminate()
     finally:
         cluster.broker(holding_back).resume()
+    if fault == "controlled_shutdown":
+        assert cluster.broker(coordinator).process.wait(_TIMEOUT_S) == 0
     values += _committed_later(cluster, topic)
 
     assert _read_committed(cluster, topic, len(values), survivors) == sorted(values)
