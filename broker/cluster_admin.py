@@ -9,6 +9,9 @@
 - configs: /config/topics/<t>, then a /config/changes/config_change_<seq> notification that
   every broker follows (broker/cluster.py).
 
+`wait_for_topic` waits for a topic that someone else is creating (another broker's auto-creation
+of an internal topic) to reach this broker's metadata cache.
+
 Each call returns once the change has reached this broker's metadata cache, or raises
 REQUEST_TIMED_OUT after `timeout_s` (the change still happens, as in Kafka). ZooKeeper failures
 are UNKNOWN_SERVER_ERROR.
@@ -73,6 +76,12 @@ class ZkTopicAdmin:
             raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.topic_already_exists) from None
         await self._wait(lambda: self._has_leaders(name, len(replicas)), f"creating {name}")
         return TopicInfo(name, topic_id, len(replicas), dict(configs))
+
+    async def wait_for_topic(self, name: str) -> int:
+        """The partition count of `name` once its partitions are in this broker's metadata cache
+        (the controller sends a new topic's partitions in one UpdateMetadata)."""
+        await self._wait(lambda: self._cache.has_topic(name), f"{name} to reach the metadata")
+        return len(self._cache.partitions(name))
 
     def _has_leaders(self, name: str, count: int) -> bool:
         known = self._cache.partitions(name)

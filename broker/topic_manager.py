@@ -70,6 +70,8 @@ class ClusterTopicAdmin(Protocol):
 
     async def set_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
+    async def wait_for_topic(self, name: str) -> int: ...
+
 
 def _collision_key(name: str) -> str:
     """Kafka's metric names turn '.' into '_', so two topics differing only there collide."""
@@ -333,6 +335,14 @@ class TopicManager:
                 partition_log.update_config(config)
 
     # --------------------------------------------------------------------- cluster mode
+
+    async def wait_for_topic(self, name: str) -> int:
+        """The partition count of `name` once this broker's metadata has its partitions: in
+        cluster mode a topic created elsewhere (or by a racing creation that won) is served only
+        then; standalone a topic is served as soon as it exists."""
+        if self.cluster_admin is None:
+            return self.get(name).partitions
+        return await self.cluster_admin.wait_for_topic(name)
 
     def install(self, info: TopicInfo) -> None:
         """Cluster mode: take a topic as ZooKeeper has it (new, grown or reconfigured)."""

@@ -4,7 +4,11 @@ its partitions led by this broker loaded before their keys are served.
 Each key belongs to one partition, chosen as Kafka chooses it (Java's String.hashCode of the key,
 modulo the partition count), so a key's records stay in one place whoever leads it. The topic's
 replication factor is capped by the live brokers when it is created, and its min.insync.replicas
-(transaction.state.log.min.isr) by that factor.
+(transaction.state.log.min.isr) by that factor. In cluster mode the topic is ready once its
+partitions are in this broker's metadata cache: brokers that create it at once converge (the
+losers take TOPIC_ALREADY_EXISTS as the topic made, as Kafka does, and wait for it like the
+winner), and a topic that ZooKeeper has but the metadata not yet is waited for too, so that
+FindCoordinator names a coordinator instead of answering COORDINATOR_NOT_AVAILABLE meanwhile.
 
 Loading: a partition that exists when the broker starts (standalone), or (cluster mode) whose
 leadership this broker takes (`on_become_leader`, called by the owner, a ReplicaManager leadership
@@ -181,15 +185,27 @@ class InternalTopic(Generic[Contents]):
 
     async def _create(self) -> bool:
         try:
-            info = self._topics.topics.get(self.name)
-            if info is not None:  # made with CreateTopics since the broker started
-                self.take_over(info.partitions, is_new=False)
-                return True
-            if not self._topics.is_local and self._topics.live_broker_count == 0:
+            if self.name in self._topics.topics:  # made by another broker, or with CreateTopics
+                self.take_over(await self._topics.wait_for_topic(self.name), is_new=False)
+            elif not self._topics.is_local and self._topics.live_broker_count == 0:
                 return False  # this broker has no metadata yet
-            count = self._wanted_partitions
-            replication_factor = min(self._wanted_replication_factor, self._topics.live_broker_count)
-            configs = _capped_min_insync(self._configs, replication_factor)
+            else:
+                await self._create_topic()
+        except KafkaError as exc:
+            log.warning("cannot create %s: %s", self.name, exc)
+            return False
+        finally:
+            self._creating = None
+        return True
+
+    async def _create_topic(self) -> None:
+        """Create the topic and serve it. Brokers racing to create it converge, as in Kafka: the
+        ones that lose (TOPIC_ALREADY_EXISTS) serve the winner's topic once it reaches their
+        metadata, so their clients are told a coordinator rather than an error."""
+        count = self._wanted_partitions
+        replication_factor = min(self._wanted_replication_factor, self._topics.live_broker_count)
+        configs = _capped_min_insync(self._configs, replication_factor)
+        try:
             self._topics.check_new_topic(
                 self.name,
                 count,
@@ -201,12 +217,12 @@ class InternalTopic(Generic[Contents]):
             )
             await self._topics.create(self.name, count, configs, replication_factor)
         except KafkaError as exc:
-            log.warning("cannot create %s: %s", self.name, exc)
-            return False
-        finally:
-            self._creating = None
+            if exc.error_code is not ErrorCode.topic_already_exists:
+                raise
+            log.info("%s was created by another broker meanwhile", self.name)
+            self.take_over(await self._topics.wait_for_topic(self.name), is_new=False)
+            return
         self.take_over(count, is_new=True)
-        return True
 
     def take_over(self, partition_count: int, is_new: bool) -> None:
         """Serve the partitions this broker leads (standalone: all); a new topic has nothing to

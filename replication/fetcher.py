@@ -139,6 +139,7 @@ class ReplicaFetcherManager:
         self._client_factory = client_factory or self._default_client
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.partitions: dict[TopicPartition, ReplicaFetcher] = {}
+        self._stopping: set[asyncio.Task] = set()  # fetchers told to stop, until their loop ends
 
     def _default_client(self, source: LeaderEndpoint, client_id: str) -> BrokerClient:
         timeout_s = (self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000
@@ -180,12 +181,16 @@ class ReplicaFetcherManager:
         for tp in list(fetcher.states):
             self.partitions.pop(tp, None)
         fetcher.stop()
+        # Held until its loop has ended and its connection is closed: a cancelled task nothing
+        # refers to can be collected while still pending, and its connection would stay open.
+        stopping = asyncio.ensure_future(fetcher.stopped())
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
 
     async def shutdown(self) -> None:
-        fetchers = list(self.fetchers.values())
         for key in list(self.fetchers):
             self._stop(key)
-        await asyncio.gather(*(f.stopped() for f in fetchers), return_exceptions=True)
+        await asyncio.gather(*self._stopping, return_exceptions=True)
 
 
 class ReplicaFetcher:
@@ -196,6 +201,7 @@ class ReplicaFetcher:
         self.states: dict[TopicPartition, FetchState] = {}
         self._changed = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopping = False
 
     @property
     def settings(self) -> FetcherSettings:
@@ -216,6 +222,10 @@ class ReplicaFetcher:
         self._task = asyncio.ensure_future(self._run())
 
     def stop(self) -> None:
+        # The flag ends the loop even if the cancellation is lost on the way (Python 3.11's
+        # asyncio.wait_for drops one that arrives as the awaited event fires).
+        self._stopping = True
+        self._changed.set()
         if self._task is not None:
             self._task.cancel()
 
@@ -227,7 +237,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------------- the loop
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 worked = await self.do_work()
             except BrokerClientError as exc:

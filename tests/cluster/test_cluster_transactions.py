@@ -1,13 +1,21 @@
 """Transactions against three real brokers and ZooKeeper: the transaction coordinator writes its
 COMMIT / ABORT markers to partitions led by other brokers (WriteTxnMarkers), so consumers see
 committed transactions only (read_committed) or everything (read_uncommitted), and offsets sent
-in a transaction become the group's once it commits."""
+in a transaction become the group's once it commits. Every broker asked for a coordinator at
+once on a fresh cluster (each racing to create the internal topic) names one."""
 
+import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
-from tests.cluster.harness import wait_until
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.cluster.harness import read_frame, wait_until
+from tests.kafka_wire import decode_response, encode_request
 from tests.cluster.test_controller import _TIMEOUT_S, _agreed, _create, cluster  # noqa: F401 (fixture)
 from tests.harness import unique_topic
 
@@ -56,9 +64,6 @@ def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(clust
     producer.init_transactions(_TIMEOUT_S)
     group = unique_topic("group")
     member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
-    # The group coordinator is made ready first: with __consumer_offsets created by two brokers at
-    # once (FindCoordinator from the producer and the consumer), TxnOffsetCommit was seen to hang.
-    member.committed([TopicPartition(topic, 0)], _TIMEOUT_S)
     committed = _transaction(producer, topic, "first", commit=True)
     aborted = _transaction(producer, topic, "aborted", commit=False)
     offsets = [TopicPartition(topic, p, 1) for p in range(_PARTITIONS)]
@@ -71,3 +76,29 @@ def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(clust
     found = member.committed([TopicPartition(topic, p) for p in range(_PARTITIONS)], _TIMEOUT_S)
     assert [(tp.partition, tp.offset) for tp in found] == [(p, 1) for p in range(_PARTITIONS)]
     member.close()
+
+
+_GROUP, _TRANSACTION = 0, 1
+
+
+def _find_coordinator(broker, key_type: int, key: str):
+    """FindCoordinator v3 to `broker` on a connection of its own: the response."""
+    request = FindCoordinatorRequest(key=key, key_type=key_type)
+    with socket.create_connection((broker.host, broker.port), timeout=_TIMEOUT_S) as sock:
+        sock.sendall(encode_request(ApiKey.FIND_COORDINATOR, 3, request))
+        return decode_response(ApiKey.FIND_COORDINATOR, 3, read_frame(sock))
+
+
+@pytest.mark.parametrize("key_type", [_GROUP, _TRANSACTION], ids=["group", "transaction"])
+def test_brokers_racing_to_create_a_coordinator_topic_all_name_its_coordinator(cluster, key_type):
+    """Each broker creates the internal topic on its first FindCoordinator; asked at once, all but
+    one lose the race (TOPIC_ALREADY_EXISTS) or see the topic before its leaders. Each answers the
+    coordinator once the topic reaches its metadata (librdkafka's send_offsets_to_transaction
+    hung on the COORDINATOR_NOT_AVAILABLE they used to answer)."""
+    key = unique_topic("key")
+    brokers = [cluster.broker(broker_id) for broker_id in (1, 2, 3)]
+    with ThreadPoolExecutor(len(brokers)) as pool:
+        answers = list(pool.map(lambda broker: _find_coordinator(broker, key_type, key), brokers))
+    assert [ErrorCode(answer.error_code) for answer in answers] == [ErrorCode.none] * 3
+    assert len({answer.node_id for answer in answers}) == 1
+

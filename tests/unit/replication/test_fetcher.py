@@ -42,6 +42,7 @@ class StandInLeader:
         self.requests: list[int] = []
         self.fail_with: ErrorCode | Exception | None = None
         self.diverging: tuple[int, int] | None = None
+        self.closed = False
 
     async def send(self, api_key, version, request):
         await asyncio.sleep(0.005)  # the network, and the leader's long poll
@@ -75,7 +76,7 @@ class StandInLeader:
         return FetchResponse(0, ErrorCode.none, 0, [TopicResult(TP.topic, [result])])
 
     async def close(self):
-        pass
+        self.closed = True
 
 
 def leader_log(tmp_path, epochs_and_values) -> Log:
@@ -175,6 +176,21 @@ def test_a_failed_request_is_retried_after_the_backoff(tmp_path):
         await eventually(lambda: len(leader.requests) >= 2)
         leader.fail_with = None
         await eventually(lambda: partition.log.log_end_offset == 2)
+
+    run(tmp_path, leader, [], scenario)
+
+
+def test_a_fetcher_left_without_partitions_stops_and_closes_its_connection(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a",))]), epoch=0)
+
+    async def scenario(manager, partition):
+        await eventually(lambda: partition.log.log_end_offset == 1)
+        manager.fetchers.remove_partitions([TP])
+        assert not manager.fetchers.fetchers
+        await eventually(lambda: leader.closed)  # before the broker shuts down
+        asked = len(leader.requests)
+        await asyncio.sleep(0.1)
+        assert len(leader.requests) == asked
 
     run(tmp_path, leader, [], scenario)
 

@@ -1,0 +1,94 @@
+"""InternalTopic's creation in cluster mode, against a fake TopicManager: the topic is ready once
+it reaches this broker's metadata, whoever created it (brokers racing to create it converge)."""
+
+import asyncio
+
+from coordinator.internal_topic import InternalTopic, partition_for
+from protocol.errors import ErrorCode, KafkaError
+
+PARTITIONS = 5
+
+
+class ClusterTopics:
+    """A cluster-mode TopicManager: `create` fails with `create_error` (after letting a rival
+    creation land in `topics`), `wait_for_topic` answers `metadata_partitions` or raises."""
+
+    is_local = False
+    live_broker_count = 3
+
+    def __init__(self, create_error: ErrorCode | None = None, metadata_partitions: int | None = PARTITIONS) -> None:
+        self.topics: dict = {}
+        self.create_error = create_error
+        self.metadata_partitions = metadata_partitions
+        self.created: list[tuple[str, int, int]] = []
+        self.waited_for: list[str] = []
+
+    def check_new_topic(self, *args, **kwargs) -> None:
+        pass
+
+    async def create(self, name, count, configs, replication_factor) -> None:
+        if self.create_error is not None:
+            raise KafkaError(f"{name}: {self.create_error.name}", self.create_error)
+        self.created.append((name, count, replication_factor))
+
+    async def wait_for_topic(self, name: str) -> int:
+        self.waited_for.append(name)
+        if self.metadata_partitions is None:
+            raise KafkaError("not in the metadata in time", ErrorCode.request_timed_out)
+        return self.metadata_partitions
+
+
+def _internal_topic(topics: ClusterTopics) -> InternalTopic:
+    return InternalTopic(
+        "__consumer_offsets", topics, replica_manager=None, partition_count=PARTITIONS, replication_factor=3,
+        configs={"min.insync.replicas": "2"}, load_buffer_bytes=1024, read=lambda *a: None, install=lambda *a: None,
+    )
+
+
+def _ensure(topic: InternalTopic, times: int = 1) -> list[bool]:
+    async def main():
+        return await asyncio.gather(*(topic.ensure() for _ in range(times)))
+
+    return asyncio.run(main())
+
+
+def test_the_broker_that_creates_the_topic_serves_it():
+    topics = ClusterTopics()
+    topic = _internal_topic(topics)
+    assert _ensure(topic, times=3) == [True] * 3
+    assert topics.created == [("__consumer_offsets", PARTITIONS, 3)]  # one creation for concurrent requests
+    assert topic.partition_count == PARTITIONS
+
+
+def test_a_broker_losing_the_race_to_create_the_topic_serves_the_winners():
+    topics = ClusterTopics(create_error=ErrorCode.topic_already_exists, metadata_partitions=PARTITIONS)
+    topic = _internal_topic(topics)
+    assert _ensure(topic) == [True]
+    assert topics.waited_for == ["__consumer_offsets"]
+    assert topic.partition_count == PARTITIONS
+    assert topic.state_of("group") is ErrorCode.not_coordinator  # it leads no partition of it yet
+    assert topic.partition_for("group") == partition_for("group", PARTITIONS)
+
+
+def test_a_topic_known_from_zookeeper_is_served_once_in_the_metadata():
+    topics = ClusterTopics()
+    topics.topics["__consumer_offsets"] = object()
+    topic = _internal_topic(topics)
+    assert _ensure(topic) == [True]
+    assert topics.created == [] and topics.waited_for == ["__consumer_offsets"]
+
+
+def test_a_topic_that_never_reaches_the_metadata_is_not_ready_and_is_waited_for_again():
+    topics = ClusterTopics(create_error=ErrorCode.topic_already_exists, metadata_partitions=None)
+    topic = _internal_topic(topics)
+    assert _ensure(topic) == [False]
+    assert topic.partition_count is None
+    topics.metadata_partitions = PARTITIONS
+    assert _ensure(topic) == [True]
+
+
+def test_other_creation_errors_leave_the_topic_not_ready():
+    topics = ClusterTopics(create_error=ErrorCode.invalid_replication_factor)
+    topic = _internal_topic(topics)
+    assert _ensure(topic) == [False]
+    assert topics.waited_for == [] and topic.partition_count is None
