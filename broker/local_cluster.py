@@ -320,9 +320,9 @@ class ZooKeeperServer(ManagedProcess):
     def four_letter_word(self, word: str, timeout: float = 2.0) -> str:
         return four_letter_word(self.host, self.port, word, timeout)
 
-    def ruok(self) -> bool:
+    def ruok(self, timeout: float = 1.0) -> bool:
         try:
-            return self.four_letter_word("ruok", timeout=1.0) == "imok"
+            return self.four_letter_word("ruok", timeout) == "imok"
         except OSError:
             return False
 

@@ -50,7 +50,7 @@ def cluster_id(broker: BrokerServer) -> str:
 
 
 def test_zookeeper_answers_a_kazoo_client(zookeeper):
-    assert zookeeper.ruok()
+    assert zookeeper.ruok(timeout=WAIT_S)  # a loaded machine can take over a second
     with kazoo_client(zookeeper.connect_string) as client:
         path = f"/harness-{uuid.uuid4().hex}"
         client.create(path, b"hello", makepath=True)

@@ -142,14 +142,14 @@ def _expire(connect: str, session: tuple[int, bytes]) -> None:
 def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(tmp_path):
     """kazoo drops every watch when its connection goes and does not set them again on the
     new connection: the owner must hear that its znode may have changed meanwhile."""
-    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=500)
+    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=1500)  # max session timeout 20 ticks: 30 s
     try:
         server.start()
     except ZooKeeperUnavailable as exc:
         pytest.skip(str(exc))
 
     async def scenario():
-        client = ZkClient(server.connect_string, 10000)
+        client = ZkClient(server.connect_string, 30000)  # outlives a JVM restart on a loaded machine
         sessions = []
         client.add_session_listener(sessions.append)
         await client.start()
@@ -160,7 +160,7 @@ def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(
             session = client.session_id
             # A restarted ZooKeeper keeps its sessions (they are in its transaction log).
             await asyncio.to_thread(server.restart)
-            event = await asyncio.wait_for(events.get(), _WAIT_S)
+            event = await asyncio.wait_for(events.get(), 3 * _WAIT_S)
             assert event == (WatchKind.RECONNECTED, "/w")
             assert client.session_id == session and SessionEvent.EXPIRED not in sessions
             assert SessionEvent.SUSPENDED in sessions
