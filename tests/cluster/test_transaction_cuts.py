@@ -7,11 +7,17 @@ ZooKeeper (confluent-kafka):
   controller elects the follower while the transaction is in PrepareCommit, the coordinator
   writes the markers again to the new leader; after the heal the old leader truncates its own
   markers and the replicas are byte for byte the same. A transaction aborted meanwhile stays
-  invisible, and a later transaction is read (the LSO moved on).
+  invisible, and a later transaction is read (the LSO moved on);
+- the transaction coordinator (not the controller) is cut off from ZooKeeper and its peers, but
+  not from clients, while a transaction is open: its PrepareCommit cannot be replicated, another
+  broker takes the id's __transaction_state partition, and the producer commits through it (or,
+  were it fenced, the transaction is aborted): readers see the transaction whole or not at all,
+  and back in touch the old coordinator no longer holds it open.
 
 Shares its helpers with tests/cluster/test_transaction_faults.py."""
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.checker import control_batch_offsets, partition_batches, replicas_agree
@@ -26,6 +32,7 @@ from tests.cluster.test_transaction_faults import (
     _coordinator,
     _producer,
     _read_committed,
+    _topic,
     _transaction_state,
     _write,
 )
@@ -138,3 +145,39 @@ def test_commit_markers_only_on_a_leader_cut_off_are_written_again_to_its_succes
     read = _read_committed(cluster, topic, len(committed))
     assert read == sorted(committed)
     assert not set(read) & set(aborted)
+
+
+def test_a_coordinator_cut_off_mid_transaction_is_replaced_and_the_commit_goes_through_once(cluster):
+    controller, _ = wait_until(lambda: _controller_or_none(cluster), _TIMEOUT_S, "a controller")
+    producer, transactional_id, coordinator = _producer_not_coordinated_by(cluster, controller, "cut-coordinator")
+    survivors = tuple(b for b in _BROKERS if b != coordinator)
+    topic, _ = _topic(cluster)
+
+    producer.begin_transaction()
+    values = _write(producer, topic, "open")
+    # Cut off from ZooKeeper and its peers, not from clients: it may go on believing it coordinates.
+    for host in (ZOOKEEPER, *survivors):
+        cluster.cut(coordinator, host)
+    new_coordinator = wait_until(
+        lambda: (found := _coordinator(cluster, transactional_id, survivors)) != coordinator and found,
+        _TIMEOUT_S, "another broker coordinating the transactional id",
+    )
+    try:
+        producer.commit_transaction(_TIMEOUT_S)
+        outcome = "CompleteCommit"
+    except KafkaException as error:
+        assert not error.args[0].retriable(), error
+        if error.args[0].txn_requires_abort():
+            producer.abort_transaction(_TIMEOUT_S)
+        outcome = "CompleteAbort"  # fenced: the new coordinator aborts it, at the latest on its timeout
+    wait_until(lambda: _transaction_state(cluster, new_coordinator, transactional_id) == outcome,
+               _TIMEOUT_S, f"{outcome} at the new coordinator")
+
+    cluster.heal_all()
+    # Back in touch, the old coordinator gave up the transactional id, or loaded it again as it ended.
+    wait_until(lambda: _transaction_state(cluster, coordinator, transactional_id) in {"not_coordinator", outcome},
+               _TIMEOUT_S, "the old coordinator no longer holding the transaction open")
+    later = _committed_later(cluster, topic)
+    read = _read_committed(cluster, topic, len(later) + (len(values) if outcome == "CompleteCommit" else 0))
+    assert read == sorted(later + values if outcome == "CompleteCommit" else later)
+    assert _transaction_state(cluster, _coordinator(cluster, transactional_id), transactional_id) == outcome
