@@ -67,7 +67,8 @@ def _topic_on(cluster, leader: int, follower: int) -> str:
     created[topic].result(timeout=_TIMEOUT_S)
     wait_until(
         lambda: (now := _agreed(cluster, topic, _BROKERS, _PARTITIONS))
-        and all(now_leader == leader and sorted(isr) == sorted((leader, follower)) for now_leader, _, isr in now.values()),
+        and all(now_leader == leader and sorted(isr) == sorted((leader, follower))
+                for now_leader, _, isr in now.values()),
         _TIMEOUT_S, "the topic led by its first replica with a full ISR everywhere",
     )
     return topic
