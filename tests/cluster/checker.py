@@ -133,6 +133,11 @@ def values_in(partition_dir: str) -> list[tuple[int, bytes]]:
     ]
 
 
+def control_batch_offsets(partition_dir: str) -> list[int]:
+    """The base offsets of the control batches (transaction markers) of a partition directory."""
+    return [offset for offset, batch in partition_batches(partition_dir) if _is_control(batch)]
+
+
 def _is_control(batch: bytes) -> bool:
     return next(iter_batches(batch))[1].is_control
 

@@ -4,8 +4,8 @@ process killed with SIGKILL under load (standalone: nothing acknowledged may be 
 import shutil
 import time
 
-from protocol.records import Record, build_batch
-from tests.cluster.checker import History, check, partition_batches, replicas_agree, values_in
+from protocol.records import ControlRecordType, Record, build_batch, control_record
+from tests.cluster.checker import History, check, control_batch_offsets, partition_batches, replicas_agree, values_in
 from tests.cluster.workload import ProducerWorkload, read_topic
 from tests.harness import BrokerProcess, unique_topic
 
@@ -67,6 +67,15 @@ def test_replicas_agree_below_the_shorter_log_and_a_differing_batch_is_named(tmp
     assert replicas_agree([str(a), str(b)]) is None
     assert "base offsets 1 and 1" in replicas_agree([str(a), str(c)])
     assert values_in(str(a)) == [(0, b"x"), (1, b"y"), (2, b"z")]
+
+
+def test_control_batches_are_found_by_offset_and_left_out_of_the_values(tmp_path):
+    partition = tmp_path / "t-0"
+    marker = build_batch([control_record(ControlRecordType.COMMIT, 0, 1, 1000)], is_transactional=True,
+                         is_control=True, producer_id=7, producer_epoch=0)
+    _write_partition(partition, [_batch(0, b"x"), marker, _batch(2, b"y")])
+    assert control_batch_offsets(str(partition)) == [1]
+    assert values_in(str(partition)) == [(0, b"x"), (2, b"y")]
 
 
 def test_no_acknowledged_write_is_lost_when_a_standalone_broker_is_killed_under_load(tmp_path):
