@@ -6,7 +6,7 @@
   data and logs are under the test's tmp_path; every cluster is closed at the end (processes
   killed, namespaces removed), whatever the test did. `namespaces=True` skips the test, with
   the reason, where network namespaces cannot be made (not root).
-- `cluster`: three brokers in loopback mode, started.
+- `cluster`: three brokers in loopback mode, started, each knowing the others and the controller.
 
 A broker log with a Python traceback fails the test at teardown: brokers must not crash,
 whatever the fault.
@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 import pytest
 
 from broker.local_cluster import ZooKeeperServer
+from tests.cluster.clients import SMALL_INDEXES, wait_formed
 from tests.cluster.harness import TICK_MS, Cluster, namespaces_unavailable
 
 ClusterFactory = Callable[..., Cluster]
@@ -65,4 +66,8 @@ def cluster_factory(tmp_path, request) -> ClusterFactory:
 
 @pytest.fixture
 def cluster(cluster_factory) -> Cluster:
-    return cluster_factory()
+    """Three brokers that all know each other and the controller (listening comes before
+    joining the cluster)."""
+    cluster = cluster_factory(overrides=SMALL_INDEXES)
+    wait_formed(cluster)
+    return cluster

@@ -14,10 +14,10 @@ from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from tests.cluster.clients import TIMEOUT_S, agreed_view, create_topic
 from tests.cluster.harness import read_frame, wait_until
-from tests.kafka_wire import decode_response, encode_request
-from tests.cluster.test_controller import _TIMEOUT_S, _agreed, _create, cluster  # noqa: F401 (fixture)
 from tests.harness import unique_topic
+from tests.kafka_wire import decode_response, encode_request
 
 _PARTITIONS = 3
 
@@ -28,12 +28,12 @@ def _transaction(producer: Producer, topic: str, label: str, commit: bool, offse
     for partition, value in enumerate(values):
         producer.produce(topic, value, partition=partition)
     if offsets is not None:
-        producer.send_offsets_to_transaction(offsets, group, _TIMEOUT_S)
-    assert producer.flush(_TIMEOUT_S) == 0  # aborting drops records not sent yet
+        producer.send_offsets_to_transaction(offsets, group, TIMEOUT_S)
+    assert producer.flush(TIMEOUT_S) == 0  # aborting drops records not sent yet
     if commit:
-        producer.commit_transaction(_TIMEOUT_S)
+        producer.commit_transaction(TIMEOUT_S)
     else:
-        producer.abort_transaction(_TIMEOUT_S)
+        producer.abort_transaction(TIMEOUT_S)
     return values
 
 
@@ -45,7 +45,7 @@ def _read_all(bootstrap: str, topic: str, isolation: str, count: int) -> list[by
     })
     consumer.assign([TopicPartition(topic, p, 0) for p in range(_PARTITIONS)])
     read = []
-    deadline = time.monotonic() + _TIMEOUT_S
+    deadline = time.monotonic() + TIMEOUT_S
     while len(read) < count and time.monotonic() < deadline:
         message = consumer.poll(1)
         if message is not None and message.error() is None:
@@ -56,12 +56,12 @@ def _read_all(bootstrap: str, topic: str, isolation: str, count: int) -> list[by
 
 def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(cluster):
     topic = unique_topic("txn")
-    _create(cluster, topic, _PARTITIONS, 3)
-    agreed = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), _PARTITIONS), _TIMEOUT_S, "metadata agreement")
+    create_topic(cluster, topic, _PARTITIONS, 3)
+    agreed = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), _PARTITIONS), TIMEOUT_S, "metadata agreement")
     assert sorted(leader for leader, _, _ in agreed.values()) == [1, 2, 3]  # whoever coordinates, two are remote
 
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": unique_topic("tid")})
-    producer.init_transactions(_TIMEOUT_S)
+    producer.init_transactions(TIMEOUT_S)
     group = unique_topic("group")
     member = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
     committed = _transaction(producer, topic, "first", commit=True)
@@ -73,7 +73,7 @@ def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(clust
     everything = committed + aborted
     assert _read_all(cluster.bootstrap, topic, "read_committed", len(committed)) == sorted(committed)
     assert _read_all(cluster.bootstrap, topic, "read_uncommitted", len(everything)) == sorted(everything)
-    found = member.committed([TopicPartition(topic, p) for p in range(_PARTITIONS)], _TIMEOUT_S)
+    found = member.committed([TopicPartition(topic, p) for p in range(_PARTITIONS)], TIMEOUT_S)
     assert [(tp.partition, tp.offset) for tp in found] == [(p, 1) for p in range(_PARTITIONS)]
     member.close()
 
@@ -84,7 +84,7 @@ _GROUP, _TRANSACTION = 0, 1
 def _find_coordinator(broker, key_type: int, key: str):
     """FindCoordinator v3 to `broker` on a connection of its own: the response."""
     request = FindCoordinatorRequest(key=key, key_type=key_type)
-    with socket.create_connection((broker.host, broker.port), timeout=_TIMEOUT_S) as sock:
+    with socket.create_connection((broker.host, broker.port), timeout=TIMEOUT_S) as sock:
         sock.sendall(encode_request(ApiKey.FIND_COORDINATOR, 3, request))
         return decode_response(ApiKey.FIND_COORDINATOR, 3, read_frame(sock))
 

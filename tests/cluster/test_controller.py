@@ -6,13 +6,11 @@ the controller serves."""
 
 import asyncio
 import datetime
-import json
 import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -30,197 +28,126 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from replication.broker_client import BrokerClient
 
+from tests.cluster.clients import (
+    TIMEOUT_S,
+    admin_client,
+    agreed_view,
+    create_topic,
+    read_values,
+    topic_view,
+    wait_formed,
+    zk_controller,
+    zk_controller_or_none,
+)
 from tests.cluster.harness import wait_until
 from tests.harness import unique_topic
 
-_TIMEOUT_S = 60
-
-
-# Small preallocated indexes: these tests make many partitions and write little.
-_SMALL_INDEXES = {"log.index.size.max.bytes": "65536"}
-
-
-@pytest.fixture
-def cluster(cluster_factory):
-    """Three brokers that all know each other and the controller (listening comes before
-    joining the cluster)."""
-    cluster = cluster_factory(overrides=_SMALL_INDEXES)
-    _wait_formed(cluster)
-    return cluster
-
-
-def _wait_formed(cluster) -> None:
-    def formed() -> bool:
-        for broker_id in (1, 2, 3):
-            try:
-                metadata = _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5)
-            except KafkaException:
-                return False
-            if sorted(metadata.brokers) != [1, 2, 3] or metadata.controller_id < 0:
-                return False
-        return True
-
-    wait_until(formed, _TIMEOUT_S, "the cluster formed")
-
-
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
-
-
-def _partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] | None:
-    """partition -> (leader, replicas, isr) as the broker at `bootstrap` describes `topic`."""
-    try:
-        # All topics: naming one would let the client's Metadata request auto-create it.
-        metadata = _admin(bootstrap).list_topics(timeout=5)
-    except KafkaException:
-        return None
-    described = metadata.topics.get(topic)
-    if described is None or described.error is not None:
-        return None
-    return {
-        p: (info.leader, tuple(info.replicas), tuple(info.isrs)) for p, info in sorted(described.partitions.items())
-    }
-
-
-def _controller(cluster) -> tuple[int, int]:
-    """(controller id, controller epoch) from ZooKeeper."""
-    with cluster.zookeeper_client() as zk:
-        controller, _ = zk.get("/controller")
-        epoch, _ = zk.get("/controller_epoch")
-    return json.loads(controller)["brokerid"], int(epoch)
-
-
-def _create(cluster, topic: str, partitions: int, replication_factor: int) -> None:
-    admin = _admin(cluster.bootstrap)  # kept: the futures die with their client
-    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=30)
-    futures[topic].result(timeout=_TIMEOUT_S)
-
-
-def _agreed(cluster, topic: str, broker_ids, partitions: int):
-    """What every broker of `broker_ids` says of `topic`, when all say the same and every
-    partition has a leader."""
-    views = [_partitions(cluster.broker(b).bootstrap, topic) for b in broker_ids]
-    first = views[0]
-    if first is None or len(first) != partitions or any(view != first for view in views):
-        return None
-    if any(leader < 0 for leader, _, _ in first.values()):
-        return None
-    return first
-
-
 def test_a_topic_with_three_replicas_looks_the_same_from_every_broker(cluster):
     topic = unique_topic("rf3")
-    _create(cluster, topic, 6, 3)
-    agreed = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 6), _TIMEOUT_S, "metadata agreement")
+    create_topic(cluster, topic, 6, 3)
+    agreed = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 6), TIMEOUT_S, "metadata agreement")
     for leader, replicas, isr in agreed.values():
         assert sorted(replicas) == [1, 2, 3]
         assert leader == replicas[0]
         assert sorted(isr) == [1, 2, 3]
     assert sorted({replicas[0] for _, replicas, _ in agreed.values()}) == [1, 2, 3]  # leaders spread
-    metadata = _admin(cluster.broker(2).bootstrap).list_topics(timeout=10)
+    metadata = admin_client(cluster.broker(2).bootstrap).list_topics(timeout=10)
     assert sorted(metadata.brokers) == [1, 2, 3]
-    assert metadata.controller_id == _controller(cluster)[0]
+    assert metadata.controller_id == zk_controller(cluster)[0]
 
 
 def test_more_replicas_than_brokers_is_refused(cluster):
     topic = unique_topic("rf4")
-    admin = _admin(cluster.bootstrap)
+    admin = admin_client(cluster.bootstrap)
     futures = admin.create_topics([NewTopic(topic, 1, 4)], operation_timeout=30)
     with pytest.raises(KafkaException) as error:
-        futures[topic].result(timeout=_TIMEOUT_S)
+        futures[topic].result(timeout=TIMEOUT_S)
     assert error.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
 
 
 def test_killing_the_controller_elects_another_with_a_higher_epoch(cluster):
-    old_controller, old_epoch = _controller(cluster)
+    old_controller, old_epoch = zk_controller(cluster)
     cluster.broker(old_controller).kill()
     # The winner creates /controller, then increments /controller_epoch.
     new_controller, new_epoch = wait_until(
-        lambda: (c := _controller_or_none(cluster)) and c[0] != old_controller and c[1] > old_epoch and c,
-        _TIMEOUT_S, "a new controller with a higher epoch",
+        lambda: (c := zk_controller_or_none(cluster)) and c[0] != old_controller and c[1] > old_epoch and c,
+        TIMEOUT_S, "a new controller with a higher epoch",
     )
     assert new_controller != old_controller and new_epoch == old_epoch + 1
     survivors = [b for b in (1, 2, 3) if b != old_controller]
     for broker_id in survivors:
         wait_until(
-            lambda: _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5).controller_id == new_controller,
-            _TIMEOUT_S, f"broker {broker_id} names the new controller",
+            lambda: admin_client(cluster.broker(broker_id).bootstrap).list_topics(timeout=5).controller_id == new_controller,
+            TIMEOUT_S, f"broker {broker_id} names the new controller",
         )
     topic = unique_topic("after-failover")
-    _create(cluster, topic, 2, 2)
-    wait_until(lambda: _agreed(cluster, topic, survivors, 2), _TIMEOUT_S, "a topic made by the new controller")
-
-
-def _controller_or_none(cluster):
-    try:
-        return _controller(cluster)
-    except Exception:  # noqa: BLE001 (the znode is gone between controllers)
-        return None
+    create_topic(cluster, topic, 2, 2)
+    wait_until(lambda: agreed_view(cluster, topic, survivors, 2), TIMEOUT_S, "a topic made by the new controller")
 
 
 def test_killing_a_leader_elects_a_new_one_from_the_isr(cluster):
     topic = unique_topic("leader-kill")
-    _create(cluster, topic, 3, 3)
-    before = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement")
-    controller, _ = _controller(cluster)
+    create_topic(cluster, topic, 3, 3)
+    before = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 3), TIMEOUT_S, "metadata agreement")
+    controller, _ = zk_controller(cluster)
     partition, (victim, _, isr) = next((p, s) for p, s in before.items() if s[0] != controller)
     cluster.broker(victim).kill()
     survivors = [b for b in (1, 2, 3) if b != victim]
 
     def moved():
-        after = _agreed(cluster, topic, survivors, 3)
+        after = agreed_view(cluster, topic, survivors, 3)
         return after if after and after[partition][0] != victim else None
 
-    after = wait_until(moved, _TIMEOUT_S, "a new leader")
+    after = wait_until(moved, TIMEOUT_S, "a new leader")
     leader, replicas, new_isr = after[partition]
     assert leader in isr and leader != victim
     assert victim not in new_isr
     assert replicas == before[partition][1]
     cluster.broker(victim).start()
     wait_until(
-        lambda: victim in _admin(cluster.broker(leader).bootstrap).list_topics(timeout=5).brokers,
-        _TIMEOUT_S, "the killed broker back in the metadata",
+        lambda: victim in admin_client(cluster.broker(leader).bootstrap).list_topics(timeout=5).brokers,
+        TIMEOUT_S, "the killed broker back in the metadata",
     )
 
 
 def test_controlled_shutdown_moves_leadership_away_first(cluster):
     topic = unique_topic("controlled")
-    _create(cluster, topic, 3, 3)
-    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement")
+    create_topic(cluster, topic, 3, 3)
+    wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 3), TIMEOUT_S, "metadata agreement")
     stopping = 3
     assert cluster.broker(stopping).stop() == 0
     assert "controlled shutdown done" in cluster.broker(stopping).log()
 
     def moved_away():
-        after = _agreed(cluster, topic, (1, 2), 3)
+        after = agreed_view(cluster, topic, (1, 2), 3)
         return after and all(leader != stopping and stopping not in isr for leader, _, isr in after.values())
 
-    wait_until(moved_away, _TIMEOUT_S, "leaders and ISRs without the stopped broker")
+    wait_until(moved_away, TIMEOUT_S, "leaders and ISRs without the stopped broker")
 
 
 def test_partitions_added_and_topic_deleted_through_the_controller(cluster):
     topic = unique_topic("grow")
-    _create(cluster, topic, 2, 2)
-    admin = _admin(cluster.bootstrap)
-    admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
-    grown = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 5), _TIMEOUT_S, "five partitions everywhere")
+    create_topic(cluster, topic, 2, 2)
+    admin = admin_client(cluster.bootstrap)
+    admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=30)[topic].result(timeout=TIMEOUT_S)
+    grown = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 5), TIMEOUT_S, "five partitions everywhere")
     assert all(len(replicas) == 2 for _, replicas, _ in grown.values())
-    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=TIMEOUT_S)
     wait_until(
-        lambda: all(_partitions(cluster.broker(b).bootstrap, topic) is None for b in (1, 2, 3)),
-        _TIMEOUT_S, "the topic gone from every broker",
+        lambda: all(topic_view(cluster.broker(b).bootstrap, topic) is None for b in (1, 2, 3)),
+        TIMEOUT_S, "the topic gone from every broker",
     )
     with cluster.zookeeper_client() as zk:
         wait_until(
             lambda: not any(zk.exists(path) for path in (
                 f"/brokers/topics/{topic}", f"/config/topics/{topic}", f"/admin/delete_topics/{topic}"
             )),
-            _TIMEOUT_S, "the topic's znodes removed once its replicas are deleted",
+            TIMEOUT_S, "the topic's znodes removed once its replicas are deleted",
         )
 
 
 def test_session_expiry_re_registers_the_broker_and_re_elects_the_controller(cluster):
-    controller, epoch = _controller(cluster)
+    controller, epoch = zk_controller(cluster)
     with cluster.zookeeper_client() as zk:
         _, registration = zk.get(f"/brokers/ids/{controller}")
     cluster.expire_session(controller)
@@ -230,20 +157,20 @@ def test_session_expiry_re_registers_the_broker_and_re_elects_the_controller(clu
             found = zk.exists(f"/brokers/ids/{controller}")
         return found is not None and found.czxid > registration.czxid
 
-    wait_until(registered_again, _TIMEOUT_S, "a new registration (new broker epoch)")
+    wait_until(registered_again, TIMEOUT_S, "a new registration (new broker epoch)")
     wait_until(
-        lambda: (c := _controller_or_none(cluster)) and c[1] > epoch, _TIMEOUT_S, "a controller with a higher epoch"
+        lambda: (c := zk_controller_or_none(cluster)) and c[1] > epoch, TIMEOUT_S, "a controller with a higher epoch"
     )
-    _wait_formed(cluster)
+    wait_formed(cluster)
     topic = unique_topic("after-expiry")
-    _create(cluster, topic, 3, 3)
-    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 3), _TIMEOUT_S, "metadata agreement after the expiry")
+    create_topic(cluster, topic, 3, 3)
+    wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 3), TIMEOUT_S, "metadata agreement after the expiry")
 
 
 def test_records_acknowledged_by_all_replicas_survive_the_leaders_death(cluster):
     topic = unique_topic("acks-all")
-    _create(cluster, topic, 1, 3)
-    before = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    create_topic(cluster, topic, 1, 3)
+    before = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 1), TIMEOUT_S, "metadata agreement")
     leader = before[0][0]
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False})
     delivered = []
@@ -255,58 +182,44 @@ def test_records_acknowledged_by_all_replicas_survive_the_leaders_death(cluster)
     values = [b"record-%d" % i for i in range(200)]
     for value in values:
         producer.produce(topic, value, partition=0, on_delivery=on_delivery)
-    assert producer.flush(_TIMEOUT_S) == 0
+    assert producer.flush(TIMEOUT_S) == 0
     assert sorted(delivered) == sorted(values)
     cluster.broker(leader).kill()
     survivors = [b for b in (1, 2, 3) if b != leader]
     wait_until(
-        lambda: (after := _agreed(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
-        _TIMEOUT_S, "a new leader",
+        lambda: (after := agreed_view(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
+        TIMEOUT_S, "a new leader",
     )
-    assert _read(cluster.broker(survivors[0]).bootstrap, topic, len(values)) == values
-
-
-def _read(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    """The values of partition 0 of `topic` from its start, until `count` (or the timeout)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    read = []
-    deadline = time.monotonic() + _TIMEOUT_S
-    while len(read) < count and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and message.error() is None:
-            read.append(message.value())
-    consumer.close()
-    return read
+    assert read_values(cluster.broker(survivors[0]).bootstrap, topic, len(values)) == values
 
 
 def test_topic_configs_reach_every_broker(cluster):
     topic = unique_topic("configs")
-    _create(cluster, topic, 1, 2)
-    admin = _admin(cluster.bootstrap)
+    create_topic(cluster, topic, 1, 2)
+    admin = admin_client(cluster.bootstrap)
     resource = ConfigResource("topic", topic, incremental_configs=[
         ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)
     ])
-    admin.incremental_alter_configs([resource])[resource].result(timeout=_TIMEOUT_S)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT_S)
 
     def retention(broker_id: int) -> str | None:
-        client = _admin(cluster.broker(broker_id).bootstrap)  # kept while its future is read
+        client = admin_client(cluster.broker(broker_id).bootstrap)  # kept while its future is read
         described = client.describe_configs([ConfigResource("topic", topic)])
         entries = next(iter(described.values())).result(timeout=10)
         return entries["retention.ms"].value
 
     for broker_id in (1, 2, 3):
-        wait_until(lambda: retention(broker_id) == "123456", _TIMEOUT_S, f"broker {broker_id} has the new config")
+        wait_until(lambda: retention(broker_id) == "123456", TIMEOUT_S, f"broker {broker_id} has the new config")
 
 
 def test_a_consumer_group_is_coordinated_by_the_leader_of_its_offsets_partition(cluster):
     topic = unique_topic("grouped")
-    _create(cluster, topic, 2, 3)
+    create_topic(cluster, topic, 2, 3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": False})
     values = [b"v%d" % i for i in range(20)]
     for value in values:
         producer.produce(topic, value)
-    assert producer.flush(_TIMEOUT_S) == 0
+    assert producer.flush(TIMEOUT_S) == 0
     group = unique_topic("group")
     consumer = Consumer({
         "bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
@@ -314,7 +227,7 @@ def test_a_consumer_group_is_coordinated_by_the_leader_of_its_offsets_partition(
     })
     consumer.subscribe([topic])
     read = []
-    deadline = time.monotonic() + _TIMEOUT_S
+    deadline = time.monotonic() + TIMEOUT_S
     while len(read) < len(values) and time.monotonic() < deadline:
         message = consumer.poll(1)
         if message is not None and message.error() is None:
@@ -323,7 +236,7 @@ def test_a_consumer_group_is_coordinated_by_the_leader_of_its_offsets_partition(
     consumer.close()
     assert sorted(read) == sorted(values)
     offsets = wait_until(
-        lambda: _partitions(cluster.broker(1).bootstrap, "__consumer_offsets"), _TIMEOUT_S, "__consumer_offsets"
+        lambda: topic_view(cluster.broker(1).bootstrap, "__consumer_offsets"), TIMEOUT_S, "__consumer_offsets"
     )
     assert all(len(replicas) == 3 for _, replicas, _ in offsets.values())
 
@@ -343,10 +256,10 @@ def _send(bootstrap: str, api_key: ApiKey, version: int, request):
 
 def test_a_reassignment_moves_replicas_and_leadership(cluster):
     topic = unique_topic("moves")
-    admin = _admin(cluster.bootstrap)
-    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=_TIMEOUT_S)
-    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
-    controller, _ = _controller(cluster)
+    admin = admin_client(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=TIMEOUT_S)
+    wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 1), TIMEOUT_S, "metadata agreement")
+    controller, _ = zk_controller(cluster)
     started = _send(cluster.broker(controller).bootstrap, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0,
                     AlterPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=(
                         ReassignableTopic(name=topic, partitions=(ReassignablePartition(partition_index=0, replicas=(2, 3)),)),
@@ -355,10 +268,10 @@ def test_a_reassignment_moves_replicas_and_leadership(cluster):
     assert [p.error_code for t in started.responses for p in t.partitions] == [ErrorCode.none]
 
     def moved():
-        after = _agreed(cluster, topic, (1, 2, 3), 1)
+        after = agreed_view(cluster, topic, (1, 2, 3), 1)
         return after if after and after[0][1] == (2, 3) and sorted(after[0][2]) == [2, 3] else None
 
-    leader, _, _ = wait_until(moved, _TIMEOUT_S, "replicas moved to brokers 2 and 3")[0]
+    leader, _, _ = wait_until(moved, TIMEOUT_S, "replicas moved to brokers 2 and 3")[0]
     assert leader in (2, 3)
     listed = _send(cluster.broker(controller).bootstrap, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
                    ListPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=None))
@@ -367,21 +280,21 @@ def test_a_reassignment_moves_replicas_and_leadership(cluster):
 
 def test_preferred_leader_election_gives_leadership_back(cluster):
     topic = unique_topic("preferred")
-    admin = _admin(cluster.bootstrap)
-    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=_TIMEOUT_S)
-    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
+    admin = admin_client(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])])[topic].result(timeout=TIMEOUT_S)
+    wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 1), TIMEOUT_S, "metadata agreement")
     assert cluster.broker(1).stop() == 0  # controlled shutdown: broker 2 leads
     cluster.broker(1).start()
     wait_until(
-        lambda: (after := _agreed(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 2 and sorted(after[0][2]) == [1, 2],
-        _TIMEOUT_S, "broker 1 back in the ISR under leader 2",
+        lambda: (after := agreed_view(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 2 and sorted(after[0][2]) == [1, 2],
+        TIMEOUT_S, "broker 1 back in the ISR under leader 2",
     )
-    elect_admin = _admin(cluster.bootstrap)
-    result = elect_admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(timeout=_TIMEOUT_S)
+    elect_admin = admin_client(cluster.bootstrap)
+    result = elect_admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(timeout=TIMEOUT_S)
     assert result[TopicPartition(topic, 0)] is None
     wait_until(
-        lambda: (after := _agreed(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 1,
-        _TIMEOUT_S, "the preferred replica leads again",
+        lambda: (after := agreed_view(cluster, topic, (1, 2, 3), 1)) and after[0][0] == 1,
+        TIMEOUT_S, "the preferred replica leads again",
     )
 
 
@@ -402,53 +315,53 @@ def _topic_znodes(cluster, topic: str) -> list[str]:
 
 def test_a_topic_deleted_while_a_replica_is_down_is_deleted_there_when_it_comes_back(cluster):
     topic = unique_topic("delete-down")
-    _create(cluster, topic, 2, 3)
-    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 2), _TIMEOUT_S, "metadata agreement")
+    create_topic(cluster, topic, 2, 3)
+    wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 2), TIMEOUT_S, "metadata agreement")
     wait_until(lambda: all(len(_partition_dirs(cluster, b, topic, 2)) == 2 for b in (1, 2, 3)),
-               _TIMEOUT_S, "the partition directories on every broker")
-    controller, _ = _controller(cluster)
+               TIMEOUT_S, "the partition directories on every broker")
+    controller, _ = zk_controller(cluster)
     down = next(b for b in (3, 2, 1) if b != controller)
     live = [b for b in (1, 2, 3) if b != down]
     assert cluster.broker(down).stop() == 0
-    admin = _admin(cluster.broker(controller).bootstrap)
-    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
-    wait_until(lambda: all(_partitions(cluster.broker(b).bootstrap, topic) is None for b in live),
-               _TIMEOUT_S, "the topic gone from the metadata")
+    admin = admin_client(cluster.broker(controller).bootstrap)
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=TIMEOUT_S)
+    wait_until(lambda: all(topic_view(cluster.broker(b).bootstrap, topic) is None for b in live),
+               TIMEOUT_S, "the topic gone from the metadata")
     wait_until(lambda: not any(_partition_dirs(cluster, b, topic, 2) for b in live),
-               _TIMEOUT_S, "the live replicas deleted")
+               TIMEOUT_S, "the live replicas deleted")
     time.sleep(1)  # the controller had every chance to finish the deletion wrongly
     assert len(_topic_znodes(cluster, topic)) == 3, "the deletion waits for the stopped replica"
     assert len(_partition_dirs(cluster, down, topic, 2)) == 2
     again = admin.create_topics([NewTopic(topic, 1, 2)], operation_timeout=30)[topic]
     with pytest.raises(KafkaException) as refused:
-        again.result(timeout=_TIMEOUT_S)
+        again.result(timeout=TIMEOUT_S)
     assert refused.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
     assert "marked for deletion" in refused.value.args[0].str()
 
     cluster.broker(down).start()
-    wait_until(lambda: not _partition_dirs(cluster, down, topic, 2), _TIMEOUT_S, "the returning replica deleted")
-    wait_until(lambda: not _topic_znodes(cluster, topic), _TIMEOUT_S, "the topic's znodes removed")
+    wait_until(lambda: not _partition_dirs(cluster, down, topic, 2), TIMEOUT_S, "the returning replica deleted")
+    wait_until(lambda: not _topic_znodes(cluster, topic), TIMEOUT_S, "the topic's znodes removed")
     cluster.broker(down).restart()
-    _wait_formed(cluster)
-    assert all(_partitions(cluster.broker(b).bootstrap, topic) is None for b in (1, 2, 3))
+    wait_formed(cluster)
+    assert all(topic_view(cluster.broker(b).bootstrap, topic) is None for b in (1, 2, 3))
     assert not _topic_znodes(cluster, topic)
     assert not any(_partition_dirs(cluster, b, topic, 2) for b in (1, 2, 3))
 
 
 def test_a_new_controller_resumes_a_pending_deletion(cluster):
     topic = unique_topic("delete-failover")
-    _create(cluster, topic, 1, 3)
-    wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")
-    controller, _ = _controller(cluster)
+    create_topic(cluster, topic, 1, 3)
+    wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 1), TIMEOUT_S, "metadata agreement")
+    controller, _ = zk_controller(cluster)
     down = next(b for b in (3, 2, 1) if b != controller)
     assert cluster.broker(down).stop() == 0
-    admin = _admin(cluster.broker(controller).bootstrap)  # kept: the futures die with their client
-    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=_TIMEOUT_S)
-    wait_until(lambda: not _partition_dirs(cluster, controller, topic, 1), _TIMEOUT_S, "the controller's replica deleted")
+    admin = admin_client(cluster.broker(controller).bootstrap)  # kept: the futures die with their client
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=TIMEOUT_S)
+    wait_until(lambda: not _partition_dirs(cluster, controller, topic, 1), TIMEOUT_S, "the controller's replica deleted")
     cluster.broker(controller).kill()
-    wait_until(lambda: (c := _controller_or_none(cluster)) and c[0] != controller, _TIMEOUT_S, "a new controller")
+    wait_until(lambda: (c := zk_controller_or_none(cluster)) and c[0] != controller, TIMEOUT_S, "a new controller")
     assert f"/admin/delete_topics/{topic}" in _topic_znodes(cluster, topic)
     cluster.broker(down).start()
     cluster.broker(controller).start()
-    wait_until(lambda: not _topic_znodes(cluster, topic), _TIMEOUT_S, "the deletion completed")
+    wait_until(lambda: not _topic_znodes(cluster, topic), TIMEOUT_S, "the deletion completed")
     assert not any(_partition_dirs(cluster, b, topic, 1) for b in (1, 2, 3))

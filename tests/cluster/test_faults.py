@@ -38,8 +38,8 @@ from protocol.legacy import StopReplicaRequest, StopReplicaTopic
 from protocol.records import Record, build_batch
 from replication.broker_client import BrokerClient
 from tests.cluster.checker import History, Verdict, check, partition_batches, replicas_agree, values_in
+from tests.cluster.clients import admin_client, topic_view, wait_formed, zk_controller_or_none
 from tests.cluster.harness import ZOOKEEPER, Cluster, wait_until
-from tests.cluster.test_controller import _admin, _controller_or_none, _partitions, _wait_formed
 from tests.cluster.workload import ProducerWorkload, read_topic
 from tests.harness import unique_topic
 
@@ -69,14 +69,14 @@ _CANNOT_COMMIT = {
 
 def _formed_cluster(cluster_factory, *, namespaces: bool, overrides: dict | None = None) -> Cluster:
     cluster = cluster_factory(namespaces=namespaces, overrides={**_FAST_FAILURES, **(overrides or {})})
-    _wait_formed(cluster)
+    wait_formed(cluster)
     return cluster
 
 
 def _create_topic(cluster: Cluster, name: str, replicas: list[int], config: dict | None = None) -> str:
     """A one-partition topic on `replicas` (the first leads), in sync everywhere."""
     topic = unique_topic(name)
-    admin = _admin(cluster.bootstrap)
+    admin = admin_client(cluster.bootstrap)
     created = admin.create_topics(
         [NewTopic(topic, num_partitions=1, replica_assignment=[replicas], config=config or _ACKS_ALL_TOPIC)],
         operation_timeout=30,
@@ -100,11 +100,11 @@ def _wait_state(cluster: Cluster, topic: str, condition, what: str, timeout: flo
 
 
 def _controller(cluster: Cluster) -> tuple[int, int]:
-    return wait_until(lambda: _controller_or_none(cluster), _TIMEOUT_S, "a controller")
+    return wait_until(lambda: zk_controller_or_none(cluster), _TIMEOUT_S, "a controller")
 
 
 def _metadata_isr(cluster: Cluster, broker_id: int, topic: str) -> tuple[int, ...] | None:
-    described = _partitions(cluster.broker(broker_id).bootstrap, topic)
+    described = topic_view(cluster.broker(broker_id).bootstrap, topic)
     return tuple(sorted(described[0][2])) if described else None
 
 
@@ -296,14 +296,14 @@ def test_a_controller_losing_zookeeper_is_replaced_fenced_and_the_cluster_keeps_
 
     depose(cluster, old_controller)
     new_controller, new_epoch = wait_until(
-        lambda: (c := _controller_or_none(cluster)) and c[1] > old_epoch and c, _TIMEOUT_S,
+        lambda: (c := zk_controller_or_none(cluster)) and c[1] > old_epoch and c, _TIMEOUT_S,
         "a controller with a higher epoch",
     )
     if depose is _depose_by_kill:
         assert new_controller != old_controller
     live = [b for b in BROKERS if cluster.broker(b).running]
     for broker_id in live:
-        wait_until(lambda: _admin(cluster.broker(broker_id).bootstrap).list_topics(timeout=5).controller_id == new_controller,
+        wait_until(lambda: admin_client(cluster.broker(broker_id).bootstrap).list_topics(timeout=5).controller_id == new_controller,
                    _TIMEOUT_S, f"broker {broker_id} names the new controller")
     # A request from the deposed controller (its epoch) is refused, and changes nothing. The
     # target learns the new epoch from the new controller's first request: until then (and when

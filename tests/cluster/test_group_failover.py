@@ -10,8 +10,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
 
+from tests.cluster.clients import admin_client, wait_formed
 from tests.cluster.harness import wait_until
-from tests.cluster.test_controller import _admin, _wait_formed
 from tests.harness import unique_topic
 
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def _coordinator(bootstrap: str, group: str) -> int | None:
     """The broker coordinating `group`, None while it cannot be told (the callers' deadlines
     bound the asking)."""
     try:
-        admin = _admin(bootstrap)  # referenced until the answer: a collected client cancels its requests
+        admin = admin_client(bootstrap)  # referenced until the answer: a collected client cancels its requests
         described = admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10)
     except KafkaException:  # the coordinator moving, or a request timing out under load: asked again
         return None
@@ -97,7 +97,7 @@ def _fetched_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int] |
     coordinator moves."""
     request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
     try:
-        admin = _admin(bootstrap)
+        admin = admin_client(bootstrap)
         answer = admin.list_consumer_group_offsets([request], request_timeout=5)[group].result(timeout=10)
     except KafkaException:
         return None
@@ -126,9 +126,9 @@ def _read_rest(consumer: Consumer, topic: str, remaining: int) -> list[tuple[int
 
 def test_a_group_keeps_its_committed_offsets_when_its_coordinators_broker_dies(cluster_factory):
     cluster = cluster_factory(overrides=_GROUP_CLUSTER)
-    _wait_formed(cluster)
+    wait_formed(cluster)
     topic, group = unique_topic("group-failover"), unique_topic("group")
-    admin = _admin(cluster.bootstrap)
+    admin = admin_client(cluster.bootstrap)
     created = admin.create_topics(
         [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})],
         operation_timeout=30,

@@ -25,8 +25,8 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.checker import History, check, partition_batches, replicas_agree
+from tests.cluster.clients import admin_client, topic_view, wait_formed
 from tests.cluster.harness import ZOOKEEPER, Cluster, wait_until
-from tests.cluster.test_controller import _admin, _partitions, _wait_formed
 from tests.cluster.test_faults import _ACKS_ALL_TOPIC, _FAST_FAILURES
 from tests.cluster.workload import ProducerWorkload, read_topic
 from tests.harness import unique_topic
@@ -103,7 +103,7 @@ def _full_isrs(cluster: Cluster, topic: str) -> bool:
     if any(isr != list(BROKERS) for isr in _zookeeper_isrs(cluster, topic).values()):
         return False
     for broker_id in BROKERS:
-        described = _partitions(cluster.broker(broker_id).bootstrap, topic)
+        described = topic_view(cluster.broker(broker_id).bootstrap, topic)
         if described is None or len(described) != PARTITIONS:
             return False
         if any(leader not in BROKERS or tuple(sorted(isr)) != BROKERS for leader, _, isr in described.values()):
@@ -170,9 +170,9 @@ def test_a_random_schedule_of_faults_loses_no_acknowledged_write(cluster_factory
     seed = int(os.environ.get(SEED_VARIABLE) or random.randrange(2**32))
     rng = random.Random(seed)
     cluster = cluster_factory(namespaces=namespaces, overrides=_FAST_FAILURES)
-    _wait_formed(cluster)
+    wait_formed(cluster)
     topic = unique_topic("jepsen")
-    admin = _admin(cluster.bootstrap)
+    admin = admin_client(cluster.bootstrap)
     created = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3,
                                             config=_ACKS_ALL_TOPIC)], operation_timeout=30)
     created[topic].result(timeout=_TIMEOUT_S)

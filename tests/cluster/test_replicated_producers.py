@@ -6,8 +6,8 @@ import json
 
 from confluent_kafka import Producer
 
+from tests.cluster.clients import TIMEOUT_S, agreed_view, create_topic, read_values
 from tests.cluster.harness import wait_until
-from tests.cluster.test_controller import _TIMEOUT_S, _agreed, _create, _read, cluster  # noqa: F401 (fixture)
 from tests.harness import unique_topic
 
 
@@ -15,14 +15,14 @@ def _produce(cluster, producer: Producer, topic: str, values: list[bytes]) -> No
     delivered = []
     for value in values:
         producer.produce(topic, value, partition=0, on_delivery=lambda e, m: delivered.append(e))
-    assert producer.flush(_TIMEOUT_S) == 0
+    assert producer.flush(TIMEOUT_S) == 0
     assert delivered == [None] * len(values)
 
 
 def test_an_idempotent_producer_goes_on_through_a_leaders_death(cluster):
     topic = unique_topic("idempotent")
-    _create(cluster, topic, 1, 3)
-    leader = wait_until(lambda: _agreed(cluster, topic, (1, 2, 3), 1), _TIMEOUT_S, "metadata agreement")[0][0]
+    create_topic(cluster, topic, 1, 3)
+    leader = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 1), TIMEOUT_S, "metadata agreement")[0][0]
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "linger.ms": 5})
     values = [b"record-%d" % i for i in range(200)]
     _produce(cluster, producer, topic, values[:100])
@@ -34,9 +34,9 @@ def test_an_idempotent_producer_goes_on_through_a_leaders_death(cluster):
     cluster.broker(leader).kill()
     survivors = [b for b in (1, 2, 3) if b != leader]
     wait_until(
-        lambda: (after := _agreed(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
-        _TIMEOUT_S, "a new leader",
+        lambda: (after := agreed_view(cluster, topic, survivors, 1)) and after[0][0] not in (leader, -1),
+        TIMEOUT_S, "a new leader",
     )
     _produce(cluster, producer, topic, values[100:])
 
-    assert _read(cluster.broker(survivors[0]).bootstrap, topic, len(values)) == values
+    assert read_values(cluster.broker(survivors[0]).bootstrap, topic, len(values)) == values

@@ -23,8 +23,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.checker import control_batch_offsets, partition_batches, replicas_agree
+from tests.cluster.clients import admin_client, agreed_view, wait_formed, zk_controller_or_none
 from tests.cluster.harness import ZOOKEEPER, wait_until
-from tests.cluster.test_controller import _admin, _agreed, _controller_or_none, _wait_formed
 from tests.cluster.test_transaction_faults import (
     _BROKERS,
     _OVERRIDES,
@@ -52,7 +52,7 @@ _PREPARED = {"PrepareCommit", "coordinator_load_in_progress"}
 @pytest.fixture
 def cluster(cluster_factory):
     cluster = cluster_factory(namespaces=True, overrides=_CUT_OVERRIDES)
-    _wait_formed(cluster)
+    wait_formed(cluster)
     return cluster
 
 
@@ -60,13 +60,13 @@ def _topic_on(cluster, leader: int, follower: int) -> str:
     """A new topic whose every partition has two replicas, `leader` leading, both in sync."""
     topic = unique_topic("txn-cuts")
     assignment = [[leader, follower]] * _PARTITIONS
-    admin = _admin(cluster.bootstrap)  # kept: the futures die with their client
+    admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
     created = admin.create_topics(
         [NewTopic(topic, num_partitions=_PARTITIONS, replica_assignment=assignment)], operation_timeout=30,
     )
     created[topic].result(timeout=_TIMEOUT_S)
     wait_until(
-        lambda: (now := _agreed(cluster, topic, _BROKERS, _PARTITIONS))
+        lambda: (now := agreed_view(cluster, topic, _BROKERS, _PARTITIONS))
         and all(now_leader == leader and sorted(isr) == sorted((leader, follower))
                 for now_leader, _, isr in now.values()),
         _TIMEOUT_S, "the topic led by its first replica with a full ISR everywhere",
@@ -101,7 +101,7 @@ def _zookeeper_leaders(zookeeper, topic: str) -> set[int]:
 
 
 def test_commit_markers_only_on_a_leader_cut_off_are_written_again_to_its_successor(cluster):
-    controller, _ = wait_until(lambda: _controller_or_none(cluster), _TIMEOUT_S, "a controller")
+    controller, _ = wait_until(lambda: zk_controller_or_none(cluster), _TIMEOUT_S, "a controller")
     committer_id = unique_topic("committer")
     committer = _producer(cluster, committer_id)
     coordinator = _coordinator(cluster, committer_id)
@@ -142,7 +142,7 @@ def test_commit_markers_only_on_a_leader_cut_off_are_written_again_to_its_succes
 
     cluster.heal_all()
     wait_until(
-        lambda: (now := _agreed(cluster, topic, _BROKERS, _PARTITIONS))
+        lambda: (now := agreed_view(cluster, topic, _BROKERS, _PARTITIONS))
         and all(sorted(isr) == sorted((old_leader, follower)) for _, _, isr in now.values()),
         _TIMEOUT_S, "the old leader back in the ISR",
     )
@@ -157,7 +157,7 @@ def test_commit_markers_only_on_a_leader_cut_off_are_written_again_to_its_succes
 
 
 def test_a_coordinator_cut_off_mid_transaction_is_replaced_and_the_commit_goes_through_once(cluster):
-    controller, _ = wait_until(lambda: _controller_or_none(cluster), _TIMEOUT_S, "a controller")
+    controller, _ = wait_until(lambda: zk_controller_or_none(cluster), _TIMEOUT_S, "a controller")
     producer, transactional_id, coordinator = _producer_not_coordinated_by(cluster, controller, "cut-coordinator")
     survivors = tuple(b for b in _BROKERS if b != coordinator)
     topic, _ = _topic(cluster)

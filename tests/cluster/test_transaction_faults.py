@@ -25,9 +25,9 @@ from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequ
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from tests.cluster.clients import admin_client, agreed_view, create_topic, wait_formed
 from tests.cluster.harness import read_frame, wait_until
 from tests.cluster.test_cluster_transactions import _TRANSACTION, _find_coordinator
-from tests.cluster.test_controller import _admin, _agreed, _create, _wait_formed
 from tests.harness import unique_topic
 from tests.kafka_wire import decode_response, encode_request
 
@@ -49,15 +49,15 @@ _DRAIN_S = 3  # how long a reader goes on after the records it expects, to catch
 @pytest.fixture
 def cluster(cluster_factory):
     cluster = cluster_factory(overrides=_OVERRIDES)
-    _wait_formed(cluster)
+    wait_formed(cluster)
     return cluster
 
 
 def _topic(cluster) -> tuple[str, dict[int, int]]:
     """A new topic of three replicas, one partition led by each broker; partition -> leader."""
     topic = unique_topic("txn-faults")
-    _create(cluster, topic, _PARTITIONS, 3)
-    agreed = wait_until(lambda: _agreed(cluster, topic, _BROKERS, _PARTITIONS), _TIMEOUT_S, "metadata agreement")
+    create_topic(cluster, topic, _PARTITIONS, 3)
+    agreed = wait_until(lambda: agreed_view(cluster, topic, _BROKERS, _PARTITIONS), _TIMEOUT_S, "metadata agreement")
     leaders = {partition: leader for partition, (leader, _, _) in agreed.items()}
     assert sorted(leaders.values()) == list(_BROKERS)
     return topic, leaders
@@ -159,7 +159,7 @@ def _transactions_across_a_leader_move(cluster, fault: str, before_ending=lambda
     aborted = _write(aborter, topic, "aborted-before")
     _fail(cluster, victim, fault)
     wait_until(
-        lambda: (now := _agreed(cluster, topic, survivors, _PARTITIONS)) and now[moved][0] != victim,
+        lambda: (now := agreed_view(cluster, topic, survivors, _PARTITIONS)) and now[moved][0] != victim,
         _TIMEOUT_S, f"a new leader for partition {moved}",
     )
     committed += _write(committer, topic, "committed-after")
@@ -187,16 +187,16 @@ def test_the_old_leader_back_in_the_lead_serves_the_transactions_as_its_successo
     def back_in_the_isr(topic: str, moved: int, victim: int) -> None:
         cluster.broker(victim).start()
         wait_until(
-            lambda: (now := _agreed(cluster, topic, _BROKERS, _PARTITIONS)) and victim in now[moved][2],
+            lambda: (now := agreed_view(cluster, topic, _BROKERS, _PARTITIONS)) and victim in now[moved][2],
             _TIMEOUT_S, f"broker {victim} back in the ISR of partition {moved}",
         )
 
     topic, committed, aborted, moved, victim = _transactions_across_a_leader_move(cluster, "kill", back_in_the_isr)
-    admin = _admin(cluster.bootstrap)  # kept: the future dies with its client
+    admin = admin_client(cluster.bootstrap)  # kept: the future dies with its client
     elected = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, moved)]).result(timeout=_TIMEOUT_S)
     assert elected[TopicPartition(topic, moved)] is None
     wait_until(
-        lambda: (now := _agreed(cluster, topic, _BROKERS, _PARTITIONS)) and now[moved][0] == victim,
+        lambda: (now := agreed_view(cluster, topic, _BROKERS, _PARTITIONS)) and now[moved][0] == victim,
         _TIMEOUT_S, f"broker {victim} leading partition {moved} again",
     )
     read = _read_committed(cluster, topic, len(committed))

@@ -1,0 +1,98 @@
+"""Client-side helpers the cluster tests share: an AdminClient, the cluster formed, what the
+brokers say of a topic (and whether they agree), the controller from ZooKeeper, a topic made,
+records read back."""
+
+import json
+import time
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.cluster.harness import wait_until
+from tests.harness import unique_topic
+
+TIMEOUT_S = 60
+
+
+# Small preallocated indexes: the cluster tests make many partitions and write little.
+SMALL_INDEXES = {"log.index.size.max.bytes": "65536"}
+
+
+def wait_formed(cluster) -> None:
+    def formed() -> bool:
+        for broker_id in (1, 2, 3):
+            try:
+                metadata = admin_client(cluster.broker(broker_id).bootstrap).list_topics(timeout=5)
+            except KafkaException:
+                return False
+            if sorted(metadata.brokers) != [1, 2, 3] or metadata.controller_id < 0:
+                return False
+        return True
+
+    wait_until(formed, TIMEOUT_S, "the cluster formed")
+
+
+def admin_client(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+
+
+def topic_view(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] | None:
+    """partition -> (leader, replicas, isr) as the broker at `bootstrap` describes `topic`."""
+    try:
+        # All topics: naming one would let the client's Metadata request auto-create it.
+        metadata = admin_client(bootstrap).list_topics(timeout=5)
+    except KafkaException:
+        return None
+    described = metadata.topics.get(topic)
+    if described is None or described.error is not None:
+        return None
+    return {
+        p: (info.leader, tuple(info.replicas), tuple(info.isrs)) for p, info in sorted(described.partitions.items())
+    }
+
+
+def zk_controller(cluster) -> tuple[int, int]:
+    """(controller id, controller epoch) from ZooKeeper."""
+    with cluster.zookeeper_client() as zk:
+        controller, _ = zk.get("/controller")
+        epoch, _ = zk.get("/controller_epoch")
+    return json.loads(controller)["brokerid"], int(epoch)
+
+
+def create_topic(cluster, topic: str, partitions: int, replication_factor: int) -> None:
+    admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
+    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=30)
+    futures[topic].result(timeout=TIMEOUT_S)
+
+
+def agreed_view(cluster, topic: str, broker_ids, partitions: int):
+    """What every broker of `broker_ids` says of `topic`, when all say the same and every
+    partition has a leader."""
+    views = [topic_view(cluster.broker(b).bootstrap, topic) for b in broker_ids]
+    first = views[0]
+    if first is None or len(first) != partitions or any(view != first for view in views):
+        return None
+    if any(leader < 0 for leader, _, _ in first.values()):
+        return None
+    return first
+
+
+def zk_controller_or_none(cluster):
+    try:
+        return zk_controller(cluster)
+    except Exception:  # noqa: BLE001 (the znode is gone between controllers)
+        return None
+
+
+def read_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """The values of partition 0 of `topic` from its start, until `count` (or the timeout)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    read = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(read) < count and time.monotonic() < deadline:
+        message = consumer.poll(1)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.close()
+    return read
