@@ -4,6 +4,7 @@ records read back."""
 
 import json
 import time
+from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -84,10 +85,15 @@ def zk_controller_or_none(cluster):
         return None
 
 
-def read_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    """The values of partition 0 of `topic` from its start, until `count` (or the timeout)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+def read_values(
+    bootstrap: str, topic: str, count: int, partitions: Iterable[int] = (0,), isolation: str = "read_uncommitted"
+) -> list[bytes]:
+    """The values of `partitions` of `topic` from their start, until `count` (or the timeout)."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": unique_topic("reader"),
+        "enable.auto.commit": False, "isolation.level": isolation,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     read = []
     deadline = time.monotonic() + TIMEOUT_S
     while len(read) < count and time.monotonic() < deadline:

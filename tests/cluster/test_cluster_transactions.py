@@ -5,7 +5,6 @@ in a transaction become the group's once it commits. Every broker asked for a co
 once on a fresh cluster (each racing to create the internal topic) names one."""
 
 import socket
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,7 +13,7 @@ from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.cluster.clients import TIMEOUT_S, agreed_view, create_topic
+from tests.cluster.clients import TIMEOUT_S, agreed_view, create_topic, read_values
 from tests.cluster.harness import read_frame, wait_until
 from tests.harness import unique_topic
 from tests.kafka_wire import decode_response, encode_request
@@ -39,19 +38,7 @@ def _transaction(producer: Producer, topic: str, label: str, commit: bool, offse
 
 def _read_all(bootstrap: str, topic: str, isolation: str, count: int) -> list[bytes]:
     """The values of every partition of `topic`, until `count` are read (or the timeout)."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique_topic("reader"),
-        "enable.auto.commit": False, "isolation.level": isolation,
-    })
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(_PARTITIONS)])
-    read = []
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(read) < count and time.monotonic() < deadline:
-        message = consumer.poll(1)
-        if message is not None and message.error() is None:
-            read.append(message.value())
-    consumer.close()
-    return sorted(read)
+    return sorted(read_values(bootstrap, topic, count, range(_PARTITIONS), isolation))
 
 
 def test_a_transaction_spanning_leaders_on_every_broker_commits_and_aborts(cluster):
