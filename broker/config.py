@@ -4,15 +4,15 @@
     cfg.listeners, cfg.advertised_listeners, cfg.log_dirs, cfg.log_config()
 
 Every key logway knows is typed and checked when the config is built; a bad value stops startup
-with a ConfigError naming the key and the value. Keys logway does not know are logged once and
-otherwise ignored, as Kafka does. Topic-level defaults come from the broker keys that stand for
+with a ConfigError naming the key and the value. So does a key logway does not know: Kafka logs
+such keys and ignores them, but a setting that is silently not honoured (a topic-level key such
+as file.delete.delay.ms in server.properties, a feature not built yet) is worse than a refusal. Topic-level defaults come from the broker keys that stand for
 them (`log.retention.hours` for `retention.ms`, ...), resolved by `storage.log_config`.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
 import re
 import socket
@@ -45,7 +45,6 @@ __all__ = [
     "BrokerConfig",
 ]
 
-log = logging.getLogger(__name__)
 
 
 class ConfigError(Exception):
@@ -652,14 +651,14 @@ class BrokerConfig:
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
         settings = {str(k): str(v) for k, v in (props or {}).items()}
-        _warn_unknown(settings)
+        _refuse_unknown(settings)
         self._build(settings)
 
     # --- construction
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
-        """Type and check every known key; log each unknown key once and ignore it."""
+        """Type and check every key; an unknown one is a ConfigError."""
         return cls(props)
 
     @classmethod
@@ -678,7 +677,7 @@ class BrokerConfig:
     def with_overrides(self, settings: Mapping[str, Any]) -> BrokerConfig:
         """A copy with more explicit settings (later ones win)."""
         extra = {str(k): str(v) for k, v in settings.items()}
-        _warn_unknown({k: v for k, v in extra.items() if k not in self._settings})
+        _refuse_unknown(extra)
         copy = BrokerConfig.__new__(BrokerConfig)
         copy._build({**self._settings, **extra})
         return copy
@@ -761,7 +760,7 @@ class BrokerConfig:
 
     @property
     def explicit_settings(self) -> Mapping[str, str]:
-        """Raw strings of everything the operator set (unknown keys included)."""
+        """Raw strings of everything the operator set."""
         return self._settings
 
     # --- typed conveniences
@@ -867,7 +866,18 @@ class BrokerConfig:
         return f"BrokerConfig({dict(self._settings)!r})"
 
 
-def _warn_unknown(settings: Mapping[str, str]) -> None:
-    for name in settings:
-        if name not in BROKER_CONFIGS:
-            log.warning("Unknown broker config %r is ignored", name)
+def _refuse_unknown(settings: Mapping[str, str]) -> None:
+    unknown = [name for name in settings if name not in BROKER_CONFIGS]
+    if unknown:
+        raise ConfigError("; ".join(_unknown_key_reason(name) for name in unknown))
+
+
+def _unknown_key_reason(name: str) -> str:
+    topic_config = TOPIC_CONFIGS.get(name)
+    if topic_config is not None and topic_config.synonyms:
+        broker_key = topic_config.synonyms[-1].name
+        return (
+            f"{name} is a topic config, not a broker config: set it on a topic, or set its "
+            f"broker-wide default {broker_key}"
+        )
+    return f"Unknown broker config {name!r}: logway does not honour it, so it refuses to start with it"

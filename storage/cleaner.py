@@ -334,6 +334,18 @@ class CleaningResult:
         for _, cleaned in self.swaps:
             _delete(cleaned)
 
+    def release(self) -> None:
+        """Let go of the new segments' open files, touching none."""
+        for _, cleaned in self.swaps:
+            cleaned.release()
+
+
+class _Cleaning(NamedTuple):
+    """A cleaning under way on a cleaner thread."""
+
+    abort: threading.Event
+    work: concurrent.futures.Future
+
 
 class Cleaner:
     """Cleans one log at a time, on the calling thread: reads the planned segments' records files
@@ -697,7 +709,7 @@ class LogCleaner:
         )
         self._first_dirty_offsets: dict[TopicPartition, int] = {}
         self._delete_horizons: dict[TopicPartition, int] = {}
-        self._in_progress: dict[TopicPartition, threading.Event] = {}
+        self._in_progress: dict[TopicPartition, _Cleaning] = {}
         self._running: set[asyncio.Future] = set()  # cleanings on the threads
         self._uncleanable: set[TopicPartition] = set()
         self._threads: list[asyncio.Task] = []
@@ -712,19 +724,24 @@ class LogCleaner:
         """The cleaner checkpoint entries of `partitions` (those that have one)."""
         return {tp: o for tp, o in self._first_dirty_offsets.items() if tp in partitions}
 
-    def forget(self, tp: TopicPartition) -> None:
-        """A partition is deleted: call off its cleaning and drop what is known of it."""
+    def forget(self, tp: TopicPartition) -> concurrent.futures.Future | None:
+        """A partition is deleted: call off its cleaning and drop what is known of it. Returns
+        the cleaning's thread work while it may still be under way: it writes and removes files
+        by the partition directory's path, so it must be over before a new directory of that
+        name is made (the LogManager waits for it)."""
         self.abort(tp)
         self._first_dirty_offsets.pop(tp, None)
         self._delete_horizons.pop(tp, None)
         self._uncleanable.discard(tp)
+        cleaning = self._in_progress.get(tp)
+        return None if cleaning is None else cleaning.work
 
     def abort(self, tp: TopicPartition) -> None:
         """Call off the cleaning of `tp` under way, if any (its log is about to be truncated);
         a result that comes back anyway is not swapped in, as the log's truncation count moved."""
-        abort = self._in_progress.get(tp)
-        if abort is not None:
-            abort.set()
+        cleaning = self._in_progress.get(tp)
+        if cleaning is not None:
+            cleaning.abort.set()
 
     def cap_first_dirty_offset(self, tp: TopicPartition, log_end_offset: int) -> None:
         """The log was truncated to `log_end_offset`: what follows it is dirty again."""
@@ -742,8 +759,8 @@ class LogCleaner:
     async def shutdown(self) -> None:
         """Call off the cleanings under way and wait for the threads to stop."""
         self._stopping.set()
-        for abort in self._in_progress.values():
-            abort.set()
+        for cleaning in self._in_progress.values():
+            cleaning.abort.set()
         await asyncio.gather(*self._threads, *self._running, return_exceptions=True)
         self._executor.shutdown(wait=True)
 
@@ -766,9 +783,10 @@ class LogCleaner:
         if job is None:
             return None
         tp = job.topic_partition
-        abort = self._in_progress[tp] = threading.Event()
-        loop = asyncio.get_running_loop()
-        running = loop.run_in_executor(self._executor, self._cleaner.clean, job, abort)
+        abort = threading.Event()
+        work = self._executor.submit(self._cleaner.clean, job, abort)
+        self._in_progress[tp] = _Cleaning(abort, work)
+        running = asyncio.wrap_future(work)
         self._running.add(running)
         running.add_done_callback(self._running.discard)
         try:
@@ -812,9 +830,14 @@ class LogCleaner:
     async def _swap_in(self, result: CleaningResult) -> None:
         job = result.job
         tp = job.topic_partition
+        if self._log_manager.get(tp) is not job.log:
+            # Deleted (the cleaned files went with its renamed directory) or offline (the next
+            # load removes *.cleaned files): nothing is removed by path, for a new partition of
+            # the name may have files there by now.
+            result.release()
+            return
         if (
-            self._log_manager.get(tp) is not job.log
-            or job.log.truncations != job.truncations
+            job.log.truncations != job.truncations
             or not _still_holds(job.log, result.swaps)
         ):
             log.info("%s: the log changed while it was cleaned; cleaning it again later", tp)

@@ -185,6 +185,17 @@ class _MappedIndex:
             os.replace(self._path, new_path)
             self._path = Path(new_path)
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The directory holding the file was renamed (its partition was deleted): follow it,
+        touching nothing on disk."""
+        with self._rename_lock:
+            self._path = Path(directory) / self._path.name
+
+    def release(self) -> None:
+        """Unmaps the index without touching its file, which goes with its whole directory."""
+        self._closed = True
+        self._unmap()
+
     def delete(self) -> None:
         """Unmaps the index and removes its file, if it still exists."""
         self._closed = True

@@ -753,6 +753,21 @@ class Log:
         for segment in self.segments:
             segment.close()
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The partition directory was renamed to `directory` (the partition is deleted; Kafka's
+        renameDir): every path of the log follows it, so that nothing done later by path can
+        reach a new partition directory of the old name."""
+        self.directory = directory
+        for segment in self.segments:
+            segment.update_parent_dir(directory)
+        self.producer_state.update_parent_dir(directory)
+        self.leader_epochs.path = _epoch_path(directory)
+
+    def release(self) -> None:
+        """Let go of the open files without touching any (the directory goes whole)."""
+        for segment in self.segments:
+            segment.release()
+
 
 def _epoch_path(directory: str) -> str:
     return os.path.join(directory, LEADER_EPOCH_CHECKPOINT)

@@ -14,6 +14,17 @@ Per log dir:
 Logs whose cleanup.policy includes compact are compacted by the log cleaner (storage.cleaner),
 started with the manager when log.cleaner.enable is set and stopped first at shutdown.
 
+Deleting a partition (topic deletion, StopReplica, reassignment) renames its directory to
+<topic>-<partition>.<id>-delete at once, and every path the log holds follows the rename (Kafka's
+renameDir); after file.delete.delay.ms that directory is removed whole. Nothing of a deleted
+partition is ever removed by its old path: a partition of the same name may have been created
+there meanwhile. Work begun on the old paths before the rename (a leader-epoch write, a segment
+deletion, a cleaning) is over before a new directory of the name is made, and so is a rewrite
+of the dir's checkpoints without the deleted partition's entries, which a crash would otherwise
+apply to the new one. Segments removed from a live log (retention, DeleteRecords, the cleaner's
+swaps) are renamed to .deleted and unlinked after file.delete.delay.ms, unless their partition
+was deleted meanwhile: then they went with its directory, and are only closed.
+
 A new partition goes to the online dir holding the fewest partitions. When a dir fails (disk
 full, I/O error) it goes offline: its partitions stop serving with KAFKA_STORAGE_ERROR while the
 other dirs carry on, and it is skipped by checkpoints and the clean-shutdown marker, so the next
@@ -64,6 +75,26 @@ class LogDir:
     online: bool = True
     had_clean_shutdown: bool = False
     logs: set[TopicPartition] = field(default_factory=set)
+    # checkpoint file path -> deleted partitions that the file on disk may still list
+    stale_entries: dict[str, set[TopicPartition]] = field(default_factory=dict)
+
+    @property
+    def checkpoint_path(self) -> str:
+        """The recovery points' file, which stands for the three written together."""
+        return os.path.join(self.path, RECOVERY_POINT_CHECKPOINT)
+
+    @property
+    def high_watermark_path(self) -> str:
+        return os.path.join(self.path, HIGH_WATERMARK_CHECKPOINT)
+
+
+@dataclass
+class _BackgroundWrite:
+    """A file written on the thread pool (`running`), and the write asked for meanwhile, made
+    when it is its turn (on the loop, so that it snapshots the state of that moment)."""
+
+    running: concurrent.futures.Future
+    queued: Callable[[], Callable[[], None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,10 +127,14 @@ class LogManager:
         workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
         self._executor = concurrent.futures.ThreadPoolExecutor(workers, "logway-storage")
         self._pending: set[asyncio.Future] = set()
-        # Files being written in the background, and what to write next once that is done
-        # (a dir's checkpoints, or a log's leader epochs): two writes of one file at once would
-        # race over its temporary file, and the loser's rename would fail.
-        self._writing: dict[str, Callable[[], None] | None] = {}
+        # Files being written in the background, by a dir's checkpoint path or a log (its
+        # leader epochs): two writes of one file at once would race over its temporary file,
+        # and the loser's rename would fail.
+        self._writing: dict[object, _BackgroundWrite] = {}
+        # Thread-pool work on a live log's files by path, and that of deleted logs not yet
+        # waited for (see create)
+        self._path_work: dict[TopicPartition, set[concurrent.futures.Future]] = {}
+        self._draining: dict[TopicPartition, set[concurrent.futures.Future]] = {}
         self._shutting_down = False  # shutdown writes the last checkpoints itself
         self._periodic: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -227,6 +262,7 @@ class LogManager:
         if not online:
             raise KafkaStorageError("no online log directory to create a partition in")
         log_dir = min(online, key=lambda d: len(d.logs))
+        self._settle_deleted(tp, log_dir)
         directory = os.path.join(log_dir.path, tp.dir_name)
         try:
             created = Log.load(
@@ -242,10 +278,22 @@ class LogManager:
         self._register(tp, created, log_dir)
         return created
 
+    def _settle_deleted(self, tp: TopicPartition, log_dir: LogDir) -> None:
+        """Before `tp` gets a directory in `log_dir`: wait for work still under way on the old
+        paths of a deleted `tp`, and rewrite the dir's checkpoints if they may still list it.
+        Both block the loop, for about one fsync, and only when a name is created again soon
+        after its deletion."""
+        draining = self._draining.pop(tp, None)
+        if draining:
+            concurrent.futures.wait(draining)
+        if any(tp in stale for stale in log_dir.stale_entries.values()):
+            self._write_checkpoints_now(log_dir)
+
     def delete(self, tp: TopicPartition) -> None:
-        """Remove a partition: its directory is renamed at once and removed in the background."""
+        """Remove a partition: its directory is renamed at once and removed after
+        file.delete.delay.ms (see the module docstring)."""
         self._unplaced.discard(tp)
-        self.cleaner.forget(tp)
+        cleaning = self.cleaner.forget(tp)
         removed = self.logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
         if removed is None or log_dir is None:
@@ -253,15 +301,26 @@ class LogManager:
         log_dir.logs.discard(tp)
         if not log_dir.online:
             return
+        draining = self._draining.setdefault(tp, set())
+        draining |= self._path_work.pop(tp, set())
+        if cleaning is not None:
+            draining.add(cleaning)
+        epochs_write = self._writing.get(removed)
+        if epochs_write is not None:
+            epochs_write.queued = None
         doomed = f"{removed.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        self._writing.pop(removed.leader_epochs.path, None)
         try:
             os.rename(removed.directory, doomed)
         except OSError as exc:
             self._take_offline(log_dir, exc)
             return
+        removed.update_parent_dir(doomed)
+        for path in (log_dir.checkpoint_path, log_dir.high_watermark_path):
+            log_dir.stale_entries.setdefault(path, set()).add(tp)
+        self._checkpoint_dir(log_dir)
+        self._checkpoint_high_watermarks_of(log_dir)
         delay = removed.config.file_delete_delay_ms / 1000
-        self._later(delay, self._run_blocking, _delete_log_files, removed, doomed)
+        self._later(delay, self._run_blocking, _delete_partition_dir, removed, doomed)
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
         """Truncate the partition's log (Log.truncate_to), calling off a cleaning of it under
@@ -306,8 +365,9 @@ class LogManager:
             if f.cancelled():
                 return
             exc = f.exception()
-            if isinstance(exc, OSError):
-                self.handle_io_error(flushed_log.topic_partition, exc)
+            tp = flushed_log.topic_partition
+            if isinstance(exc, OSError) and self.logs.get(tp) is flushed_log:
+                self.handle_io_error(tp, exc)
             elif exc is None:
                 flushed_log.mark_flushed(up_to_offset)
 
@@ -315,7 +375,17 @@ class LogManager:
 
     def delete_segments(self, owner: Log, segments: list[LogSegment]) -> None:
         delay = owner.config.file_delete_delay_ms / 1000
-        self._later(delay, self._run_blocking, _delete_segment_files, segments)
+        self._later(delay, self._delete_segments_now, owner, segments)
+
+    def _delete_segments_now(self, owner: Log, segments: list[LogSegment]) -> None:
+        tp = owner.topic_partition
+        if self.logs.get(tp) is owner:
+            self._submit(_delete_segment_files, segments, path_of=tp)
+        else:
+            # The partition was deleted (the files went with its directory) or its dir failed
+            # (the next load removes .deleted files): unlinking by path could hit a new
+            # partition of the name.
+            self._run_blocking(_release_segments, segments)
 
     def write_leader_epochs(self, owner: Log, entries: list[EpochEntry]) -> None:
         tp = owner.topic_partition
@@ -324,7 +394,7 @@ class LogManager:
             if self.logs.get(tp) is owner:  # a deleted partition's file may be gone: no matter
                 self.handle_io_error(tp, exc)
 
-        self._write_in_background(owner.leader_epochs.path, lambda: owner.leader_epochs.write(entries), failed)
+        self._write_in_background(owner, lambda: lambda: owner.leader_epochs.write(entries), failed, path_of=tp)
 
     # ----------------------------------------------------------------------- periodic work
 
@@ -365,24 +435,59 @@ class LogManager:
 
     def checkpoint_high_watermarks(self) -> None:
         for log_dir in self.dirs.values():
-            if log_dir.online and not self._shutting_down:
-                high_watermarks = self._high_watermarks(log_dir)
-                path = os.path.join(log_dir.path, HIGH_WATERMARK_CHECKPOINT)
-                self._write_in_background(
-                    path,
-                    lambda p=path, h=high_watermarks: OffsetCheckpointFile(p).write(h),
-                    lambda exc, d=log_dir: self._take_offline(d, exc),
-                )
+            self._checkpoint_high_watermarks_of(log_dir)
+
+    def _checkpoint_high_watermarks_of(self, log_dir: LogDir) -> None:
+        if not log_dir.online or self._shutting_down:
+            return
+        path = log_dir.high_watermark_path
+
+        def snapshot() -> Callable[[], None]:
+            high_watermarks = self._high_watermarks(log_dir)
+            return self._forgetting_stale(log_dir, path, lambda: OffsetCheckpointFile(path).write(high_watermarks))
+
+        self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
 
     def _checkpoint_dir(self, log_dir: LogDir) -> None:
         if not log_dir.online or self._shutting_down:
             return
-        snapshot = self._checkpoint_snapshot(log_dir)
-        self._write_in_background(
-            os.path.join(log_dir.path, RECOVERY_POINT_CHECKPOINT),
-            lambda: _write_checkpoints(log_dir, *snapshot),
-            lambda exc: self._take_offline(log_dir, exc),
-        )
+        path = log_dir.checkpoint_path
+
+        def snapshot() -> Callable[[], None]:
+            offsets = self._checkpoint_snapshot(log_dir)
+            return self._forgetting_stale(log_dir, path, lambda: _write_checkpoints(log_dir, *offsets))
+
+        self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
+
+    def _forgetting_stale(self, log_dir: LogDir, path: str, write: Callable[[], None]) -> Callable[[], None]:
+        """`write` of the checkpoint file at `path`, a snapshot of this moment: once it is done,
+        the partitions deleted before now are no longer listed in it."""
+        forgotten = set(log_dir.stale_entries.get(path, ()))
+        loop = self._loop or asyncio.get_running_loop()
+
+        def write_then_forget() -> None:
+            write()
+            if forgotten:
+                loop.call_soon_threadsafe(lambda: log_dir.stale_entries.get(path, set()).difference_update(forgotten))
+
+        return write_then_forget
+
+    def _write_checkpoints_now(self, log_dir: LogDir) -> None:
+        """Write the dir's checkpoints on the loop, after the background writes under way and in
+        place of those queued."""
+        paths = (log_dir.checkpoint_path, log_dir.high_watermark_path)
+        for path in paths:
+            write = self._writing.get(path)
+            if write is not None:
+                concurrent.futures.wait([write.running])
+                write.queued = None
+        try:
+            _write_checkpoints(log_dir, *self._checkpoint_snapshot(log_dir))
+            OffsetCheckpointFile(log_dir.high_watermark_path).write(self._high_watermarks(log_dir))
+        except OSError as exc:
+            self._take_offline(log_dir, exc)
+            raise KafkaStorageError(f"cannot write the checkpoints of {log_dir.path}: {exc}") from exc
+        log_dir.stale_entries.clear()
 
     def _checkpoint_snapshot(self, log_dir: LogDir) -> tuple[dict, dict, dict]:
         logs = {tp: self.logs[tp] for tp in log_dir.logs if tp in self.logs}
@@ -396,22 +501,28 @@ class LogManager:
         return {tp: self.logs[tp].high_watermark for tp in log_dir.logs if tp in self.logs}
 
     def _write_in_background(
-        self, key: str, write: Callable[[], None], on_error: Callable[[OSError], None]
+        self,
+        key: object,
+        snapshot: Callable[[], Callable[[], None]],
+        on_error: Callable[[OSError], None],
+        path_of: TopicPartition | None = None,
     ) -> None:
-        """Run `write` on the thread pool, after the write under way for `key` if there is one
-        (a slow fsync): then only the latest of the writes asked for meanwhile runs."""
-        if key in self._writing:
-            self._writing[key] = write
+        """Run the write that `snapshot()` makes on the thread pool, after the write under way
+        for `key` if there is one (a slow fsync): then only the latest of the writes asked for
+        meanwhile runs, snapshotting when it starts."""
+        under_way = self._writing.get(key)
+        if under_way is not None:
+            under_way.queued = snapshot
             return
-        self._writing[key] = None
-        future = self._run_blocking(write)
+        work, future = self._submit(snapshot(), path_of=path_of)
+        self._writing[key] = _BackgroundWrite(work)
 
         def done(f: asyncio.Future) -> None:
             if not f.cancelled() and isinstance(f.exception(), OSError):
                 on_error(f.exception())
-            queued = self._writing.pop(key, None)
-            if queued is not None:
-                self._write_in_background(key, queued, on_error)
+            finished = self._writing.pop(key, None)
+            if finished is not None and finished.queued is not None:
+                self._write_in_background(key, finished.queued, on_error, path_of)
 
         future.add_done_callback(done)
 
@@ -455,11 +566,31 @@ class LogManager:
     # ----------------------------------------------------------------------------- helpers
 
     def _run_blocking(self, fn: Callable, *args, **kwargs) -> asyncio.Future:
+        return self._submit(fn, *args, **kwargs)[1]
+
+    def _submit(
+        self, fn: Callable, *args, path_of: TopicPartition | None = None, **kwargs
+    ) -> tuple[concurrent.futures.Future, asyncio.Future]:
+        """Run `fn` on the thread pool: the work, and a future of it on the loop. `path_of`: it
+        works on that partition's files by their paths, and a deletion of the partition must let
+        it finish before a new directory of the name is made."""
         loop = self._loop or asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        work = self._executor.submit(lambda: fn(*args, **kwargs))
+        future = asyncio.wrap_future(work, loop=loop)
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
-        return future
+        if path_of is not None:
+            self._path_work.setdefault(path_of, set()).add(work)
+            future.add_done_callback(lambda _: self._forget_path_work(path_of, work))
+        return work, future
+
+    def _forget_path_work(self, tp: TopicPartition, work: concurrent.futures.Future) -> None:
+        for registry in (self._path_work, self._draining):
+            works = registry.get(tp)
+            if works is not None:
+                works.discard(work)
+                if not works:
+                    del registry[tp]
 
     def _later(self, delay_s: float, fn: Callable[..., Awaitable], *args) -> None:
         loop = self._loop or asyncio.get_running_loop()
@@ -560,7 +691,14 @@ def _delete_segment_files(segments: list[LogSegment]) -> None:
         segment.delete()
 
 
-def _delete_log_files(removed: Log, directory: str) -> None:
-    """Remove a deleted partition's renamed directory (its segments' own paths are stale)."""
-    _delete_segment_files(removed.segments)
+def _release_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.release()
+
+
+def _delete_partition_dir(removed: Log, directory: str) -> None:
+    """Remove a deleted partition's renamed directory, touching nothing outside it (a leftover
+    is removed by the next start)."""
+    removed.release()
     shutil.rmtree(directory, ignore_errors=True)
+

@@ -332,6 +332,11 @@ class ProducerStateManager:
         self._unflushed.append(SnapshotFile(offset, path))
         self._last_snapshot_offset = offset
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The partition directory was renamed (the partition is deleted): follow it."""
+        self.directory = directory
+        self._unflushed = [SnapshotFile(s.offset, self._snapshot_path(s.offset)) for s in self._unflushed]
+
     def pop_unflushed(self, up_to_offset: int) -> list[SnapshotFile]:
         """Snapshots at or below `up_to_offset` written since the last call: the caller fsyncs
         them with the segments below that offset."""

@@ -122,5 +122,9 @@ class RecordsFile:
         os.rename(self.path, path)
         self.path = path
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The directory holding the file was renamed: follow it, touching nothing on disk."""
+        self.path = os.path.join(directory, os.path.basename(self.path))
+
     def close(self) -> None:
         self._close()

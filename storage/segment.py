@@ -348,6 +348,22 @@ class LogSegment:
             file.rename(segment_path(self.directory, self.base_offset, plain_suffix + suffix))
         self.txn_index.rename(segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX + suffix))
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The partition directory was renamed (the partition is deleted): the segment's paths
+        follow it, so that nothing done later by path can reach a new directory of the old
+        name."""
+        self.directory = directory
+        for file in (self.records, self.offset_index, self.time_index, self.txn_index):
+            file.update_parent_dir(directory)
+
+    def release(self) -> None:
+        """Unmap the indexes and close the transaction index, touching no file: for a segment
+        whose whole directory is removed, or left to the next start to remove. The .log
+        descriptor closes once no queued fetch holds a region of it (FileRegion)."""
+        self.offset_index.release()
+        self.time_index.release()
+        self.txn_index.close()
+
     def delete(self) -> None:
         """Unmap the indexes and unlink every file of the segment (gone already is fine). The
         .log descriptor stays open until no queued fetch holds a region of it (FileRegion)."""

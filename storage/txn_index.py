@@ -82,6 +82,10 @@ class TransactionIndex:
             self._file.close()
             self._file = None
 
+    def update_parent_dir(self, directory: str) -> None:
+        """The directory holding the file was renamed: follow it, touching nothing on disk."""
+        self.path = os.path.join(directory, os.path.basename(self.path))
+
     def rename(self, path: str) -> None:
         if os.path.exists(self.path):
             os.rename(self.path, path)
