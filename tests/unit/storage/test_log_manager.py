@@ -7,9 +7,10 @@ import pytest
 
 import storage.log_manager as log_manager_module
 from storage.checkpoint import OffsetCheckpointFile
+from storage.cleaner import CleanerConfig, plan_cleaning
 from storage.errors import KafkaStorageError
 from storage.log_config import LogConfig
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, LogManagerSettings
 from storage.topic_partition import TopicPartition
 from tests.unit.storage.conftest import batch
 
@@ -287,3 +288,117 @@ def test_truncation_makes_the_truncated_range_dirty_again_for_the_cleaner(tmp_pa
         await logs.shutdown()
 
     run(scenario())
+
+
+# ------------------------------------------------------------ a name deleted and created again
+
+
+def _segment_files(directory) -> set[str]:
+    return {name for name in os.listdir(directory) if not name.endswith(".snapshot")}
+
+
+async def _sleep_past(delay_ms: int) -> None:
+    await asyncio.sleep(delay_ms / 1000 + 0.2)
+
+
+def test_the_old_deletions_leave_a_partition_recreated_under_the_name_alone(tmp_path):
+    """The deleted partition's directory and its segments pending deletion (DeleteRecords)
+    are removed after the delay; the new partition's files, its own .deleted ones among them,
+    all stay."""
+    tp = TopicPartition("t", 0)
+    short, long = LogConfig(file_delete_delay_ms=50), LogConfig(file_delete_delay_ms=60_000)
+
+    def fill_and_trim(log) -> None:
+        for value in (b"a", b"b", b"c"):
+            append(log, value)
+            log.roll()
+        log.delete_records_before(2)  # the segments at 0 and 1 become .deleted
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        fill_and_trim(logs.create(tp, short))
+        logs.delete(tp)
+        recreated = logs.create(tp, long)
+        fill_and_trim(recreated)
+        files = _segment_files(tmp_path / "t-0")
+        assert f"{0:020d}.log.deleted" in files and f"{2:020d}.log" in files
+
+        await _sleep_past(short.file_delete_delay_ms)
+
+        assert _segment_files(tmp_path / "t-0") == files
+        assert not any(name.endswith("-delete") for name in os.listdir(tmp_path))
+        assert b"c" in recreated.read(2, 1 << 20, recreated.log_end_offset, True).read()
+        assert logs.get(tp) is recreated and not logs.has_offline_dirs
+        await logs.shutdown()
+
+    run(scenario())
+
+
+def test_a_crash_after_a_name_is_created_again_applies_none_of_the_deleted_partitions_offsets(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        old = logs.create(tp, LogConfig())
+        for value in (b"a", b"b", b"c", b"d"):
+            append(old, value)
+        old.delete_records_before(3)
+        logs.checkpoint()
+        await asyncio.sleep(0.2)  # written: the file lists t-0 at log start 3, HW 4
+        assert OffsetCheckpointFile(str(tmp_path / "log-start-offset-checkpoint")).read() == {tp: 3}
+        logs.delete(tp)
+        recreated = logs.create(tp, LogConfig())
+        append(recreated, b"new-0")
+        append(recreated, b"new-1")
+        # kill -9 now: no shutdown, no further checkpoint
+
+        after_crash = manager(tmp_path)
+        await after_crash.startup()
+        loaded = after_crash.get(tp)
+        assert (loaded.log_start_offset, loaded.log_end_offset, loaded.high_watermark) == (0, 2, 0)
+        await after_crash.shutdown()
+
+    run(scenario())
+
+
+def test_a_cleaning_under_way_is_over_before_a_new_directory_of_the_name_is_made(tmp_path, monkeypatch):
+    """A cleaning writes its .cleaned files by the directory's path: one still running when its
+    partition is deleted must not write them into a recreated partition's directory."""
+    tp = TopicPartition("t", 0)
+    release = threading.Event()
+
+    def clean_slowly(_cleaner, job, abort):
+        release.wait(10)
+        with open(os.path.join(job.directory, f"{0:020d}.log.cleaned"), "wb"):
+            pass  # the first file of the cleaned segment
+        raise AssertionError("not reached: the directory was renamed")
+
+    monkeypatch.setattr(log_manager_module.LogCleaner, "grab_filthiest_log", _plan_any_compacted_log)
+    monkeypatch.setattr("storage.cleaner.Cleaner.clean", clean_slowly)
+
+    async def scenario():
+        settings = LogManagerSettings(cleaner=CleanerConfig(enable=False))  # cleanings asked for here
+        logs = LogManager([str(tmp_path)], lambda topic: LogConfig(), settings)
+        await logs.startup()
+        append(logs.create(tp, LogConfig(cleanup_policy=("compact",))), b"v")
+        cleaning = asyncio.ensure_future(logs.cleaner.clean_once())
+        await asyncio.sleep(0.05)
+        logs.delete(tp)
+        threading.Timer(0.2, release.set).start()
+        logs.create(tp, LogConfig())  # waits for the cleaning's thread
+        assert await cleaning == tp
+        assert _segment_files(tmp_path / "t-0") == {
+            f"{0:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")
+        } | {"leader-epoch-checkpoint"}
+        await logs.shutdown()
+
+    run(scenario())
+
+
+def _plan_any_compacted_log(cleaner):
+    for tp, partition_log in cleaner._log_manager.logs.items():
+        if partition_log.config.compact and tp not in cleaner._in_progress:
+            return plan_cleaning(partition_log, None, int(time.time() * 1000))
+    return None
