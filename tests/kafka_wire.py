@@ -8,8 +8,10 @@ versions, then the body); the entity may be of any version of the API: it is reb
 requested version, copying fields by name (fields that version lacks are dropped, missing ones
 take their defaults). `decode_response` takes a whole response frame, size included, and skips
 response header v0, or v1 for flexible versions except ApiVersions, which always answers with v0.
+`call` sends a request on a blocking socket and decodes the answer.
 """
 
+import socket
 from typing import Any
 
 from protocol import schemas
@@ -33,3 +35,19 @@ def decode_response(api_key: int, version: int, frame_bytes: bytes) -> Any:
     flexible = response_header_is_flexible(api_key, schemas.is_flexible(api_key, version))
     _correlation_id, body_start = parse_response_header(memoryview(frame_bytes)[INT32.size :], flexible)
     return schemas.decode(schemas.response_type(api_key, version), memoryview(frame_bytes)[INT32.size + body_start :])
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    """One whole response frame, its size included."""
+    data = b""
+    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
+
+
+def call(sock: socket.socket, api_key: int, version: int, request: Any) -> Any:
+    sock.sendall(encode_request(api_key, version, request))
+    return decode_response(api_key, version, read_frame(sock))

@@ -70,7 +70,7 @@ from broker.local_cluster import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from tests.harness import TEST_BROKER_DEFAULTS
-from tests.kafka_wire import decode_response, encode_request
+from tests.kafka_wire import decode_response, encode_request, read_frame  # noqa: F401 (read_frame: for the tests)
 
 # ZooKeeper grants session timeouts of 2 to 20 ticks: with 500 ms ticks, 1 s to 10 s, so fault
 # tests can wait out a session without waiting long.
@@ -105,17 +105,6 @@ def send_api_versions(sock: socket.socket) -> None:
     """An ApiVersions v3 request on `sock` (a broker's answer proves it serves requests)."""
     request = ApiVersionsRequest(client_software_name="harness", client_software_version="1")
     sock.sendall(encode_request(ApiKey.API_VERSIONS, 3, request))
-
-
-def read_frame(sock: socket.socket) -> bytes:
-    """One whole response frame, its size included."""
-    data = b""
-    while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return data
 
 
 def api_versions_error(host: str, port: int, timeout: float = 10.0) -> ErrorCode:
