@@ -89,6 +89,10 @@ class ZkTopicAdmin:
 
     @_zookeeper_errors_answered
     async def delete(self, name: str) -> None:
+        if not self._cache.has_topic(name):
+            # Gone from the metadata, its deletion perhaps still under way: unknown, as to
+            # Kafka, which looks the name up in its metadata cache.
+            raise KafkaError(f"This server does not host this topic: {name}", ErrorCode.unknown_topic_or_partition)
         try:
             await self._zk.create(znodes.delete_topic_path(name), b"", makepath=True)
         except NodeExistsError:

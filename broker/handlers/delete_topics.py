@@ -13,9 +13,11 @@ an id, or with neither; with delete.topic.enable=false every topic gets TOPIC_DE
 Version notes: v1 adds throttle time; v4 is flexible; v5 adds error messages; v6 names topics by
 name or id and answers with the topic ids.
 
-Cluster mode: served by the controller only (others: NOT_CONTROLLER); the topic is marked in
-/admin/delete_topics and the controller removes it from every broker; the answer waits until it
-has left this broker's metadata (REQUEST_TIMED_OUT after 30 s). Its znodes stay until every
+Cluster mode: served by the controller only (others: NOT_CONTROLLER), for topics in its metadata
+(others, deleted ones whose deletion is still under way among them, get
+UNKNOWN_TOPIC_OR_PARTITION, as from Kafka); the topic is marked in /admin/delete_topics and the
+controller removes it from every broker; the answer waits until it has left this broker's
+metadata (REQUEST_TIMED_OUT after 30 s). Its znodes stay until every
 replica has deleted its partitions (a broker that is down does so when it is back), and until
 then a topic of that name cannot be created (TOPIC_ALREADY_EXISTS, "marked for deletion").
 """

@@ -337,6 +337,10 @@ def test_a_topic_deleted_while_a_replica_is_down_is_deleted_there_when_it_comes_
         again.result(timeout=TIMEOUT_S)
     assert refused.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
     assert "marked for deletion" in refused.value.args[0].str()
+    deleted_again = admin.delete_topics([topic], operation_timeout=30)[topic]
+    with pytest.raises(KafkaException) as unknown:
+        deleted_again.result(timeout=TIMEOUT_S)
+    assert unknown.value.args[0].name() == "UNKNOWN_TOPIC_OR_PART"
 
     cluster.broker(down).start()
     wait_until(lambda: not _partition_dirs(cluster, down, topic, 2), TIMEOUT_S, "the returning replica deleted")
