@@ -1,6 +1,9 @@
 import pytest
 
-from tests.harness import BrokerProcess
+# Shared test modules whose asserts should explain themselves as those of test modules do.
+pytest.register_assert_rewrite("tests.topic_lifecycle")
+
+from tests.harness import BrokerProcess  # noqa: E402 (after the rewrite is registered)
 
 
 @pytest.fixture

@@ -19,7 +19,11 @@ Deletions and retention run on the broker's own short delays (log.segment.delete
 log.retention.check.interval.ms), which the steps wait past.
 
 A target (`Target`) says how to reach the broker that leads a partition, how to restart, and
-what the brokers' logs complain of.
+what the brokers' logs complain of. In a cluster some things take a moment, which the machine
+waits for (bounded): a deleted name can be created again once every replica has deleted its
+partition, and answers NOT_LEADER_OR_FOLLOWER (nothing written) are asked again of the leader
+the metadata names next. After creations and restarts it waits for full ISRs, so that an acks=all
+produce never times out half done.
 """
 
 import datetime
@@ -67,8 +71,10 @@ BROKER_SETTINGS = {
 PLAIN = {"segment.bytes": "1024"}
 COMPACTED = {**PLAIN, "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
 TIMEOUT = datetime.timedelta(seconds=30)
+WAIT_S = 60  # for what a cluster takes a moment to do
 EARLIEST, LATEST = -2, -1
 _OPS = {"set": 0, "delete": 1}
+_ASK_THE_NEW_LEADER = (ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available)
 
 
 class Target(Protocol):
@@ -79,7 +85,10 @@ class Target(Protocol):
         controller where admin requests need one)."""
 
     def restart(self, crash: bool) -> None:
-        """Restart the brokers (SIGTERM, or SIGKILL with `crash`) and wait until they serve."""
+        """Restart a broker (SIGTERM, or SIGKILL with `crash`) and wait until it serves."""
+
+    def reconnect(self) -> None:
+        """Forget the connections: a broker closed one, or leaders moved."""
 
     def problems(self) -> list[str]:
         """Lines of the brokers' logs that must never be there."""
@@ -137,10 +146,17 @@ class TopicLifecycle(RuleBasedStateMachine):
             configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
         )
         request = CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT, validate_only=False)
-        (result,) = self._admin(ApiKey.CREATE_TOPICS, 7, request).topics
         if name in self.topics:
+            (result,) = self._admin(ApiKey.CREATE_TOPICS, 7, request).topics
             assert result.error_code == ErrorCode.topic_already_exists, result
             return
+
+        def created() -> Any:
+            (result,) = self._admin(ApiKey.CREATE_TOPICS, 7, request).topics
+            # a deletion of the name still under way on some replica
+            return None if result.error_code == ErrorCode.topic_already_exists else result
+
+        result = until(created, WAIT_S, f"{name} created again")
         assert result.error_code == ErrorCode.none, result
         self.incarnations += 1
         self.topics[name] = TopicModel(self.incarnations, compacted, [PartitionModel() for _ in range(partitions)])
@@ -174,8 +190,7 @@ class TopicLifecycle(RuleBasedStateMachine):
             timeout=TIMEOUT,
             topic_data=(TopicProduceData(name=name, partition_data=(produced,)),),
         )
-        sock = self.target.connection(name, partition)
-        (answer,) = call(sock, ApiKey.PRODUCE, 9, request).responses[0].partition_responses
+        answer = self._ask_leader(name, partition, ApiKey.PRODUCE, 9, request)
         assert answer.error_code == ErrorCode.none, answer
         assert answer.base_offset == first, (answer, model)
         model.records.update((first + i, record) for i, record in enumerate(records))
@@ -210,8 +225,7 @@ class TopicLifecycle(RuleBasedStateMachine):
             ),
             timeout=TIMEOUT,
         )
-        sock = self.target.connection(name, partition)
-        (result,) = call(sock, ApiKey.DELETE_RECORDS, 2, request).topics[0].partitions
+        result = self._ask_leader(name, partition, ApiKey.DELETE_RECORDS, 2, request)
         assert result.error_code == ErrorCode.none, result
         assert result.low_watermark == offset, result
         model.start_at(offset)
@@ -250,7 +264,11 @@ class TopicLifecycle(RuleBasedStateMachine):
         assert self.target.problems() == []
         for name in NAMES:
             if name not in self.topics:
-                assert self._metadata(name).error_code == ErrorCode.unknown_topic_or_partition
+                until(
+                    lambda n=name: self._metadata(n).error_code == ErrorCode.unknown_topic_or_partition,
+                    WAIT_S,
+                    f"{name} deleted",
+                )
         for name, topic in self.topics.items():
             described = self._metadata(name)
             assert described.error_code == ErrorCode.none, described
@@ -284,7 +302,30 @@ class TopicLifecycle(RuleBasedStateMachine):
         return name, partition, topics[name].partitions[partition]
 
     def _admin(self, api_key: int, version: int, request: Any) -> Any:
-        return call(self.target.connection(), api_key, version, request)
+        """The answer of the controller, asked again while it moves."""
+
+        def answer() -> Any:
+            response = call(self.target.connection(), api_key, version, request)
+            results = next((getattr(response, f) for f in ("topics", "responses", "results") if hasattr(response, f)), ())
+            if any(getattr(r, "error_code", None) == ErrorCode.not_controller for r in results):
+                self.target.reconnect()
+                return None
+            return response
+
+        return until(answer, WAIT_S, "an answer from the controller")
+
+    def _ask_leader(self, name: str, partition: int, api_key: int, version: int, request: Any) -> Any:
+        """The partition's answer from its leader, asked again while the leader moves."""
+
+        def answer() -> Any:
+            response = call(self.target.connection(name, partition), api_key, version, request)
+            answered = _partition_answer(api_key, response)
+            if answered.error_code in _ASK_THE_NEW_LEADER:
+                self.target.reconnect()
+                return None
+            return answered
+
+        return until(answer, WAIT_S, f"an answer from the leader of {name}-{partition}")
 
     def _alter_topic_config(self, name: str, key: str, operation: str, value: str | None) -> None:
         resource = AlterConfigsResource(
@@ -306,16 +347,24 @@ class TopicLifecycle(RuleBasedStateMachine):
         return described
 
     def _wait_for_leaders(self, name: str) -> None:
+        """Until every partition has a leader and its whole ISR."""
+
         def led() -> bool:
             described = self._metadata(name)
             count = len(self.topics[name].partitions)
             return (
                 described.error_code == ErrorCode.none
                 and len(described.partitions) == count
-                and all(p.leader_id >= 0 and p.error_code == ErrorCode.none for p in described.partitions)
+                and all(
+                    p.leader_id >= 0
+                    and p.error_code == ErrorCode.none
+                    and len(p.isr_nodes) == self.target.replication_factor
+                    for p in described.partitions
+                )
             )
 
-        until(led, 30, f"leaders of {name}")
+        until(led, WAIT_S, f"leaders and full ISRs of {name}")
+        self.target.reconnect()
 
     def _offset(self, name: str, partition: int, timestamp: int) -> int:
         request = ListOffsetsRequest(
@@ -327,8 +376,7 @@ class TopicLifecycle(RuleBasedStateMachine):
                 ),
             ),
         )
-        sock = self.target.connection(name, partition)
-        (answer,) = call(sock, ApiKey.LIST_OFFSETS, 7, request).topics[0].partitions
+        answer = self._ask_leader(name, partition, ApiKey.LIST_OFFSETS, 7, request)
         assert answer.error_code == ErrorCode.none, (name, partition, answer)
         return answer.offset
 
@@ -345,8 +393,7 @@ class TopicLifecycle(RuleBasedStateMachine):
                 forgotten_topics_data=(),
                 rack_id="",
             )
-            sock = self.target.connection(name, partition)
-            (answer,) = call(sock, ApiKey.FETCH, 12, request).responses[0].partitions
+            answer = self._ask_leader(name, partition, ApiKey.FETCH, 12, request)
             assert answer.error_code == ErrorCode.none, (name, partition, offset, answer.error_code)
             data = answer.records or b""
             batches = list(iter_batches(data))
@@ -357,3 +404,12 @@ class TopicLifecycle(RuleBasedStateMachine):
                         read[record.offset] = (record.key, record.value)
                 offset = max(offset, header.next_offset)
         return read
+
+
+def _partition_answer(api_key: int, response: Any) -> Any:
+    """The one partition's part of a response to a request naming one partition."""
+    if api_key == ApiKey.PRODUCE:
+        return response.responses[0].partition_responses[0]
+    if api_key == ApiKey.FETCH:
+        return response.responses[0].partitions[0]
+    return response.topics[0].partitions[0]  # ListOffsets, DeleteRecords

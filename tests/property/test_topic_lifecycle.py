@@ -33,6 +33,9 @@ class StandaloneBroker:
             self._sock = socket.create_connection(("127.0.0.1", self.broker.port), timeout=30)
         return self._sock
 
+    def reconnect(self) -> None:
+        """One broker leads everything: a connection serves until the broker goes."""
+
     def restart(self, crash: bool) -> None:
         self._disconnect()
         if crash:
