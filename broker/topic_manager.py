@@ -123,9 +123,11 @@ class TopicManager:
         for info in self.store.topics.values():
             self._open(info, range(info.partitions), is_new=False)
         known = {tp for tp in self.replica_manager.partitions}
-        for tp in self.replica_manager.log_manager.logs:
-            if tp not in known:
-                log.warning("%s is on disk but belongs to no known topic; not serving it", tp)
+        log_manager = self.replica_manager.log_manager
+        for tp in [tp for tp in log_manager.logs if tp not in known]:
+            # A crash between saving a deletion and applying it leaves such a partition.
+            aside = log_manager.set_aside(tp)
+            log.warning("%s is on disk but belongs to no known topic; set aside as %s", tp, aside)
 
     def _open(self, info: TopicInfo, partitions: range, is_new: bool = True) -> None:
         config = self.log_config(info.name)

@@ -3,6 +3,8 @@
 Per log dir:
 - <topic>-<partition>/                 one directory per partition (storage.log)
 - <topic>-<partition>.<id>-delete/      a deleted partition, removed in the background
+- <topic>-<partition>.<id>-stray/       a partition of no known topic, set aside at start (kept
+                                       for the operator, never loaded again)
 - recovery-point-offset-checkpoint, log-start-offset-checkpoint, cleaner-offset-checkpoint
                                        (storage.checkpoint), every
                                        log.flush.offset.checkpoint.interval.ms
@@ -66,6 +68,7 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
 _NEVER_MS = 2**31
 
 
@@ -321,6 +324,29 @@ class LogManager:
         self._checkpoint_high_watermarks_of(log_dir)
         delay = removed.config.file_delete_delay_ms / 1000
         self._later(delay, self._run_blocking, _delete_partition_dir, removed, doomed)
+
+    def set_aside(self, tp: TopicPartition) -> str | None:
+        """Rename a partition that belongs to no known topic out of the way (Kafka's stray
+        logs): a topic created later under its name must not find its records, and a lost
+        topic list must not cost them either. Returns the new directory."""
+        stray = self.logs.pop(tp, None)
+        log_dir = self._log_dir_of.pop(tp, None)
+        if stray is None or log_dir is None:
+            return None
+        log_dir.logs.discard(tp)
+        self.cleaner.forget(tp)  # not started yet: set aside before anything is served
+        aside = f"{stray.directory}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        stray.close()
+        try:
+            os.rename(stray.directory, aside)
+        except OSError as exc:
+            self._take_offline(log_dir, exc)
+            return None
+        for path in (log_dir.checkpoint_path, log_dir.high_watermark_path):
+            log_dir.stale_entries.setdefault(path, set()).add(tp)
+        self._checkpoint_dir(log_dir)
+        self._checkpoint_high_watermarks_of(log_dir)
+        return aside
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
         """Truncate the partition's log (Log.truncate_to), calling off a cleaning of it under
@@ -655,6 +681,8 @@ def _partition_dirs(log_dir: LogDir) -> list[TopicPartition]:
             continue
         if name.endswith(DELETE_DIR_SUFFIX):
             shutil.rmtree(path, ignore_errors=True)
+            continue
+        if name.endswith(STRAY_DIR_SUFFIX):
             continue
         tp = TopicPartition.from_dir_name(name)
         if tp is not None:

@@ -402,3 +402,4 @@ def _plan_any_compacted_log(cleaner):
         if partition_log.config.compact and tp not in cleaner._in_progress:
             return plan_cleaning(partition_log, None, int(time.time() * 1000))
     return None
+
