@@ -120,11 +120,33 @@ def test_recreated_topic_keeps_its_records_after_the_old_deletion(broker_factory
     assert "Traceback" not in broker.log()
 
 
-def test_old_topic_files_are_gone_after_the_delete_delay(broker_factory):
+def _old_partition_dirs(broker, topic: str) -> list[str]:
+    return [path.name for path in broker.data_dir.iterdir() if path.name.startswith(f"{topic}-0.")]
+
+
+def test_the_old_topic_files_go_once_the_delete_delay_has_passed(broker_factory):
     broker = broker_factory(log_segment_delete_delay_ms=str(DELETE_DELAY_MS))
-    topic, _ = _recreated_with_records(broker)
+    topic = unique_topic("delayed")
+    _create(broker, topic)
+    _produce(broker, topic, [b"old"])
+    _delete(broker, topic)
+    assert [name.endswith("-delete") for name in _old_partition_dirs(broker, topic)] == [True]
 
     _past_the_delete_delay()
 
-    leftovers = [path.name for path in broker.data_dir.iterdir() if path.name.startswith(f"{topic}-0.")]
-    assert leftovers == []
+    assert _old_partition_dirs(broker, topic) == []
+
+
+@pytest.mark.parametrize("restart", ["clean", "kill -9"])
+def test_a_restart_with_the_old_deletion_pending_keeps_the_new_records(broker_factory, restart):
+    broker = broker_factory()  # file.delete.delay.ms: Kafka's 60 s, far from passed
+    topic, new_values = _recreated_with_records(broker)
+    if restart == "clean":
+        broker.stop()
+    else:
+        broker.kill()
+    broker.start()
+
+    assert _read_all(broker, topic) == new_values
+    assert _old_partition_dirs(broker, topic) == []  # removed at start
+    assert "is offline" not in broker.log()
