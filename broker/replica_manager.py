@@ -3,10 +3,14 @@ ReplicaManager): appends, reads, offset lookups, waiting for new data (long-poll
 for records to commit (acks=all produces, offset commits), and the leader and follower roles the
 controller hands out.
 
-Errors come out as KafkaError with the code the client receives: UNKNOWN_TOPIC_OR_PARTITION for
-a partition this broker does not hold, KAFKA_STORAGE_ERROR for one whose log dir has failed (an
-I/O error on the way takes that dir offline), NOT_LEADER_OR_FOLLOWER for an append or consumer
-read on a replica that does not lead.
+Errors come out as KafkaError with the code the client receives, decided as Kafka's
+getPartitionOrException and Partition.getLocalLog do: KAFKA_STORAGE_ERROR for a partition whose
+log dir has failed (an I/O error on the way takes that dir offline); for one this broker does not
+host, NOT_LEADER_OR_FOLLOWER when the metadata cache knows it (this broker is not, not yet or no
+longer a replica: the client refreshes its metadata and goes to the leader) and
+UNKNOWN_TOPIC_OR_PARTITION when it does not; then a request's leader epoch other than the
+replica's (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH), and NOT_LEADER_OR_FOLLOWER for an append
+or consumer read on a replica that does not lead.
 
 Standalone, every partition is led here at epoch 0 with this broker as the whole ISR
 (`add_partition`). In cluster mode the controller's LeaderAndIsr makes partitions leaders or
@@ -38,6 +42,8 @@ from storage.log_manager import LogManager
 from storage.records_file import FileRegion
 from storage.topic_partition import TopicPartition
 
+from broker.metadata_cache import MetadataCache
+
 log = logging.getLogger(__name__)
 
 LeadershipCallback = Callable[[TopicPartition, int], None]
@@ -64,8 +70,12 @@ class ReplicaManager:
         log_manager: LogManager,
         broker_id: int = 0,
         settings: ReplicationSettings = ReplicationSettings(),
+        metadata_cache: MetadataCache | None = None,
     ) -> None:
+        """`metadata_cache` tells the partitions that exist in the cluster from those that do
+        not; without one, every partition not hosted here is unknown."""
         self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
         self.broker_id = broker_id
         self.settings = settings
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -242,16 +252,34 @@ class ReplicaManager:
         self._on_partition_change(tp)
 
     def get_partition(self, tp: TopicPartition) -> Partition:
+        """This broker's replica of `tp`. Raises KAFKA_STORAGE_ERROR for a partition whose log
+        dir failed; for one not hosted here NOT_LEADER_OR_FOLLOWER if the metadata cache knows
+        it, UNKNOWN_TOPIC_OR_PARTITION otherwise (Kafka's getPartitionOrException)."""
         if self.log_manager.is_offline(tp):
             raise KafkaError(f"{tp} is offline: its log directory failed", ErrorCode.kafka_storage_error)
         partition = self.partitions.get(tp)
-        if partition is None:
-            raise KafkaError(f"this broker does not host {tp}", ErrorCode.unknown_topic_or_partition)
-        return partition
+        if partition is not None:
+            return partition
+        if self.metadata_cache is not None and self.metadata_cache.partition(tp) is not None:
+            raise KafkaError(f"this broker is not a replica of {tp}", ErrorCode.not_leader_or_follower)
+        raise KafkaError(f"this broker does not know {tp}", ErrorCode.unknown_topic_or_partition)
 
     def leader_partition(self, tp: TopicPartition) -> Partition:
         partition = self.get_partition(tp)
         partition.check_leader()
+        return partition
+
+    def partition_at_epoch(self, tp: TopicPartition, current_leader_epoch: int, leader_only: bool = True) -> Partition:
+        """The replica a request naming the leader epoch it expects reads (Fetch, ListOffsets,
+        OffsetForLeaderEpoch): the epoch is checked before leadership, as Kafka's
+        Partition.getLocalLog does, so a client or follower behind or ahead of this replica
+        learns that (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) rather than only
+        NOT_LEADER_OR_FOLLOWER. `leader_only` false serves any replica (the debugging replica
+        id)."""
+        partition = self.get_partition(tp)
+        partition.check_leader_epoch(current_leader_epoch)
+        if leader_only:
+            partition.check_leader()
         return partition
 
     def leads(self, tp: TopicPartition) -> bool:

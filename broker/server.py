@@ -65,7 +65,10 @@ class Broker:
         self.log_manager = LogManager(
             config.log_dirs, self._log_config_for, _log_manager_settings(config)
         )
-        self.replica_manager = ReplicaManager(self.log_manager, self.broker_id, _replication_settings(config))
+        self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
+        self.replica_manager = ReplicaManager(
+            self.log_manager, self.broker_id, _replication_settings(config), self.metadata_cache
+        )
         self.topics = TopicManager(
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
         )
@@ -73,7 +76,6 @@ class Broker:
         self.replica_manager.add_leadership_listener(
             self.group_coordinator.on_become_leader, self.group_coordinator.on_resign
         )
-        self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
         self.cluster = ClusterMember(self) if config.get("zookeeper.connect") else None
         if self.cluster is None:
             producer_id_blocks = FileProducerIdBlockStore(config.log_dirs)

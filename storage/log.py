@@ -516,12 +516,16 @@ class Log:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        known_producers = self.producer_state.producers
         keep = self._segment_index(offset)
         doomed = self.segments[keep + 1 :]
         self.segments = self.segments[: keep + 1]
         self._discard(doomed)
         self.active_segment.truncate_to(offset, self.config)
         self._after_truncation()
+        # A snapshot keeps one batch per producer: the rebuilt state would recognise fewer
+        # retries than the leader's.
+        self.producer_state.keep_known_batches(known_producers, self.log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -354,7 +354,9 @@ class LogManager:
         look unchanged to its swap. Its first dirty offset is capped at the new log end."""
         truncated_log = self.logs[tp]
         if truncated_log.log_end_offset <= offset:
-            return False
+            # No record goes, so no cleaning to call off; the log still drops leader epochs
+            # begun past `offset` (a leader that wrote nothing in its epoch, now following).
+            return truncated_log.truncate_to(offset)
         self.cleaner.abort(tp)
         truncated = truncated_log.truncate_to(offset)
         self.cleaner.cap_first_dirty_offset(tp, truncated_log.log_end_offset)

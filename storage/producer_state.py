@@ -300,6 +300,22 @@ class ProducerStateManager:
         entry.add_batch(header.producer_epoch, batch)
         return None
 
+    def keep_known_batches(self, known: dict[int, ProducerStateEntry], end_offset: int) -> None:
+        """After a truncation to `end_offset`, put back the batches below it that the state
+        knew before the cut (`known`, the producers as they were). The rebuilt state has, per
+        producer, the last batch of a snapshot and the batches replayed after it; the batches
+        it knew are still in the log, and a retry of any of a producer's last five must be
+        recognised as on a replica that never truncated (a leader's state). Both are the
+        producer's latest batches below the cut, so the longer run is kept."""
+        for producer_id, entry in self.producers.items():
+            before = known.get(producer_id)
+            if before is None or before.epoch != entry.epoch:
+                continue  # a newer epoch before the cut began after it: its batches are gone
+            kept = [batch for batch in before.batches if batch.last_offset < end_offset]
+            if len(kept) > len(entry.batches):
+                entry.batches.clear()
+                entry.batches.extend(kept)
+
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest open transaction."""

@@ -5,9 +5,11 @@ offset to it (offset -1 stands for the high watermark); segments wholly below it
 the background. An offset at or below the current log start changes nothing. The answer gives
 the partition's low watermark: its log start offset after the deletion.
 
-Errors, per partition (low watermark -1): OFFSET_OUT_OF_RANGE for an offset beyond the high
-watermark or negative (other than -1), UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR when the
-partition's log dir has failed or fails on the way (the dir is then taken offline).
+Errors, per partition (low watermark -1): KAFKA_STORAGE_ERROR when the partition's log dir has
+failed or fails on the way (the dir is then taken offline); for a partition not hosted here
+NOT_LEADER_OR_FOLLOWER when the broker's metadata knows it, UNKNOWN_TOPIC_OR_PARTITION when it
+does not; NOT_LEADER_OR_FOLLOWER on a replica that does not lead; OFFSET_OUT_OF_RANGE for an
+offset beyond the high watermark or negative (other than -1).
 
 Version notes: v1 is v0 (its answers may be throttled); v2 is flexible.
 """
@@ -52,7 +54,7 @@ def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) ->
 def _delete(ctx: RequestContext, tp: TopicPartition, offset: int) -> DeleteRecordsPartitionResult:
     replica_manager = ctx.broker.replica_manager
     try:
-        partition = replica_manager.get_partition(tp)
+        partition = replica_manager.leader_partition(tp)
         before = partition.high_watermark if offset == HIGH_WATERMARK else offset
         if before < 0:
             raise OffsetOutOfRangeError(f"The offset {offset} for partition {tp} is not valid")

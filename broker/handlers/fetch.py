@@ -17,10 +17,11 @@ last_fetched_epoch (v12) ends before its fetch offset in the leader's epoch cach
 diverging_epoch (the leader's largest epoch at or below it, and where that epoch
 ends) and no records: it truncates there and fetches again (KIP-595's check).
 
-Per-partition errors: OFFSET_OUT_OF_RANGE outside [log start offset, log end offset],
-UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, NOT_LEADER_OR_FOLLOWER on a replica that does
-not lead the partition, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future
-current_leader_epoch (v9+).
+Per-partition errors, in the order they are checked (Kafka's): KAFKA_STORAGE_ERROR; for a
+partition not hosted here NOT_LEADER_OR_FOLLOWER when the broker's metadata knows it,
+UNKNOWN_TOPIC_OR_PARTITION when it does not; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a
+stale or future current_leader_epoch (v9+); NOT_LEADER_OR_FOLLOWER on a replica that does not
+lead the partition; OFFSET_OUT_OF_RANGE outside [log start offset, log end offset].
 
 Fetch sessions (KIP-227) are not kept: every response is a full one with session_id 0 echoing
 every requested partition, which clients accept by sending full requests; an incremental request
@@ -114,8 +115,7 @@ def _read_partition(
     replica_manager = ctx.broker.replica_manager
     result = PartitionResult(wanted.partition, records=b"")
     try:
-        partition = replica_manager.leader_partition(tp)
-        partition.check_leader_epoch(wanted.current_leader_epoch)
+        partition = replica_manager.partition_at_epoch(tp, wanted.current_leader_epoch)
         if follower_id is not None:
             result.diverging_epoch = partition.diverging_epoch(wanted.last_fetched_epoch, wanted.fetch_offset)
         if result.diverging_epoch is None:

@@ -10,10 +10,15 @@ Per partition, by the requested timestamp:
 
 Only the leader answers (NOT_LEADER_OR_FOLLOWER), except to the debugging replica id -2.
 
+Errors, in the order they are checked (Kafka's): KAFKA_STORAGE_ERROR; for a partition not hosted
+here NOT_LEADER_OR_FOLLOWER when the broker's metadata knows it, UNKNOWN_TOPIC_OR_PARTITION when
+it does not; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a current_leader_epoch (v4+) older or
+newer than the replica's; NOT_LEADER_OR_FOLLOWER; INVALID_REQUEST for an unknown negative
+timestamp.
+
 Version notes: v0 answers with a list of offsets ("old style": at most max_num_offsets, here the
 one offset found) instead of an offset and timestamp; v2 adds isolation_level; v4 adds
-current_leader_epoch (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH on mismatch) and the leader
-epoch in answers; v6 is flexible; v7 allows -3.
+current_leader_epoch and the leader epoch in answers; v6 is flexible; v7 allows -3.
 """
 
 import datetime
@@ -76,10 +81,9 @@ def _answer(
     replica_id: int,
 ) -> ListOffsetsPartitionResponse:
     try:
-        partition = ctx.broker.replica_manager.get_partition(TopicPartition(topic, index))
-        if replica_id != DEBUGGING_REPLICA_ID:
-            partition.check_leader()
-        partition.check_leader_epoch(leader_epoch)
+        partition = ctx.broker.replica_manager.partition_at_epoch(
+            TopicPartition(topic, index), leader_epoch, leader_only=replica_id != DEBUGGING_REPLICA_ID
+        )
         if replica_id >= 0 and timestamp == LATEST_TIMESTAMP:
             found_timestamp, offset = -1, partition.log.log_end_offset
         else:

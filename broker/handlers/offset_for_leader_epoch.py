@@ -9,9 +9,12 @@ after a leader change (KIP-320) to detect a truncated log.
 
 Who answers: requests from a follower (replica_id >= 0) or a consumer (-1) need the leader
 (NOT_LEADER_OR_FOLLOWER otherwise); the debugging id -2, which is also what v0-2 requests carry,
-may read any replica. current_leader_epoch (v2+) is checked against the replica's:
-FENCED_LEADER_EPOCH when older, UNKNOWN_LEADER_EPOCH when newer. Other errors:
-UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR.
+may read any replica.
+
+Errors, in the order they are checked (Kafka's): KAFKA_STORAGE_ERROR; for a partition not hosted
+here NOT_LEADER_OR_FOLLOWER when the broker's metadata knows it, UNKNOWN_TOPIC_OR_PARTITION when
+it does not; current_leader_epoch (v2+) against the replica's: FENCED_LEADER_EPOCH when older,
+UNKNOWN_LEADER_EPOCH when newer; then NOT_LEADER_OR_FOLLOWER.
 
 Version notes: v0-1 are declared in protocol.legacy (v0 answers no epoch); v2 adds
 current_leader_epoch and the throttle time, v3 replica_id, v4 is flexible.
@@ -59,10 +62,7 @@ def _end_offset(
     ctx: RequestContext, tp: TopicPartition, wanted: OffsetForLeaderPartition, leader_only: bool
 ) -> EpochEndOffset:
     try:
-        partition = ctx.broker.replica_manager.get_partition(tp)
-        if leader_only:
-            partition.check_leader()
-        partition.check_leader_epoch(wanted.current_leader_epoch)
+        partition = ctx.broker.replica_manager.partition_at_epoch(tp, wanted.current_leader_epoch, leader_only)
     except KafkaError as exc:
         return EpochEndOffset(error_code=exc.error_code, partition=tp.partition)
     epoch, end_offset = partition.end_offset_for_epoch(wanted.leader_epoch)

@@ -4,9 +4,11 @@ Each partition's record set must be one record batch of magic v2 (Kafka 0.11+ cl
 nothing else); it is validated per batch (size, CRC, counts; never record by record), given its
 offsets in place and appended. Errors are per partition: UNSUPPORTED_FOR_MESSAGE_FORMAT for
 magic v0/v1, CORRUPT_MESSAGE for a bad CRC or framing, MESSAGE_TOO_LARGE beyond
-max.message.bytes, INVALID_RECORD for an impossible batch, UNKNOWN_TOPIC_OR_PARTITION,
-INVALID_TOPIC_EXCEPTION for an illegal name or an internal topic, KAFKA_STORAGE_ERROR when the
-log dir fails, NOT_LEADER_OR_FOLLOWER on a replica that does not lead the partition. acks
+max.message.bytes, INVALID_RECORD for an impossible batch, INVALID_TOPIC_EXCEPTION for an illegal name or an
+internal topic, KAFKA_STORAGE_ERROR when the log dir fails, NOT_LEADER_OR_FOLLOWER on a replica
+that does not lead the partition and on a broker that hosts no replica of a partition its
+metadata knows (Kafka's getPartitionOrException), UNKNOWN_TOPIC_OR_PARTITION for a partition
+the broker's metadata does not know. acks
 outside -1/0/1 gives INVALID_REQUIRED_ACKS for every partition.
 
 Batches of idempotent producers (producer id >= 0) are checked against the partition's producer

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from broker.metadata_cache import MetadataCache, PartitionInfo
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from protocol.errors import ErrorCode, KafkaError
 from replication.partition_state import LeaderEndpoint, PartitionState
@@ -32,12 +33,13 @@ class Recorder:
         )
 
 
-def with_manager(tmp_path, scenario, min_insync: int = 1):
+def with_manager(tmp_path, scenario, min_insync: int = 1, metadata_cache: MetadataCache | None = None):
     async def main():
         config = LogConfig(min_insync_replicas=min_insync)
         logs = LogManager([str(tmp_path)], lambda topic: config)
         await logs.startup()
-        manager = ReplicaManager(logs, ME, ReplicationSettings(replica_lag_time_max_ms=100, commit_timeout_ms=300))
+        settings = ReplicationSettings(replica_lag_time_max_ms=100, commit_timeout_ms=300)
+        manager = ReplicaManager(logs, ME, settings, metadata_cache)
         manager.start()
         try:
             await scenario(manager)
@@ -94,6 +96,39 @@ def test_stop_replicas_stops_leading_and_deletes_on_request(tmp_path):
         assert recorder.events[-1] == ("resign", TP, 1)
         manager.stop_replicas([TP], delete=True)
         assert TP not in manager.partitions and manager.log_manager.get(TP) is None
+
+    with_manager(tmp_path, scenario)
+
+
+def error_of(call) -> ErrorCode:
+    with pytest.raises(KafkaError) as refused:
+        call()
+    return refused.value.error_code
+
+
+def test_a_partition_not_hosted_here_is_not_led_here_if_the_metadata_knows_it(tmp_path):
+    cache = MetadataCache("PLAINTEXT")
+    cache.update(0, 5, [], {TP: PartitionInfo(2, 1, (ME, 2), (ME, 2))})
+
+    async def scenario(manager: ReplicaManager):
+        assert error_of(lambda: manager.get_partition(TP)) == ErrorCode.not_leader_or_follower
+        assert error_of(lambda: manager.get_partition(TopicPartition("t", 1))) == ErrorCode.unknown_topic_or_partition
+        # Led here, then removed (reassigned away): the topic still exists.
+        manager.become_leader_or_follower(5, [state()], {}, ME)
+        manager.stop_replicas([TP], delete=True)
+        assert error_of(lambda: manager.append(TP, memoryview(batch(b"a")))) == ErrorCode.not_leader_or_follower
+
+    with_manager(tmp_path, scenario, metadata_cache=cache)
+
+
+def test_a_requests_leader_epoch_is_checked_before_leadership(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state(leader=2, epoch=3)], {2: NOWHERE}, ME)
+        assert error_of(lambda: manager.partition_at_epoch(TP, 2)) == ErrorCode.fenced_leader_epoch
+        assert error_of(lambda: manager.partition_at_epoch(TP, 4)) == ErrorCode.unknown_leader_epoch
+        assert error_of(lambda: manager.partition_at_epoch(TP, 3)) == ErrorCode.not_leader_or_follower
+        assert error_of(lambda: manager.partition_at_epoch(TP, -1)) == ErrorCode.not_leader_or_follower
+        assert manager.partition_at_epoch(TP, 3, leader_only=False) is manager.partitions[TP]
 
     with_manager(tmp_path, scenario)
 

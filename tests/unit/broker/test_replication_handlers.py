@@ -1,10 +1,13 @@
-"""OffsetForLeaderEpoch, and the replication side of Fetch and Produce, on an in-process broker
-whose partition the test makes leader through the replica manager."""
+"""OffsetForLeaderEpoch, and the replication side of Fetch, Produce, ListOffsets and
+DeleteRecords, on an in-process broker whose partition the test makes leader or follower through
+the replica manager, or leaves to other brokers in its metadata cache."""
 
 import asyncio
 import datetime
 
+from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -12,6 +15,7 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
+from broker.metadata_cache import PartitionInfo
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fetch import decode_fetch_response
@@ -86,17 +90,20 @@ def test_offset_for_leader_epoch_needs_the_leader_unless_debugging(tmp_path):
     asyncio.run(main())
 
 
-async def fetch(broker, offset: int, replica_id: int = -1, last_fetched_epoch: int = -1):
+async def fetch(
+    broker, offset: int, replica_id: int = -1, last_fetched_epoch: int = -1, current_leader_epoch: int = -1, tp=TP
+):
     request = FetchRequest(
         replica_id=replica_id,
         max_wait=datetime.timedelta(0),
         min_bytes=1,
         topics=(
             FetchTopic(
-                topic=TP.topic,
+                topic=tp.topic,
                 partitions=(
                     FetchPartition(
-                        partition=0,
+                        partition=tp.partition,
+                        current_leader_epoch=current_leader_epoch,
                         fetch_offset=offset,
                         last_fetched_epoch=last_fetched_epoch,
                         partition_max_bytes=1 << 20,
@@ -163,16 +170,105 @@ def test_acks_all_waits_for_the_follower_and_times_out_without_it(tmp_path):
     asyncio.run(main())
 
 
-async def produce_acks_all(broker, timeout_ms: int):
+async def produce_acks_all(broker, timeout_ms: int, tp=TP):
     request = ProduceRequest(
         transactional_id=None,
         acks=-1,
         timeout=datetime.timedelta(milliseconds=timeout_ms),
         topic_data=(
             TopicProduceData(
-                name=TP.topic, partition_data=(PartitionProduceData(index=0, records=bytes(batch(b"v"))),)
+                name=tp.topic, partition_data=(PartitionProduceData(index=tp.partition, records=bytes(batch(b"v"))),)
             ),
         ),
     )
     response = await call(broker, ApiKey.PRODUCE, 9, request)
     return response.responses[0].partition_responses[0]
+
+
+async def list_offsets(broker, current_leader_epoch: int = -1, tp=TP):
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=(
+            ListOffsetsTopic(
+                name=tp.topic,
+                partitions=(
+                    ListOffsetsPartition(
+                        partition_index=tp.partition, current_leader_epoch=current_leader_epoch, timestamp=-2
+                    ),
+                ),
+            ),
+        ),
+    )
+    return (await call(broker, ApiKey.LIST_OFFSETS, 7, request)).topics[0].partitions[0]
+
+
+async def delete_records(broker, tp=TP):
+    request = DeleteRecordsRequest(
+        topics=(DeleteRecordsTopic(name=tp.topic, partitions=(DeleteRecordsPartition(partition_index=tp.partition, offset=0),)),),
+        timeout=datetime.timedelta(seconds=1),
+    )
+    return (await call(broker, ApiKey.DELETE_RECORDS, 2, request)).topics[0].partitions[0]
+
+
+async def offset_for_leader_epoch(broker, current_leader_epoch: int = -1, tp=TP):
+    request = OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=(
+            OffsetForLeaderTopic(
+                topic=tp.topic,
+                partitions=(
+                    OffsetForLeaderPartition(
+                        partition=tp.partition, current_leader_epoch=current_leader_epoch, leader_epoch=0
+                    ),
+                ),
+            ),
+        ),
+    )
+    return (await call(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request)).topics[0].partitions[0]
+
+
+async def partition_errors(broker, tp=TP, current_leader_epoch: int = -1) -> dict[str, ErrorCode]:
+    """The error of every partition-level API asked about `tp` (Produce has no leader epoch)."""
+    return {
+        "produce": ErrorCode((await produce_acks_all(broker, timeout_ms=100, tp=tp)).error_code),
+        "fetch": ErrorCode((await fetch(broker, 0, current_leader_epoch=current_leader_epoch, tp=tp)).error_code),
+        "list_offsets": ErrorCode((await list_offsets(broker, current_leader_epoch, tp=tp)).error_code),
+        "offset_for_leader_epoch": ErrorCode(
+            (await offset_for_leader_epoch(broker, current_leader_epoch, tp=tp)).error_code
+        ),
+        "delete_records": ErrorCode((await delete_records(broker, tp=tp)).error_code),
+    }
+
+
+def test_a_broker_hosting_no_replica_of_a_known_partition_answers_not_leader_or_follower(tmp_path):
+    elsewhere = TopicPartition("elsewhere", 0)  # in the metadata, led by other brokers
+
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            cache = broker.metadata_cache
+            others = PartitionInfo(FOLLOWER, 3, (FOLLOWER, 6), (FOLLOWER, 6))
+            cache.update(cache.controller_id, cache.controller_epoch, list(cache.brokers.values()), {elsewhere: others})
+            known = await partition_errors(broker, elsewhere)
+            unknown = await partition_errors(broker, TopicPartition("nowhere", 0))
+        assert set(known.values()) == {ErrorCode.not_leader_or_follower}, known
+        assert set(unknown.values()) == {ErrorCode.unknown_topic_or_partition}, unknown
+
+    asyncio.run(main())
+
+
+def test_a_follower_checks_the_leader_epoch_of_a_request_before_leadership(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            follow = PartitionState(TP, 1, FOLLOWER, 3, (FOLLOWER, ME), 0, (ME, FOLLOWER), is_new=True)
+            broker.replica_manager.become_leader_or_follower(1, [follow], {}, ME)
+            older = await partition_errors(broker, current_leader_epoch=2)
+            same = await partition_errors(broker, current_leader_epoch=3)
+            newer = await partition_errors(broker, current_leader_epoch=4)
+        with_epoch = ("fetch", "list_offsets", "offset_for_leader_epoch")
+        assert {api: older[api] for api in with_epoch} == dict.fromkeys(with_epoch, ErrorCode.fenced_leader_epoch)
+        assert {api: newer[api] for api in with_epoch} == dict.fromkeys(with_epoch, ErrorCode.unknown_leader_epoch)
+        assert set(same.values()) == {ErrorCode.not_leader_or_follower}, same
+        assert older["produce"] == newer["produce"] == older["delete_records"] == ErrorCode.not_leader_or_follower
+
+    asyncio.run(main())

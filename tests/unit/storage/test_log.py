@@ -502,6 +502,27 @@ def test_truncation_rebuilds_the_producer_state_of_the_records_kept(open_log):
     assert snapshot_offsets(log) == []
 
 
+def test_a_truncation_keeps_the_batches_below_the_cut_the_replica_knew(open_log, tmp_path):
+    """A snapshot keeps one batch per producer. Rebuilt from the one just below the cut, the
+    state knew fewer batches than before, and a retry of an older one (up to five may be in
+    flight) was refused as out of order: the client then moved to a new producer id and sent
+    the records again, so they were stored twice."""
+    config = LogConfig(segment_bytes=700)  # two batches a segment: a snapshot every two
+    leader = Log.load(str(tmp_path / "leader" / TP.dir_name), TP, config, scheduler=InlineScheduler())
+    written = [produce(leader, seq, b"x" * 100, b"y" * 100) for seq in range(0, 16, 2)]
+    follower = open_log(config)
+    while follower.log_end_offset < leader.log_end_offset:  # fetches, a segment at a time
+        region = leader.read(follower.log_end_offset, 1 << 20, leader.log_end_offset, True)
+        follower.append_as_follower(memoryview(region.read()))
+    assert follower.truncate_to(written[7].first_offset)  # its last batch diverged
+    assert snapshot_offsets(follower)[-2:] == [12, 14]
+    for seq, original in zip(range(6, 14, 2), written[3:7]):  # its last five batches but the cut one
+        retried = produce(follower, seq, b"x" * 100, b"y" * 100)
+        assert (retried.first_offset, retried.last_offset) == (original.first_offset, original.last_offset)
+    assert follower.log_end_offset == written[7].first_offset
+    leader.close()
+
+
 # ---------------------------------------------------------------------------- transactions
 
 

@@ -290,6 +290,24 @@ def test_truncation_makes_the_truncated_range_dirty_again_for_the_cleaner(tmp_pa
     run(scenario())
 
 
+def test_a_truncation_at_the_log_end_still_drops_epochs_begun_there(tmp_path):
+    """A broker that led an epoch without writing in it, then follows: its latest epoch must go,
+    or the leader answers every fetch with a diverging epoch and the follower never fetches."""
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        tp = TopicPartition("t", 0)
+        log = logs.create(tp, LogConfig())
+        append(log, b"a")
+        log.assign_epoch_start(1, log.log_end_offset)  # became leader of epoch 1, wrote nothing
+        assert not logs.truncate_to(tp, log.log_end_offset)
+        assert [entry.epoch for entry in log.leader_epochs.entries] == [0]
+        await logs.shutdown()
+
+    run(scenario())
+
+
 # ------------------------------------------------------------ a name deleted and created again
 
 

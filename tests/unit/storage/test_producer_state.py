@@ -10,6 +10,7 @@ from protocol.records import Record, build_batch
 from storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from storage.producer_state import (
     BatchMetadata,
+    ProducerStateEntry,
     ProducerStateManager,
     read_snapshot,
 )
@@ -273,3 +274,19 @@ def test_deleting_snapshots(tmp_path, state):
     state.delete_snapshots_above(6)
     assert state.snapshot_offsets == [6]
     assert os.listdir(tmp_path) == ["00000000000000000006.snapshot"]
+
+
+def test_after_a_truncation_the_batches_known_below_the_cut_are_kept_for_the_same_epoch(state):
+    appender = Appender(state)
+    for seq in range(5):
+        appender.append(seq)  # offsets 0-4
+    known = dict(state.producers)
+    state.producers = {PID: ProducerStateEntry(PID)}  # rebuilt from a snapshot: one batch
+    state.record_batch(header(2, base_offset=2))
+    state.keep_known_batches(known, end_offset=3)
+    assert [batch.last_offset for batch in state.producers[PID].batches] == [0, 1, 2]
+    # A producer whose epoch before the cut differs keeps what was rebuilt.
+    state.producers = {PID: ProducerStateEntry(PID)}
+    state.record_batch(header(0, epoch=1, base_offset=0))
+    state.keep_known_batches(known, end_offset=3)
+    assert [batch.last_offset for batch in state.producers[PID].batches] == [0]
