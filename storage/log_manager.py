@@ -94,10 +94,12 @@ class LogDir:
 @dataclass
 class _BackgroundWrite:
     """A file written on the thread pool (`running`), and the write asked for meanwhile, made
-    when it is its turn (on the loop, so that it snapshots the state of that moment)."""
+    when it is its turn (on the loop, so that it snapshots the state of that moment), with a
+    future of its outcome for those who wait for it (`queued_written`)."""
 
     running: concurrent.futures.Future
     queued: Callable[[], Callable[[], None]] | None = None
+    queued_written: asyncio.Future | None = None
 
 
 @dataclass(frozen=True)
@@ -461,6 +463,16 @@ class LogManager:
         if log_dir is not None:
             self._checkpoint_dir(log_dir)
 
+    async def write_checkpoints_of(self, partitions: Iterable[TopicPartition]) -> None:
+        """Write the checkpoints of the dirs holding `partitions` and return once they are on
+        disk (DeleteRecords answers then: a crash must not bring deleted records back).
+        KafkaStorageError when a write failed (its dir is then offline)."""
+        dirs = {id(d): d for tp in partitions if (d := self._log_dir_of.get(tp)) is not None}
+        failures = await asyncio.gather(*(self._checkpoint_dir(d) for d in dirs.values()))
+        failed = [failure for failure in failures if failure is not None]
+        if failed:
+            raise KafkaStorageError(f"cannot write the checkpoints: {failed[0]}")
+
     def checkpoint_high_watermarks(self) -> None:
         for log_dir in self.dirs.values():
             self._checkpoint_high_watermarks_of(log_dir)
@@ -476,16 +488,19 @@ class LogManager:
 
         self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
 
-    def _checkpoint_dir(self, log_dir: LogDir) -> None:
-        if not log_dir.online or self._shutting_down:
-            return
+    def _checkpoint_dir(self, log_dir: LogDir) -> asyncio.Future:
+        """Write the dir's checkpoints; a future of the outcome (see _write_in_background)."""
+        if not log_dir.online or self._shutting_down:  # shutdown writes them itself
+            outcome = (self._loop or asyncio.get_running_loop()).create_future()
+            outcome.set_result(None if log_dir.online else OSError(f"{log_dir.path} is offline"))
+            return outcome
         path = log_dir.checkpoint_path
 
         def snapshot() -> Callable[[], None]:
             offsets = self._checkpoint_snapshot(log_dir)
             return self._forgetting_stale(log_dir, path, lambda: _write_checkpoints(log_dir, *offsets))
 
-        self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
+        return self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
 
     def _forgetting_stale(self, log_dir: LogDir, path: str, write: Callable[[], None]) -> Callable[[], None]:
         """`write` of the checkpoint file at `path`, a snapshot of this moment: once it is done,
@@ -534,23 +549,46 @@ class LogManager:
         snapshot: Callable[[], Callable[[], None]],
         on_error: Callable[[OSError], None],
         path_of: TopicPartition | None = None,
-    ) -> None:
+    ) -> asyncio.Future:
         """Run the write that `snapshot()` makes on the thread pool, after the write under way
         for `key` if there is one (a slow fsync): then only the latest of the writes asked for
-        meanwhile runs, snapshotting when it starts."""
+        meanwhile runs, snapshotting when it starts. Returns a future of the first write to
+        snapshot after this call: its result is the OSError that failed it, or None."""
+        loop = self._loop or asyncio.get_running_loop()
         under_way = self._writing.get(key)
         if under_way is not None:
             under_way.queued = snapshot
-            return
+            if under_way.queued_written is None:
+                under_way.queued_written = loop.create_future()
+            return under_way.queued_written
+        written = loop.create_future()
+        self._start_write(key, snapshot, on_error, path_of, written)
+        return written
+
+    def _start_write(
+        self,
+        key: object,
+        snapshot: Callable[[], Callable[[], None]],
+        on_error: Callable[[OSError], None],
+        path_of: TopicPartition | None,
+        written: asyncio.Future,
+    ) -> None:
         work, future = self._submit(snapshot(), path_of=path_of)
         self._writing[key] = _BackgroundWrite(work)
 
         def done(f: asyncio.Future) -> None:
-            if not f.cancelled() and isinstance(f.exception(), OSError):
-                on_error(f.exception())
+            failure = None if f.cancelled() else f.exception()
+            if isinstance(failure, OSError):
+                on_error(failure)
+            if not written.done():
+                written.set_result(failure)
             finished = self._writing.pop(key, None)
-            if finished is not None and finished.queued is not None:
-                self._write_in_background(key, finished.queued, on_error, path_of)
+            if finished is None or finished.queued_written is None:
+                return
+            if finished.queued is not None:
+                self._start_write(key, finished.queued, on_error, path_of, finished.queued_written)
+            elif not finished.queued_written.done():  # written meanwhile on the loop
+                finished.queued_written.set_result(None)
 
         future.add_done_callback(done)
 

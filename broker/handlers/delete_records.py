@@ -3,7 +3,9 @@
 Per partition, makes every record below the given offset unreadable by raising the log start
 offset to it (offset -1 stands for the high watermark); segments wholly below it are deleted in
 the background. An offset at or below the current log start changes nothing. The answer gives
-the partition's low watermark: its log start offset after the deletion.
+the partition's low watermark: its log start offset after the deletion. It is given once the
+new log start offsets are on disk (the log dir's log-start-offset-checkpoint written), so a crash
+right after cannot bring deleted records back; Kafka leaves that to its periodic checkpoint.
 
 Errors, per partition (low watermark -1): KAFKA_STORAGE_ERROR when the partition's log dir has
 failed or fails on the way (the dir is then taken offline); for a partition not hosted here
@@ -35,19 +37,27 @@ INVALID_LOW_WATERMARK = -1
 
 
 @api(ApiKey.DELETE_RECORDS, versions=(0, 2))
-def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    results = {
+        topic.name: [_delete(ctx, TopicPartition(topic.name, p.partition_index), p.offset) for p in topic.partitions]
+        for topic in request.topics
+    }
+    deleted = [
+        TopicPartition(name, result.partition_index)
+        for name, partitions in results.items()
+        for result in partitions
+        if result.error_code == ErrorCode.none
+    ]
+    try:
+        await ctx.broker.replica_manager.log_manager.write_checkpoints_of(deleted)
+    except KafkaError as exc:
+        results = {
+            name: [_failed(r.partition_index, exc.error_code) if r.error_code == ErrorCode.none else r for r in rs]
+            for name, rs in results.items()
+        }
     return DeleteRecordsResponse(
         throttle_time=datetime.timedelta(0),
-        topics=tuple(
-            DeleteRecordsTopicResult(
-                name=topic.name,
-                partitions=tuple(
-                    _delete(ctx, TopicPartition(topic.name, p.partition_index), p.offset)
-                    for p in topic.partitions
-                ),
-            )
-            for topic in request.topics
-        ),
+        topics=tuple(DeleteRecordsTopicResult(name=name, partitions=tuple(rs)) for name, rs in results.items()),
     )
 
 
@@ -60,9 +70,13 @@ def _delete(ctx: RequestContext, tp: TopicPartition, offset: int) -> DeleteRecor
             raise OffsetOutOfRangeError(f"The offset {offset} for partition {tp} is not valid")
         low_watermark = replica_manager.delete_records_before(tp, before)
     except KafkaError as exc:
-        return DeleteRecordsPartitionResult(
-            partition_index=tp.partition, low_watermark=INVALID_LOW_WATERMARK, error_code=exc.error_code
-        )
+        return _failed(tp.partition, exc.error_code)
     return DeleteRecordsPartitionResult(
         partition_index=tp.partition, low_watermark=low_watermark, error_code=ErrorCode.none
+    )
+
+
+def _failed(partition: int, error_code: ErrorCode) -> DeleteRecordsPartitionResult:
+    return DeleteRecordsPartitionResult(
+        partition_index=partition, low_watermark=INVALID_LOW_WATERMARK, error_code=error_code
     )

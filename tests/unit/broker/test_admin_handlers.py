@@ -669,6 +669,29 @@ def test_delete_records_raises_the_log_start_offset(tmp_path, version):
     run(tmp_path, scenario)
 
 
+def test_deleted_records_stay_deleted_after_a_crash_right_after_the_answer(tmp_path):
+    """The answer comes once the new log start offset is checkpointed: a kill -9 after it (no
+    shutdown, no periodic checkpoint: log.flush.offset.checkpoint.interval.ms is a minute) must
+    not bring the records back."""
+
+    async def crashed():
+        broker = Broker(settings(tmp_path))
+        await broker.start()
+        admin = Admin(broker)
+        await admin.create_topic("t")
+        admin.produce("t", 0, 5)
+        response = await admin.call(ApiKey.DELETE_RECORDS, 2, delete_records("t", (0, 3)))
+        assert response.topics[0].partitions[0].error_code == ErrorCode.none
+        broker.log_manager._executor.shutdown(wait=True)  # killed: nothing more reaches the disk
+
+    async def restarted(admin):
+        log = admin.broker.replica_manager.get_partition(TopicPartition("t", 0)).log
+        assert (log.log_start_offset, log.log_end_offset) == (3, 5)
+
+    asyncio.run(crashed())
+    run(tmp_path, restarted)
+
+
 def test_delete_records_io_error_takes_the_log_dir_offline(tmp_path, monkeypatch):
     async def scenario(admin):
         await admin.create_topic("t")
