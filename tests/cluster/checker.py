@@ -156,6 +156,10 @@ class Transactions:
     committed: list[list[bytes]] = field(default_factory=list)
     aborted: list[list[bytes]] = field(default_factory=list)
     unknown: list[list[bytes]] = field(default_factory=list)  # the commit's answer never came
+    # Commits the client answered although some of the transaction's sends had failed
+    # (kafka-python 3.0 goes on after a batch expired or an epoch bump, where Java's producer
+    # must abort): its values may each be there once, or not.
+    contradicted: list[list[bytes]] = field(default_factory=list)
 
 
 @dataclass
@@ -180,13 +184,9 @@ def check_transactions(transactions: Transactions, read_committed: Read) -> Tran
     history = transactions.history
     committed = {value for values in transactions.committed for value in values}
     # A committed value's delivery report came before the commit: its offset must hold it. One
-    # without any report is offset-less; one whose send failed (kafka-python 3.0 commits after
-    # a batch expired on the client, where Java's producer would have to abort) may be there,
-    # once, or not.
-    as_acked = History(
-        acked={value: history.acked.get(value, (-1, -1)) for value in committed if value not in history.failed},
-        failed=history.failed, sent=history.sent,
-    )
+    # without any report is offset-less.
+    as_acked = History(acked={value: history.acked.get(value, (-1, -1)) for value in committed},
+                       failed=history.failed, sent=history.sent)
     values = check(as_acked, read_committed)
     partial = []
     for txn in transactions.unknown:

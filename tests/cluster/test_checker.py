@@ -101,9 +101,9 @@ def test_transactions_committed_once_aborted_never_and_unknown_all_or_nothing():
     assert bad.values.duplicated == {b"t-1": [(1, 0), (1, 1)]}
 
 
-def test_a_committed_value_whose_send_failed_may_be_there_once_or_not():
-    txns = Transactions(history=history((b"t-0", 0, 0), failed=[b"t-1"]), committed=[[b"t-0", b"t-1"]])
-    assert check_transactions(txns, {0: [(0, b"t-0")]}).valid
+def test_a_contradicted_commit_is_only_checked_for_duplicates():
+    txns = Transactions(history=history((b"t-0", 0, 0), failed=[b"t-1"]), contradicted=[[b"t-0", b"t-1"]])
+    assert check_transactions(txns, {0: []}).valid
     assert check_transactions(txns, {0: [(0, b"t-0"), (1, b"t-1")]}).valid
     assert not check_transactions(txns, {0: [(0, b"t-0"), (1, b"t-1"), (2, b"t-1")]}).valid
 

@@ -63,6 +63,9 @@ class _ConfluentClient:
     def wait(self, seconds: float) -> None:
         self.producer.poll(seconds)
 
+    def state(self) -> str:
+        return f"{len(self.producer)} messages in librdkafka's queues"
+
     def flush(self, seconds: float) -> None:
         self.producer.flush(seconds)
 
@@ -121,6 +124,12 @@ class _KafkaPythonClient:
 
     def wait(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def state(self) -> str:
+        sender = self.producer._sender
+        manager = self.producer._transaction_manager
+        return f"kafka-python sender thread {'alive' if sender.is_alive() else 'dead'}, " \
+               f"transaction manager {getattr(manager, '_current_state', None)}"
 
     def flush(self, seconds: float) -> None:
         try:
@@ -238,6 +247,11 @@ class ProducerWorkload:
     def acked_count(self) -> int:
         return len(self.history.acked)
 
+    def state(self) -> str:
+        """What the workload is doing, for a report on a stalled one."""
+        return f"{self.prefix}: {len(self.history.sent)} sent, {self.acked_count} acked, " \
+               f"{len(self.history.failed)} failed; {self._client.state()}"
+
     def _run(self) -> None:
         deadline = time.monotonic() + self.duration_s
         pace = _Pace(self._client, self.interval_s)
@@ -285,6 +299,8 @@ class TransactionalWorkload:
     outcome is what the producer learnt (checker.Transactions):
 
     - committed: commit answered (retried while the error was retriable);
+    - contradicted: commit answered although a send of the transaction had failed (a client
+      bug: kafka-python 3.0 does it);
     - aborted: abort answered, or the producer gave up before asking for the commit (a new
       producer of the same transactional id then aborts it, or the coordinator does at the
       transaction timeout);
@@ -396,7 +412,7 @@ class TransactionalWorkload:
         while True:
             try:
                 client.commit(self.end_timeout_s)
-                return "committed"
+                return "contradicted" if any(value in history.failed for value in values) else "committed"
             except Exception as error:  # noqa: BLE001
                 if client.retriable(error) and time.monotonic() < give_up:
                     continue
