@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.cluster.checker import partition_batches, replicas_agree
 from tests.cluster.harness import wait_until
 from tests.harness import unique_topic
 
@@ -52,6 +53,36 @@ def topic_view(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ..
     }
 
 
+def zookeeper_isrs(cluster, topic: str, partitions: int) -> dict[int, list[int]]:
+    """partition -> its ISR, sorted, as ZooKeeper has it."""
+    with cluster.zookeeper_client() as zk:
+        states = {p: zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0] for p in range(partitions)}
+    return {p: sorted(json.loads(state)["isr"]) for p, state in states.items()}
+
+
+def full_isrs(cluster, topic: str, partitions: int) -> bool:
+    """Every partition's ISR holds every broker, in ZooKeeper and in every broker's Metadata,
+    and every partition has a leader."""
+    brokers = tuple(sorted(cluster.brokers))
+    if any(tuple(isr) != brokers for isr in zookeeper_isrs(cluster, topic, partitions).values()):
+        return False
+    for broker_id in brokers:
+        described = topic_view(cluster.broker(broker_id).bootstrap, topic)
+        if described is None or len(described) != partitions:
+            return False
+        if any(leader not in brokers or tuple(sorted(isr)) != brokers for leader, _, isr in described.values()):
+            return False
+    return True
+
+
+def replicas_identical(cluster, topic: str, partition: int) -> str | None:
+    """None when every replica of the partition holds the same batches, byte for byte; else
+    what differs."""
+    dirs = [str(broker.data_dirs[0] / f"{topic}-{partition}") for broker in cluster.brokers.values()]
+    lengths = {d: len(partition_batches(d)) for d in dirs}
+    return replicas_agree(dirs) or (None if len(set(lengths.values())) == 1 else f"batches per replica {lengths}")
+
+
 def zk_controller(cluster) -> tuple[int, int]:
     """(controller id, controller epoch) from ZooKeeper."""
     with cluster.zookeeper_client() as zk:
@@ -60,9 +91,10 @@ def zk_controller(cluster) -> tuple[int, int]:
     return json.loads(controller)["brokerid"], int(epoch)
 
 
-def create_topic(cluster, topic: str, partitions: int, replication_factor: int) -> None:
+def create_topic(cluster, topic: str, partitions: int, replication_factor: int, config: dict | None = None) -> None:
     admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
-    futures = admin.create_topics([NewTopic(topic, partitions, replication_factor)], operation_timeout=30)
+    new = NewTopic(topic, partitions, replication_factor, config=config or {})
+    futures = admin.create_topics([new], operation_timeout=30)
     futures[topic].result(timeout=TIMEOUT_S)
 
 

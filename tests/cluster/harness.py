@@ -586,6 +586,17 @@ class Cluster(LocalCluster):
         for a, b in list(map(tuple, network.cuts)):
             network.heal(a, b)
 
+    def heal_everything(self) -> None:
+        """Every fault undone: cuts healed, paused brokers resumed, stopped or killed ones
+        started again."""
+        if self.network is not None:
+            self.heal_all()
+        for broker in self.brokers.values():
+            if broker.paused:
+                broker.resume()
+            if not broker.running:
+                broker.start()
+
     def expire_session(self, broker_id: int, timeout: float = 10.0) -> set[int]:
         """ZooKeeper ends broker `broker_id`'s session at once (see the module docstring);
         returns the session ids."""

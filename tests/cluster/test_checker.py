@@ -5,7 +5,19 @@ import shutil
 import time
 
 from protocol.records import ControlRecordType, Record, build_batch, control_record
-from tests.cluster.checker import History, check, control_batch_offsets, partition_batches, replicas_agree, values_in
+from tests.cluster.checker import (
+    History,
+    Transactions,
+    check,
+    check_transactions,
+    control_batch_offsets,
+    offsets_acked_twice,
+    offsets_going_backwards,
+    partition_batches,
+    producer_fields,
+    replicas_agree,
+    values_in,
+)
 from tests.cluster.workload import ProducerWorkload, read_topic
 from tests.harness import BrokerProcess, unique_topic
 
@@ -29,25 +41,79 @@ def test_a_log_holding_every_acknowledged_write_at_its_offset_is_valid():
     assert h.unknown == {b"e"}
 
 
-def test_an_acknowledged_write_missing_or_moved_is_lost():
+def test_an_acknowledged_write_missing_is_lost_and_one_found_elsewhere_misplaced():
     h = history((b"a", 0, 0), (b"b", 0, 1), (b"c", 0, 2))
     verdict = check(h, {0: [(0, b"a"), (1, b"c")]})
     assert not verdict.valid
-    assert verdict.lost == {b"b": (0, 1), b"c": (0, 2)}
+    assert verdict.lost == {b"b": (0, 1)}
+    assert verdict.misplaced == {b"c": ((0, 2), [(0, 1)])}
+
+
+def test_an_acknowledgement_without_an_offset_fails_wherever_the_value_is():
+    h = history((b"a", 0, 0), (b"b", 0, -1), (b"c", 1, -1001))
+    verdict = check(h, {0: [(0, b"a"), (1, b"b")]})
+    assert not verdict.valid
+    assert verdict.offsetless == {b"b": ((0, -1), [(0, 1)]), b"c": ((1, -1001), [])}
+    assert not verdict.lost and not verdict.misplaced
+    assert "offset-less acks 2" in str(verdict)
 
 
 def test_duplicates_are_reported_without_failing_and_strangers_fail():
     h = history((b"a", 0, 0), (b"b", 0, 2))
     verdict = check(h, {0: [(0, b"a"), (1, b"a"), (2, b"b"), (3, b"zz")]})
-    assert verdict.duplicated == {b"a": 2}
+    assert verdict.duplicated == {b"a": [(0, 0), (0, 1)]}
     assert verdict.unexpected == [b"zz"]
     assert not verdict.valid
+
+
+def test_duplicates_fail_exactly_once():
+    h = history((b"a", 0, 0), (b"b", 0, 2))
+    verdict = check(h, {0: [(0, b"a"), (1, b"a"), (2, b"b")]})
+    assert verdict.valid and not verdict.exactly_once
 
 
 def test_values_read_out_of_send_order_are_reordered():
     h = history((b"a", 0, 1), (b"b", 0, 0))
     verdict = check(h, {0: [(0, b"b"), (1, b"a")]})
     assert verdict.reordered == {0: (b"b", b"a")}
+    assert "b'b'@[0] before b'a'@[1]" in str(verdict)
+
+
+def test_offsets_acked_twice_or_going_backwards_are_found_offset_less_ones_aside():
+    first = history((b"a", 0, 0), (b"b", 0, 1), (b"x", 0, -1), (b"y", 0, -1))
+    second = history((b"c", 0, 1), (b"d", 1, 0), (b"e", 0, 1))
+    assert offsets_acked_twice([first, second]) == {(0, 1): {b"b", b"c", b"e"}}
+    assert offsets_going_backwards(first) == []
+    assert offsets_going_backwards(second) == [(b"c", (0, 1), b"e", (0, 1))]
+
+
+def test_transactions_committed_once_aborted_never_and_unknown_all_or_nothing():
+    txns = Transactions(history=history((b"t-0", 0, 0), (b"t-1", 1, 0), (b"t-2", 0, 2), (b"t-3", 1, 2),
+                                        (b"t-4", 0, 4), (b"t-5", 1, 4)),
+                        committed=[[b"t-0", b"t-1"]], aborted=[[b"t-2", b"t-3"]], unknown=[[b"t-4", b"t-5"]])
+    good = {0: [(0, b"t-0"), (4, b"t-4")], 1: [(0, b"t-1"), (4, b"t-5")]}
+    assert check_transactions(txns, good).valid
+    assert check_transactions(txns, {0: [(0, b"t-0")], 1: [(0, b"t-1")]}).valid  # unknown: none of it
+    bad = check_transactions(txns, {0: [(0, b"t-0"), (2, b"t-2"), (4, b"t-4")], 1: [(0, b"t-1"), (1, b"t-1")]})
+    assert not bad.valid
+    assert bad.aborted_read == {b"t-2": [(0, 2)]}
+    assert bad.partial == [(1, 2, [(0, 4)])]
+    assert bad.values.duplicated == {b"t-1": [(1, 0), (1, 1)]}
+
+
+def test_a_contradicted_commit_is_only_checked_for_duplicates():
+    txns = Transactions(history=history((b"t-0", 0, 0), failed=[b"t-1"]), contradicted=[[b"t-0", b"t-1"]])
+    assert check_transactions(txns, {0: []}).valid
+    assert check_transactions(txns, {0: [(0, b"t-0"), (1, b"t-1")]}).valid
+    assert not check_transactions(txns, {0: [(0, b"t-0"), (1, b"t-1"), (2, b"t-1")]}).valid
+
+
+def test_producer_fields_name_the_session_and_sequence_of_each_record(tmp_path):
+    partition = tmp_path / "t-0"
+    batch = build_batch([Record(5, 1000, None, b"x"), Record(6, 1000, None, b"y")], producer_id=7,
+                        producer_epoch=2, base_sequence=40)
+    _write_partition(partition, [_batch(4, b"w"), batch])
+    assert producer_fields(str(partition), [6, 4]) == {6: (7, 2, 41), 4: (-1, -1, -1)}
 
 
 def _write_partition(directory, batches) -> None:

@@ -15,7 +15,6 @@ At the end every fault is healed and every replica back in the ISR; then
 The schedule is seeded: the seed is in every assertion message, and LOGWAY_JEPSEN_SEED replays
 it. Network cuts need namespace mode (root); the loopback variant kills and pauses only."""
 
-import json
 import os
 import random
 import time
@@ -24,8 +23,13 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from tests.cluster.checker import History, check, partition_batches, replicas_agree
-from tests.cluster.clients import admin_client, topic_view, wait_formed
+from tests.cluster.checker import (
+    by_producer,
+    check,
+    offsets_acked_twice,
+    offsets_going_backwards,
+)
+from tests.cluster.clients import admin_client, full_isrs, replicas_identical, wait_formed
 from tests.cluster.harness import ZOOKEEPER, Cluster, wait_until
 from tests.cluster.test_faults import _ACKS_ALL_TOPIC, _FAST_FAILURES
 from tests.cluster.workload import ProducerWorkload, read_topic
@@ -89,75 +93,6 @@ def _run_schedule(cluster: Cluster, faults: list[Fault], rng: random.Random) -> 
     return log
 
 
-# ------------------------------------------------------------------ cluster state
-
-
-def _zookeeper_isrs(cluster: Cluster, topic: str) -> dict[int, list[int]]:
-    with cluster.zookeeper_client() as zk:
-        states = {p: zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0] for p in range(PARTITIONS)}
-    return {p: sorted(json.loads(state)["isr"]) for p, state in states.items()}
-
-
-def _full_isrs(cluster: Cluster, topic: str) -> bool:
-    """Every partition's ISR full in ZooKeeper and in every broker's Metadata, with a leader."""
-    if any(isr != list(BROKERS) for isr in _zookeeper_isrs(cluster, topic).values()):
-        return False
-    for broker_id in BROKERS:
-        described = topic_view(cluster.broker(broker_id).bootstrap, topic)
-        if described is None or len(described) != PARTITIONS:
-            return False
-        if any(leader not in BROKERS or tuple(sorted(isr)) != BROKERS for leader, _, isr in described.values()):
-            return False
-    return True
-
-
-def _heal_everything(cluster: Cluster) -> None:
-    if cluster.network is not None:
-        cluster.heal_all()
-    for broker in cluster.brokers.values():
-        if broker.paused:
-            broker.resume()
-        if not broker.running:
-            broker.start()
-
-
-def _replicas_identical(cluster: Cluster, topic: str, partition: int) -> str | None:
-    """None once every replica of the partition holds the same batches, byte for byte."""
-    dirs = [str(cluster.broker(b).data_dirs[0] / f"{topic}-{partition}") for b in BROKERS]
-    lengths = {d: len(partition_batches(d)) for d in dirs}
-    return replicas_agree(dirs) or (None if len(set(lengths.values())) == 1 else f"batches per replica {lengths}")
-
-
-# ------------------------------------------------------------------ the verdict
-
-
-def _by_prefix(read: dict[int, list[tuple[int, bytes]]], prefix: str) -> dict[int, list[tuple[int, bytes]]]:
-    return {p: [(o, v) for o, v in records if v.startswith(f"{prefix}-".encode())] for p, records in read.items()}
-
-
-def _offsets_acked_twice(histories: dict[str, History]) -> dict[tuple[int, int], set[bytes]]:
-    holders: dict[tuple[int, int], set[bytes]] = {}
-    for history in histories.values():
-        for value, where in history.acked.items():
-            holders.setdefault(where, set()).add(value)
-    return {where: values for where, values in holders.items() if len(values) > 1}
-
-
-def _offsets_going_backwards(history: History) -> list[tuple[bytes, tuple[int, int], bytes, tuple[int, int]]]:
-    """(value, where, later value, where) for each acknowledged value sent later but placed lower."""
-    last: dict[int, tuple[bytes, int]] = {}
-    backwards = []
-    for value in history.sent:
-        if value not in history.acked:
-            continue
-        partition, offset = history.acked[value]
-        if partition in last and offset <= last[partition][1]:
-            earlier, earlier_offset = last[partition]
-            backwards.append((earlier, (partition, earlier_offset), value, (partition, offset)))
-        last[partition] = (value, offset)
-    return backwards
-
-
 # ------------------------------------------------------------------ the test
 
 
@@ -176,7 +111,7 @@ def test_a_random_schedule_of_faults_loses_no_acknowledged_write(cluster_factory
     created = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3,
                                             config=_ACKS_ALL_TOPIC)], operation_timeout=30)
     created[topic].result(timeout=_TIMEOUT_S)
-    wait_until(lambda: _full_isrs(cluster, topic), _TIMEOUT_S, "the new topic with full ISRs", interval=0.3)
+    wait_until(lambda: full_isrs(cluster, topic, PARTITIONS), _TIMEOUT_S, "the new topic with full ISRs", interval=0.3)
 
     workloads = {prefix: ProducerWorkload(cluster.bootstrap, topic, PARTITIONS, count=10_000, duration_s=150,
                                           rate_per_s=40, prefix=prefix, config=_ORDERED).start()
@@ -185,8 +120,9 @@ def test_a_random_schedule_of_faults_loses_no_acknowledged_write(cluster_factory
     schedule = _run_schedule(cluster, faults, rng)
     context = f"seed {seed} ({SEED_VARIABLE}={seed} replays it), schedule: {'; '.join(schedule)}"
 
-    _heal_everything(cluster)
-    wait_until(lambda: _full_isrs(cluster, topic), _TIMEOUT_S, f"every replica back in the ISR; {context}", interval=0.5)
+    cluster.heal_everything()
+    wait_until(lambda: full_isrs(cluster, topic, PARTITIONS), _TIMEOUT_S, f"every replica back in the ISR; {context}",
+               interval=0.5)
     acked_at_heal = sum(w.acked_count for w in workloads.values())
     wait_until(lambda: sum(w.acked_count for w in workloads.values()) >= acked_at_heal + 60, _TIMEOUT_S,
                f"writes acknowledged after the heal; {context}")
@@ -198,14 +134,16 @@ def test_a_random_schedule_of_faults_loses_no_acknowledged_write(cluster_factory
     nobody_wrote = [v for records in read.values() for _, v in records if v not in written]
     assert not nobody_wrote, f"values nobody wrote {nobody_wrote[:3]}; {context}"
     for prefix, history in histories.items():
-        verdict = check(history, _by_prefix(read, prefix))
+        verdict = check(history, by_producer(read, prefix))
         assert verdict.valid, f"producer {prefix}: {verdict}; {context}"
-        assert not (backwards := _offsets_going_backwards(history)), f"producer {prefix}: {backwards[:3]}; {context}"
-    assert not (twice := _offsets_acked_twice(histories)), f"offsets acknowledged to two values {list(twice.items())[:3]}; {context}"
+        assert not (backwards := offsets_going_backwards(history)), f"producer {prefix}: {backwards[:3]}; {context}"
+    twice = offsets_acked_twice(histories.values())
+    assert not twice, f"offsets acknowledged to two values {list(twice.items())[:3]}; {context}"
     for partition in range(PARTITIONS):
         try:
-            wait_until(lambda: _replicas_identical(cluster, topic, partition) is None, _TIMEOUT_S,
+            wait_until(lambda: replicas_identical(cluster, topic, partition) is None, _TIMEOUT_S,
                        f"partition {partition}'s replicas identical", interval=0.5)
         except TimeoutError:
-            raise AssertionError(f"partition {partition}: {_replicas_identical(cluster, topic, partition)}; {context}") from None
+            differ = replicas_identical(cluster, topic, partition)
+            raise AssertionError(f"partition {partition}: {differ}; {context}") from None
     assert sum(len(h.acked) for h in histories.values()) >= 300, context

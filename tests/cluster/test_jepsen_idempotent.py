@@ -1,0 +1,400 @@
+"""Idempotent and transactional producers under randomized faults, checked in the spirit of
+Jepsen's Kafka and Redpanda analyses (issue 13).
+
+The setting: three brokers, a topic of 6 partitions with 3 replicas and min.insync.replicas=2.
+Producers, each writing distinct values `<name>-<n>` round-robin over the partitions:
+- c0, c1: confluent-kafka (librdkafka), enable.idempotence=true, acks=all, ~200 values/s each;
+- k0: kafka-python, idempotent, acks=all, ~100 values/s;
+- ct, kt: confluent-kafka and kafka-python transactional producers, ~50 values/s each in
+  transactions of 10, one in five aborted.
+
+For FAULT_WINDOW_S (60 s), about every 8 s a fault hits a broker: most often the leader of a
+random partition, sometimes one of its followers. kill -9 (started again 5 s later), SIGSTOP
+for 12 s (longer than the ZooKeeper session), and in namespace mode (root) network cuts held
+8-12 s: the broker cut off from ZooKeeper and its peers, from ZooKeeper only, or from its peers
+only (clients are never cut). Faults overlap; at most two brokers are faulty at once. Then
+everything is healed, the test waits for full ISRs and more writes, stops the producers, waits
+until no transaction is left open (last stable offset = high watermark), and two fresh
+consumers, read_committed and read_uncommitted, read every partition to its end. Checked:
+
+- each idempotent producer (read_uncommitted): no acknowledged value lost, none duplicated,
+  none acknowledged without an offset (-1) or at another offset than where it is, its values
+  in send order per partition, acknowledged offsets growing with the send order;
+- each transactional producer (read_committed): every committed value exactly once, at the
+  offset its delivery report gave, in order; nothing of an aborted transaction; a transaction
+  whose outcome the producer never learnt read whole or not at all;
+- both readers agree (read_uncommitted holds what read_committed read, and more only of
+  transactions); no offset acknowledged to two values; the replicas byte for byte the same;
+- full ISRs after the heal, and writes after it from the confluent-kafka producers.
+
+Client bugs kept out of the verdict: kafka-python 3.0 sometimes commits a transaction although
+some of its sends failed (expired, or cut by an epoch bump), where Java's producer must abort;
+such a transaction is only checked for duplicates. Its idempotent producer sometimes stops
+getting answers after the heal; that is noted, not failed.
+
+A failure prints the seed, the schedule as it ran and a compact summary (the first duplicated
+values with their offsets and the producer id, epoch and sequence of each copy, and so on).
+
+Environment:
+- LOGWAY_JEPSEN_SCHEDULES=N runs N schedules (default DEFAULT_SCHEDULES), each a test of its
+  own on a fresh cluster, each with a random seed;
+- LOGWAY_JEPSEN_SEED=S gives schedule i the seed S + i: LOGWAY_JEPSEN_SCHEDULES=1
+  LOGWAY_JEPSEN_SEED=S replays the schedule of seed S (the draws; which broker leads which
+  partition when a fault comes depends on the run).
+
+    .venv/bin/python -m pytest tests/cluster/test_jepsen_idempotent.py -v
+    LOGWAY_JEPSEN_SCHEDULES=10 .venv/bin/python -m pytest tests/cluster/test_jepsen_idempotent.py
+"""
+
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from tests.cluster.checker import (
+    History,
+    Transactions,
+    by_producer,
+    check,
+    check_transactions,
+    offsets_acked_twice,
+    offsets_going_backwards,
+    producer_fields,
+)
+from tests.cluster.clients import (
+    SMALL_INDEXES,
+    create_topic,
+    full_isrs,
+    replicas_identical,
+    topic_view,
+    wait_formed,
+    zookeeper_isrs,
+)
+from tests.cluster.harness import ZOOKEEPER, Cluster, namespaces_unavailable, wait_until
+from tests.cluster.workload import (
+    CONFLUENT,
+    KAFKA_PYTHON,
+    ProducerWorkload,
+    TransactionalWorkload,
+    read_topic,
+    stable_ends,
+)
+from tests.harness import unique_topic
+
+pytestmark = pytest.mark.slow
+
+SCHEDULES_VARIABLE = "LOGWAY_JEPSEN_SCHEDULES"
+SEED_VARIABLE = "LOGWAY_JEPSEN_SEED"
+DEFAULT_SCHEDULES = 5
+BROKERS = (1, 2, 3)
+PARTITIONS = 6
+FAULT_WINDOW_S = 60
+KILL_FOR_S = 5
+PAUSE_FOR_S = 12  # longer than the ZooKeeper session (6 s)
+CUT_FOR_S = (8, 12)
+FAULT_EVERY_S = (6, 10)
+MAX_FAULTY = 2
+_TIMEOUT_S = 90
+
+_OVERRIDES = {
+    **SMALL_INDEXES,
+    "replica.lag.time.max.ms": "2000",  # a stopped follower leaves the ISRs quickly
+    "transaction.state.log.num.partitions": "5",
+    "offsets.topic.num.partitions": "5",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+}
+_TOPIC_CONFIG = {"min.insync.replicas": "2"}
+
+# name -> (library, values/s, config)
+_IDEMPOTENT = {
+    "c0": (CONFLUENT, 200, {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5}),
+    "c1": (CONFLUENT, 200, {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5}),
+    "k0": (KAFKA_PYTHON, 100, {"enable_idempotence": True, "max_in_flight_requests_per_connection": 5}),
+}
+_TRANSACTIONAL = {
+    "ct": (CONFLUENT, 50, {"enable.idempotence": True, "transaction.timeout.ms": 20_000, "message.timeout.ms": 20_000,
+                           "max.in.flight.requests.per.connection": 5}),
+    "kt": (KAFKA_PYTHON, 50, {"enable_idempotence": True, "transaction_timeout_ms": 20_000,
+                              "max_in_flight_requests_per_connection": 5}),
+}
+
+
+def _schedules() -> list[int]:
+    return list(range(int(os.environ.get(SCHEDULES_VARIABLE) or DEFAULT_SCHEDULES)))
+
+
+def _seed(schedule: int) -> int:
+    base = os.environ.get(SEED_VARIABLE)
+    return int(base) + schedule if base else random.randrange(2**32)
+
+
+# ------------------------------------------------------------------ the faults
+
+
+@dataclass
+class _Fault:
+    what: str
+    broker: int
+    heal_at: float
+    heal: Callable[[], None]
+
+
+class _Nemesis:
+    """Injects and heals the faults of one schedule, and keeps its log (seconds from the start)."""
+
+    def __init__(self, cluster: Cluster, topic: str, rng: random.Random) -> None:
+        self.cluster, self.topic, self.rng = cluster, topic, rng
+        self.kinds = ["kill", "pause"] + (["isolate", "cut zookeeper", "cut peers"] if cluster.network else [])
+        self.active: list[_Fault] = []
+        self.log: list[str] = []
+        self.start = time.monotonic()
+
+    def note(self, line: str) -> None:
+        self.log.append(f"{time.monotonic() - self.start:5.1f}s {line}")
+
+    def run(self, duration_s: float) -> None:
+        end = self.start + duration_s
+        next_at = self.start + self.rng.uniform(2, 5)
+        with self.cluster.zookeeper_client() as zk:
+            while (now := time.monotonic()) < end:
+                self._heal_due(now)
+                if now >= next_at:
+                    self._inject(zk, now)
+                    next_at = now + self.rng.uniform(*FAULT_EVERY_S)
+                wake = min([next_at, end, *(fault.heal_at for fault in self.active)])
+                time.sleep(max(0.05, wake - time.monotonic()))
+        self._heal_due(float("inf"))
+
+    def _heal_due(self, now: float) -> None:
+        for fault in [fault for fault in self.active if fault.heal_at <= now]:
+            fault.heal()
+            self.active.remove(fault)
+            self.note(f"healed: {fault.what}")
+
+    def _inject(self, zk, now: float) -> None:
+        # Every draw is made whatever the cluster's state, so a seed's draws stay the same.
+        kind = self.rng.choice(self.kinds)
+        partition = self.rng.randrange(PARTITIONS)
+        leader_role = self.rng.random() < 0.75
+        pick, hold = self.rng.random(), self.rng.uniform(*CUT_FOR_S)
+        state = json.loads(zk.get(f"/brokers/topics/{self.topic}/partitions/{partition}/state")[0])
+        faulty = {fault.broker for fault in self.active}
+        if leader_role:
+            role, candidates = "leader", [state["leader"]]
+        else:
+            role, candidates = "follower", [b for b in BROKERS if b != state["leader"]]
+        candidates = [b for b in candidates if b in BROKERS and b not in faulty]
+        if not candidates or len(faulty) >= MAX_FAULTY:
+            self.note(f"no {kind}: the {role} of p{partition} ({state['leader']}) or too many brokers faulty {faulty}")
+            return
+        victim = candidates[int(pick * len(candidates))]
+        broker = self.cluster.broker(victim)
+        what = f"{kind} broker {victim} ({role} of p{partition})"
+        if kind == "kill":
+            broker.kill()
+            fault = _Fault(what, victim, now + KILL_FOR_S, broker.launch)
+        elif kind == "pause":
+            broker.pause()
+            fault = _Fault(what, victim, now + PAUSE_FOR_S, broker.resume)
+        else:
+            peers = [b for b in BROKERS if b != victim]
+            others = {"isolate": [ZOOKEEPER, *peers], "cut zookeeper": [ZOOKEEPER], "cut peers": peers}[kind]
+            for other in others:
+                self.cluster.cut(victim, other)
+            fault = _Fault(what, victim, now + hold, lambda: [self.cluster.heal(victim, o) for o in others])
+        self.active.append(fault)
+        self.note(f"{what} for {fault.heal_at - now:.0f} s")
+
+
+# ------------------------------------------------------------------ the verdict
+
+
+def _counts(history: History) -> str:
+    return f"sent {len(history.sent)}, acked {len(history.acked)}, failed {len(history.failed)}, " \
+           f"unknown {len(history.unknown)}"
+
+
+def _copies(cluster: Cluster, topic: str, history: History, verdict, limit: int = 5) -> list[str]:
+    """For the first duplicated and offset-less values: where each copy is, which producer id,
+    epoch and sequence wrote it, and what the producer was told."""
+    found = verdict.found
+    values = [*list(verdict.duplicated)[:limit], *list(verdict.offsetless)[:limit]]
+    lines = []
+    for value in values:
+        copies = []
+        for partition, offset in found.get(value, []):
+            directory = str(cluster.broker(BROKERS[0]).data_dirs[0] / f"{topic}-{partition}")
+            pid, epoch, sequence = producer_fields(directory, [offset]).get(offset, ("?", "?", "?"))
+            copies.append(f"p{partition}@{offset} (pid {pid} epoch {epoch} seq {sequence})")
+        told = (f"acked at p{history.acked[value][0]}@{history.acked[value][1]}" if value in history.acked
+                else f"failed: {history.failed[value]}" if value in history.failed else "no answer")
+        lines.append(f"{value.decode()}: {', '.join(copies) or 'not read'}; {told}")
+    return lines
+
+
+def _isr_report(cluster: Cluster, topic: str) -> str:
+    """The partitions' ISRs as ZooKeeper has them, and each broker's Metadata view."""
+    views = {b: topic_view(cluster.broker(b).bootstrap, topic) for b in BROKERS}
+    return f"ZooKeeper {zookeeper_isrs(cluster, topic, PARTITIONS)}, Metadata (leader, replicas, ISR) {views}"
+
+
+def _reads_disagree(committed: dict, uncommitted: dict) -> list[str]:
+    """read_uncommitted must hold what read_committed read, and more only of the transactional
+    producers."""
+    transactional = tuple(f"{name}-".encode() for name in _TRANSACTIONAL)
+    problems = []
+    for partition in range(PARTITIONS):
+        rc, ru = dict(committed[partition]), dict(uncommitted[partition])
+        missing = [(o, v) for o, v in rc.items() if ru.get(o) != v]
+        extra = [(o, v) for o, v in ru.items() if o not in rc and not v.startswith(transactional)]
+        if missing or extra:
+            problems.append(f"p{partition}: read_committed only {missing[:3]}, read_uncommitted only {extra[:3]}")
+    return problems
+
+
+def _verdict(cluster: Cluster, topic: str, idempotent: dict[str, History], transactional: dict[str, Transactions],
+             committed: dict, uncommitted: dict) -> tuple[list[str], list[str]]:
+    """(problems, summary lines)."""
+    problems, summary = [], []
+    for name, history in idempotent.items():
+        verdict = check(history, by_producer(uncommitted, name))
+        summary.append(f"{name} ({_IDEMPOTENT[name][0]}, idempotent): {_counts(history)}; "
+                       f"{'ok' if verdict.exactly_once else 'see above'}")
+        if not verdict.exactly_once:
+            problems.append(f"{name}: {verdict}")
+            problems += [f"  {line}" for line in _copies(cluster, topic, history, verdict)]
+        if backwards := offsets_going_backwards(history):
+            problems.append(f"{name}: acknowledged offsets going backwards {len(backwards)} {backwards[:3]}")
+    for name, txns in transactional.items():
+        verdict = check_transactions(txns, by_producer(committed, name))
+        summary.append(f"{name} ({_TRANSACTIONAL[name][0]}, transactional): transactions committed "
+                       f"{len(txns.committed)}, aborted {len(txns.aborted)}, unknown {len(txns.unknown)}, "
+                       f"committed by the client although a send had failed {len(txns.contradicted)}; "
+                       f"values {_counts(txns.history)}; {'ok' if verdict.valid else 'see above'}")
+        if not verdict.valid:
+            problems.append(f"{name}: {verdict}")
+            problems += [f"  {line}" for line in _copies(cluster, topic, txns.history, verdict.values)]
+            written = {(p, o): v for p, records in uncommitted.items() for o, v in records}
+            for value, where in list(verdict.values.lost.items())[:5]:
+                there = "there, not committed" if written.get(where) == value else f"not there ({written.get(where)!r})"
+                problems.append(f"  {value.decode()} acked at p{where[0]}@{where[1]}, read_uncommitted: {there}")
+    problems += _reads_disagree(committed, uncommitted)
+    histories = [*idempotent.values(), *(txns.history for txns in transactional.values())]
+    if twice := offsets_acked_twice(histories):
+        problems.append(f"offsets acknowledged to two values {len(twice)} {list(twice.items())[:3]}")
+    return problems, summary
+
+
+# ------------------------------------------------------------------ the test
+
+
+@pytest.fixture(params=_schedules(), ids=lambda schedule: f"schedule-{schedule}")
+def schedule(request) -> int:
+    return request.param
+
+
+def _running(workloads) -> bool:
+    """True; a workload whose thread died fails the test at once."""
+    for workload in workloads:
+        if workload.error is not None:
+            raise AssertionError(f"the workload {workload.prefix} failed: {workload.error!r}")
+    return True
+
+
+def test_idempotent_and_transactional_producers_under_random_faults(cluster_factory, schedule, caplog):
+    caplog.set_level(logging.CRITICAL, logger="kafka")  # kafka-python logs every refused connection
+    seed = _seed(schedule)
+    rng = random.Random(seed)
+    cluster = cluster_factory(namespaces=namespaces_unavailable() is None, overrides=_OVERRIDES)
+    wait_formed(cluster)
+    topic = unique_topic("jepsen-idem")
+    create_topic(cluster, topic, PARTITIONS, 3, _TOPIC_CONFIG)
+    wait_until(lambda: full_isrs(cluster, topic, PARTITIONS), _TIMEOUT_S, "the new topic with full ISRs", interval=0.3)
+
+    writers = {name: ProducerWorkload(cluster.bootstrap, topic, PARTITIONS, count=1_000_000, duration_s=300,
+                                      rate_per_s=rate, drain_s=30, prefix=name, config=config, client=library)
+               for name, (library, rate, config) in _IDEMPOTENT.items()}
+    committers = {name: TransactionalWorkload(cluster.bootstrap, topic, PARTITIONS, transactional_id=unique_topic(name),
+                                              count=1_000_000, duration_s=300, rate_per_s=rate, seed=seed + i,
+                                              prefix=name, config=config, client=library)
+                  for i, (name, (library, rate, config)) in enumerate(_TRANSACTIONAL.items())}
+    workloads = [*writers.values(), *committers.values()]
+    for workload in workloads:
+        workload.start()
+    nemesis = _Nemesis(cluster, topic, rng)
+
+    def context() -> str:
+        mode = "namespaces" if cluster.network else "loopback"
+        replay = f"{SEED_VARIABLE}={seed} {SCHEDULES_VARIABLE}=1 replays it"
+        return f"seed {seed} ({replay}), {mode}; schedule:\n  " + "\n  ".join(nemesis.log)
+    problems: list[str] = []  # every check that failed; the run goes on to the verdict where it can
+    notes: list[str] = []  # what is worth knowing but no fault of the broker
+    try:
+        wait_until(lambda: _running(workloads) and all(w.acked_count >= 20 for w in writers.values())
+                   and all(c.committed_count >= 1 for c in committers.values()), _TIMEOUT_S, "writes before the faults")
+        nemesis.start = time.monotonic()
+        nemesis.run(FAULT_WINDOW_S)
+        cluster.heal_everything()
+        nemesis.note("everything healed")
+        try:
+            wait_until(lambda: full_isrs(cluster, topic, PARTITIONS), _TIMEOUT_S, "full ISRs", interval=0.5)
+            nemesis.note("full ISRs")
+        except TimeoutError:
+            problems.append(f"ISRs not full {_TIMEOUT_S} s after the heal: {_isr_report(cluster, topic)}")
+            nemesis.note("ISRs still not full")
+        # Writes after the heal, from every librdkafka producer. kafka-python's idempotent producer
+        # sometimes gets no answer at all from then on (3 runs in 12, not explained yet: nothing
+        # fails, nothing expires); noted with its state rather than failed.
+        acked = {name: w.acked_count for name, w in writers.items()}
+        committed_count = {name: c.committed_count for name, c in committers.items()}
+        must = [name for name in [*writers, *committers] if (_IDEMPOTENT | _TRANSACTIONAL)[name][0] == CONFLUENT]
+        progress = {**{n: lambda n=n: writers[n].acked_count >= acked[n] + 50 for n in writers},
+                    **{n: lambda n=n: committers[n].committed_count >= committed_count[n] + 2 for n in committers}}
+        try:
+            wait_until(lambda: _running(workloads) and all(progress[name]() for name in must), _TIMEOUT_S,
+                       "writes after the heal")
+            nemesis.note("writes after the heal")
+        except TimeoutError:
+            problems.append(f"no writes after the heal from {[name for name in must if not progress[name]()]}")
+        try:
+            wait_until(lambda: all(progress[name]() for name in progress), 10, "writes from every producer")
+        except TimeoutError:
+            stalled = [w.state() for name, w in writers.items() if not progress[name]()]
+            notes.append(f"no writes after the heal: {stalled}")
+    except (TimeoutError, AssertionError) as error:
+        raise AssertionError("\n".join([*problems, str(error), context()])) from None
+    finally:
+        for workload in workloads:
+            workload.request_stop()
+    idempotent = {name: w.join() for name, w in writers.items()}
+    transactional = {name: c.join() for name, c in committers.items()}
+    nemesis.note("producers stopped")
+
+    list_offsets_errors: list[str] = []
+    try:
+        ends = stable_ends(cluster.bootstrap, topic, PARTITIONS, _TIMEOUT_S, errors=list_offsets_errors)
+        committed = read_topic(cluster.bootstrap, topic, PARTITIONS, _TIMEOUT_S, isolation="read_committed", ends=ends)
+        uncommitted = read_topic(cluster.bootstrap, topic, PARTITIONS, _TIMEOUT_S, isolation="read_uncommitted",
+                                 ends=ends)
+    except AssertionError as error:
+        raise AssertionError("\n".join([*problems, f"reading back: {error}", context()])) from None
+    found, summary = _verdict(cluster, topic, idempotent, transactional, committed, uncommitted)
+    problems += found
+    summary += notes
+    if list_offsets_errors:
+        summary.append(f"ListOffsets errors after the heal: {len(list_offsets_errors)}, first {list_offsets_errors[0]}")
+    for partition in range(PARTITIONS):
+        try:
+            wait_until(lambda: replicas_identical(cluster, topic, partition) is None, 30, "identical", interval=0.5)
+        except TimeoutError:
+            problems.append(f"p{partition} replicas differ: {replicas_identical(cluster, topic, partition)}")
+    if few := {name: len(h.acked) for name, h in idempotent.items() if len(h.acked) < 1000}:
+        problems.append(f"too few writes acknowledged to judge: {few}")
+    print(f"\njepsen-idempotent seed {seed}: {'FAIL' if problems else 'ok'}\n  "
+          + "\n  ".join([*problems, *summary, context()]))
+    assert not problems, "\n".join([*problems, *summary, context()])
