@@ -297,7 +297,7 @@ class ReplicaManager:
         partition = self.get_partition(tp)
         try:
             result = partition.append_as_leader(
-                records, required_acks, partition.log.config.min_insync_replicas, from_coordinator
+                records, required_acks, partition.min_insync_replicas, from_coordinator
             )
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
@@ -337,7 +337,7 @@ class ReplicaManager:
         NOT_LEADER_OR_FOLLOWER when the replica stops leading, REQUEST_TIMED_OUT at the
         timeout."""
         partition = self.get_partition(tp)
-        min_insync = partition.log.config.min_insync_replicas
+        min_insync = partition.min_insync_replicas
         waiter = _CommitWaiter(last_offset + 1, min_insync, asyncio.get_running_loop().create_future())
         self._commit_waiters.setdefault(tp, []).append(waiter)
         self._complete_commits(tp)
@@ -359,7 +359,7 @@ class ReplicaManager:
         """What a delayed produce of records up to `last_offset` would answer now; None while
         it must wait."""
         partition = self.partitions.get(tp)
-        min_insync = partition.log.config.min_insync_replicas if partition is not None else 1
+        min_insync = partition.min_insync_replicas if partition is not None else 1
         return _commit_outcome(partition, _CommitWaiter(last_offset + 1, min_insync, None))
 
     def _complete_commits(self, tp: TopicPartition) -> None:

@@ -4,7 +4,9 @@ in-sync replica set (ISR) and the high watermark (Kafka's Partition).
 Leader: takes appends (`append_as_leader`), learns each follower's log end offset (LEO) from its
 fetches (`update_follower_fetch`), and keeps
 - HW = the smallest LEO over the ISR (the leader's own included); it never decreases, and a
-  follower whose LEO is unknown since this broker became leader holds it back;
+  follower whose LEO is unknown since this broker became leader holds it back. It does not move
+  at all while the ISR is smaller than min.insync.replicas (at most the replica count), as in
+  Kafka 3.9: records only the leader holds are not committed, and acks=all produces wait;
 - ISR shrink (`maybe_shrink_isr`, called periodically): a follower that has not caught up to the
   leader's LEO within replica.lag.time.max.ms leaves;
 - ISR expand (on a fetch): a follower outside the ISR whose LEO reached the HW and the start of
@@ -211,9 +213,20 @@ class Partition:
             return self.log.high_watermark
         return min(first_unstable, self.log.high_watermark)
 
+    @property
+    def min_insync_replicas(self) -> int:
+        """min.insync.replicas capped at the replica count (Kafka's effectiveMinIsr): a topic
+        with fewer replicas than that is not under it for good."""
+        return min(self.log.config.min_insync_replicas, max(len(self.replicas), 1))
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return len(self.isr) < self.min_insync_replicas
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW = the smallest LEO over the ISR, if that is higher; True when it moved."""
-        if not self.is_leader:
+        """HW = the smallest LEO over the ISR, if that is higher and the ISR is not under
+        min.insync.replicas; True when it moved."""
+        if not self.is_leader or self.is_under_min_isr:
             return False
         candidate = self.log.log_end_offset
         for replica in self.isr:

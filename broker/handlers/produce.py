@@ -24,8 +24,9 @@ coordinator yet).
 acks=0 gets no response at all; acks=1 is answered after the leader's append. acks=-1 (all) is
 refused before appending with NOT_ENOUGH_REPLICAS when the ISR is smaller than the topic's
 min.insync.replicas; appended, it is a delayed produce answered once the high watermark passes
-the batch (followers' fetches move it), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR had
-meanwhile shrunk below min.insync.replicas, NOT_LEADER_OR_FOLLOWER if the replica stopped
+the batch (followers' fetches move it; it does not move while the ISR is under
+min.insync.replicas, as in Kafka 3.9), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
+below min.insync.replicas after the HW passed the batch, NOT_LEADER_OR_FOLLOWER if the replica stopped
 leading, REQUEST_TIMED_OUT after the request's timeout_ms. Standalone the one replica is the
 whole ISR, so acks=-1 is answered at once, like acks=1.
 

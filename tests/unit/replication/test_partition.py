@@ -8,6 +8,7 @@ from protocol.errors import ErrorCode, KafkaError
 from replication.partition import Partition, diverging_epoch
 from replication.partition_state import PartitionState
 from storage.leader_epoch import EpochEntry, LeaderEpochCache
+from storage.log_config import LogConfig
 from tests.unit.storage.conftest import TP, batch
 
 LEADER = 1
@@ -146,6 +147,30 @@ def test_a_caught_up_follower_rejoins_once_it_fetched_in_this_epoch(leader):
         assert writer.writes == [(3, (1, 2, 3), 7)] and partition.isr == (1, 2, 3)
 
     asyncio.run(main())
+
+
+def test_the_high_watermark_holds_while_the_isr_is_under_min_insync_replicas(open_log):
+    """As in Kafka 3.9: records only the leader holds are not committed while fewer replicas
+    than min.insync.replicas are in sync, whatever the ISR says of them."""
+
+    async def main():
+        partition = Partition(TP, open_log(LogConfig(min_insync_replicas=2)), LEADER, clock=Clock())
+        partition.isr_writer = IsrWriter()
+        partition.make_leader(state(isr=(1,)))
+        append(partition, b"a", b"b")
+        assert partition.high_watermark == 0
+        partition.update_follower_fetch(2, 2)  # caught up: it rejoins, and the ISR is large enough
+        await settle()
+        assert (partition.isr, partition.high_watermark) == ((1, 2), 2)
+
+    asyncio.run(main())
+
+
+def test_min_insync_replicas_above_the_replica_count_does_not_hold_the_high_watermark(open_log):
+    partition = Partition(TP, open_log(LogConfig(min_insync_replicas=2)), LEADER, clock=Clock())
+    partition.make_leader(state(isr=(1,), replicas=(1,)))
+    append(partition, b"a")
+    assert partition.high_watermark == 1
 
 
 def test_a_stale_isr_write_stops_isr_changes_until_the_controller_speaks(leader):
