@@ -8,7 +8,11 @@ verdict, for a topic written only by the workload:
 - lost: acknowledged writes missing from the log: with acks=all this must never happen;
 - misplaced: acknowledged writes found, but at another offset than the one acknowledged;
 - offset-less: acknowledged writes whose acknowledgement carried no offset (-1, or librdkafka's
-  -1001): the client was told "written" without where;
+  -1001). The broker always answers a success with an offset; these are librdkafka's implicit
+  acknowledgements: a request of the producer failed with an uncertain outcome (the broker's
+  REQUEST_TIMED_OUT, a timeout of its own) and a later one of the same partition succeeded, so
+  the earlier one's messages were written, where is not known. They are reported, and count as
+  lost when the value is not in the log (and as duplicated when it is there twice);
 - duplicated: values present more than once (expected without idempotence after retries; with
   idempotence a failure, which `Verdict.exactly_once` adds);
 - unexpected: values nobody wrote (corruption);
@@ -62,7 +66,7 @@ class Verdict:
 
     @property
     def valid(self) -> bool:
-        return not (self.lost or self.misplaced or self.offsetless or self.unexpected or self.reordered)
+        return not (self.lost or self.misplaced or self.unexpected or self.reordered)
 
     @property
     def exactly_once(self) -> bool:
@@ -93,10 +97,10 @@ def check(history: History, read: Read) -> Verdict:
             found.setdefault(value, []).append((partition, offset))
     lost, misplaced, offsetless = {}, {}, {}
     for value, where in history.acked.items():
-        if where[1] < 0:
-            offsetless[value] = (where, found.get(value, []))
-        elif value not in found:
+        if value not in found:
             lost[value] = where
+        elif where[1] < 0:
+            offsetless[value] = (where, found[value])
         elif where not in found[value]:
             misplaced[value] = (where, found[value])
     written = set(history.sent)
