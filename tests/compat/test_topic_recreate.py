@@ -109,15 +109,19 @@ def test_recreated_topic_keeps_its_records_after_the_old_deletion(broker_factory
     _past_the_delete_delay()
     _assert_segment_files(broker, topic)
     assert _read_all(broker, topic) == new_values
-    if restart == "clean":
-        broker.stop()
-    else:
-        broker.kill()
-    broker.start()
+    _restart(broker, restart)
 
     assert _read_all(broker, topic) == new_values
     assert "is offline" not in broker.log()
     assert "Traceback" not in broker.log()
+
+
+def _restart(broker, how: str) -> None:
+    if how == "clean":
+        broker.stop()
+    else:
+        broker.kill()
+    broker.start()
 
 
 def _old_partition_dirs(broker, topic: str) -> list[str]:
@@ -141,11 +145,7 @@ def test_the_old_topic_files_go_once_the_delete_delay_has_passed(broker_factory)
 def test_a_restart_with_the_old_deletion_pending_keeps_the_new_records(broker_factory, restart):
     broker = broker_factory()  # file.delete.delay.ms: Kafka's 60 s, far from passed
     topic, new_values = _recreated_with_records(broker)
-    if restart == "clean":
-        broker.stop()
-    else:
-        broker.kill()
-    broker.start()
+    _restart(broker, restart)
 
     assert _read_all(broker, topic) == new_values
     assert _old_partition_dirs(broker, topic) == []  # removed at start
