@@ -320,12 +320,17 @@ class LogManager:
             self._take_offline(log_dir, exc)
             return
         removed.update_parent_dir(doomed)
+        self._checkpoint_without(log_dir, tp)
+        delay = removed.config.file_delete_delay_ms / 1000
+        self._later(delay, self._run_blocking, _delete_partition_dir, removed, doomed)
+
+    def _checkpoint_without(self, log_dir: LogDir, tp: TopicPartition) -> None:
+        """`tp` left `log_dir`: its checkpoints are written again without it, and until that is
+        done a partition of the name made there waits for it (_settle_deleted)."""
         for path in (log_dir.checkpoint_path, log_dir.high_watermark_path):
             log_dir.stale_entries.setdefault(path, set()).add(tp)
         self._checkpoint_dir(log_dir)
         self._checkpoint_high_watermarks_of(log_dir)
-        delay = removed.config.file_delete_delay_ms / 1000
-        self._later(delay, self._run_blocking, _delete_partition_dir, removed, doomed)
 
     def set_aside(self, tp: TopicPartition) -> str | None:
         """Rename a partition that belongs to no known topic out of the way (Kafka's stray
@@ -344,10 +349,7 @@ class LogManager:
         except OSError as exc:
             self._take_offline(log_dir, exc)
             return None
-        for path in (log_dir.checkpoint_path, log_dir.high_watermark_path):
-            log_dir.stale_entries.setdefault(path, set()).add(tp)
-        self._checkpoint_dir(log_dir)
-        self._checkpoint_high_watermarks_of(log_dir)
+        self._checkpoint_without(log_dir, tp)
         return aside
 
     def truncate_to(self, tp: TopicPartition, offset: int) -> bool:
