@@ -306,10 +306,9 @@ class LogManager:
         log_dir.logs.discard(tp)
         if not log_dir.online:
             return
-        draining = self._draining.setdefault(tp, set())
-        draining |= self._path_work.pop(tp, set())
-        if cleaning is not None:
-            draining.add(cleaning)
+        draining = self._path_work.pop(tp, set()) | ({cleaning} if cleaning is not None else set())
+        if draining:  # an empty entry would stay for every deleted name never created again
+            self._draining.setdefault(tp, set()).update(draining)
         epochs_write = self._writing.get(removed)
         if epochs_write is not None:
             epochs_write.queued = None
