@@ -338,7 +338,8 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
                                               count=1_000_000, duration_s=300, rate_per_s=rate, seed=seed + i,
                                               prefix=name, config=config, client=library)
                   for i, (name, (library, rate, config)) in enumerate(_TRANSACTIONAL.items())}
-    workloads = [*writers.values(), *committers.values()]
+    workloads_by_name = {**writers, **committers}
+    workloads = list(workloads_by_name.values())
     for workload in workloads:
         workload.start()
     nemesis = _Nemesis(cluster, topic, rng)
@@ -374,13 +375,11 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
                        "writes after the heal")
             nemesis.note("writes after the heal")
         except TimeoutError:
-            problems.append(f"no writes after the heal from {[name for name in must if not progress[name]()]}: "
-                            f"{[w.state() for name, w in writers.items() if not progress[name]()]}")
+            problems.append(f"no writes after the heal: {[workloads_by_name[name].state() for name in must if not progress[name]()]}")
         try:
             wait_until(lambda: all(progress[name]() for name in progress), 10, "writes from every producer")
         except TimeoutError:
-            stalled = [f"{name}: {c.committed_count} committed" for name, c in committers.items()
-                       if not progress[name]()]
+            stalled = [c.state() for name, c in committers.items() if not progress[name]()]
             notes.append(f"no writes after the heal: {stalled}")
     except (TimeoutError, AssertionError) as error:
         raise AssertionError("\n".join([*problems, str(error), context()])) from None

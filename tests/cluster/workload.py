@@ -336,6 +336,7 @@ class TransactionalWorkload:
         self.rng = random.Random(seed)
         self.transactions = Transactions()
         self.producers = 0  # how many producer instances it took (one more after each unknown outcome)
+        self.phase = "starting"  # what the thread is doing, for state()
         self._stop = threading.Event()
         self.error: BaseException | None = None  # what ended the thread, if not its end
         self._thread = threading.Thread(target=_recorded(self, self._run), name=f"transactions-{prefix}-{topic}",
@@ -363,15 +364,22 @@ class TransactionalWorkload:
     def committed_count(self) -> int:
         return len(self.transactions.committed)
 
+    def state(self) -> str:
+        """What the workload is doing, for a report on a stalled one."""
+        return f"{self.prefix}: {self.committed_count} committed, {len(self.transactions.aborted)} aborted, " \
+               f"{len(self.transactions.unknown)} unknown, producer #{self.producers}, {self.phase}"
+
     def _new_client(self, deadline: float):
         """A producer with its transactions initialised (retried until `deadline`), or None."""
         while time.monotonic() < deadline and not self._stop.is_set():
             client = _CLIENTS[self.client_name](self.bootstrap, self.config)
             self.producers += 1
+            self.phase = "initialising transactions"
             try:
                 client.init(self.end_timeout_s)
                 return client
-            except Exception:  # noqa: BLE001 (whatever the client raises: start afresh)
+            except Exception as error:  # noqa: BLE001 (whatever the client raises: start afresh)
+                self.phase = f"initialising transactions, last failure: {error!r}"
                 client.close()
                 time.sleep(1)
         return None
@@ -400,6 +408,7 @@ class TransactionalWorkload:
     def _transaction(self, client, values: list[bytes], first: int) -> str:
         self._gave_up = False
         history = self.transactions.history
+        self.phase = f"sending {values[0].decode()}.."
         try:
             client.begin()
             for i, value in enumerate(values):
@@ -410,12 +419,14 @@ class TransactionalWorkload:
             return self._abort(client)
         give_up = time.monotonic() + 2 * self.end_timeout_s
         while True:
+            self.phase = f"committing {values[0].decode()}.."
             try:
                 client.commit(self.end_timeout_s)
                 return "contradicted" if any(value in history.failed for value in values) else "committed"
             except Exception as error:  # noqa: BLE001
                 if client.retriable(error) and time.monotonic() < give_up:
                     continue
+                self.phase = f"aborting {values[0].decode()}.. after a failed commit: {error!r}"
                 try:
                     client.abort(self.end_timeout_s)  # refused when the commit went through
                     return "aborted"
@@ -424,6 +435,7 @@ class TransactionalWorkload:
 
     def _abort(self, client) -> str:
         """Before any commit was asked for, a transaction can only end aborted."""
+        self.phase = "aborting"
         try:
             client.abort(self.end_timeout_s)
         except Exception:  # noqa: BLE001
