@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import ControlRecordType, Record, control_batch_type, iter_records
-from storage.log import Log
+from storage.log_slice import LogSlice
 from storage.topic_partition import TopicPartition
 
 from coordinator import records
@@ -53,7 +53,6 @@ from coordinator.internal_topic import (
     LoadState,
     append_entries,
     coordinator_store_error,
-    read_partition_batches,
 )
 from coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from coordinator.group import (
@@ -129,12 +128,12 @@ class PartitionContents:
                 self.groups[key.group] = records.decode_group_metadata_value(record.value)
 
 
-def read_offsets_partition(partition_log: Log, start: int, end: int, buffer_bytes: int) -> PartitionContents:
-    """Replay offsets [start, end) of an offsets partition's log. Blocking: runs in a worker
-    thread. Nothing appends to the partition meanwhile: only the coordinator writes to it, and
-    not before it is loaded. A record that does not decode is logged and skipped."""
+def read_offsets_partition(log_slice: LogSlice, buffer_bytes: int) -> PartitionContents:
+    """Replay a slice of an offsets partition's log (from its start to its end, taken when the
+    load began). Blocking: runs in a worker thread. A record that does not decode is logged and
+    skipped."""
     contents = PartitionContents()
-    for header, batch in read_partition_batches(partition_log, start, end, buffer_bytes):
+    for header, batch in log_slice.batches(buffer_bytes):
         if header.is_control:
             committed = contents.pending.pop(header.producer_id, {})
             if control_batch_type(batch) is ControlRecordType.COMMIT:
@@ -145,7 +144,7 @@ def read_offsets_partition(partition_log: Log, start: int, end: int, buffer_byte
             try:
                 contents.apply(record, header.producer_id if header.is_transactional else None)
             except (ProtocolError, ValueError) as exc:
-                log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
+                log.warning("%s: skipping record at offset %d: %s", log_slice.topic_partition, record.offset, exc)
     return contents
 
 

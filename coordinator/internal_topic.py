@@ -15,22 +15,25 @@ leadership this broker takes (`on_become_leader`, called by the owner, a Replica
 listener), is replayed by the owner's `read` in a worker thread, from its log start to its log end
 (a new leader's HW may lag records its predecessor had committed, and a restarted broker's
 checkpointed HW may lag its log), and what that found is given to the owner's `install` on the
-loop; until then the partition's keys answer COORDINATOR_LOAD_IN_PROGRESS. A load that fails is
-logged and tried again. A new topic has nothing to load. Resigning (`on_resign`) forgets the
-partition (its keys answer NOT_COORDINATOR) and calls off its load; the owner drops its keys.
+loop; until then the partition's keys answer COORDINATOR_LOAD_IN_PROGRESS. The loop owns the
+partition's Log, so the thread is given a LogSlice of that range, taken on the loop
+(storage.log_slice): it reads the segment files through descriptors of its own and never touches
+the Log, which the loop may meanwhile append to, clean, or close (a load called off by a
+resignation goes on in its thread until it ends). A load that fails is logged and tried again.
+A new topic has nothing to load. Resigning (`on_resign`) forgets the partition (its keys answer
+NOT_COORDINATOR) and calls off its load; the owner drops its keys.
 """
 
 import asyncio
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
-from protocol.record_batch import BatchHeader, split_batches
 from protocol.records import Record, build_batch
-from storage.log import Log
+from storage.log_slice import LogSlice
 from storage.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -77,25 +80,6 @@ async def append_entries(
     return ErrorCode.none
 
 
-def read_partition_batches(
-    partition_log: Log, start: int, end: int, buffer_bytes: int
-) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """The batches of offsets [start, end) of a coordinator's partition, `buffer_bytes` (or one
-    larger batch) read at a time: what loading replays. Blocking: for a worker thread; nothing
-    appends to the partition meanwhile, as only its coordinator writes to it, once loaded."""
-    offset = start
-    while offset < end:
-        region = partition_log.read(offset, buffer_bytes, end, min_one_batch=True)
-        if region is None:
-            return
-        data = memoryview(region.read())
-        for position, size in split_batches(data):
-            batch = data[position : position + size]
-            header = BatchHeader.from_buffer(batch)
-            offset = header.next_offset
-            yield header, batch
-
-
 def coordinator_store_error(error: ErrorCode) -> ErrorCode:
     """What clients see when a coordinator could not store its records (Kafka's mapping)."""
     if error in (
@@ -127,7 +111,7 @@ class InternalTopic(Generic[Contents]):
         replication_factor: int,
         configs: Mapping[str, str],
         load_buffer_bytes: int,
-        read: Callable[[Log, int, int, int], Contents],
+        read: Callable[[LogSlice, int], Contents],
         install: Callable[[int, Contents], None],
     ) -> None:
         self.name = name
@@ -280,14 +264,9 @@ class InternalTopic(Generic[Contents]):
         started = time.monotonic()
         while True:
             try:
-                replica = self._replica_manager.get_partition(TopicPartition(self.name, partition))
-                contents = await asyncio.to_thread(
-                    self._read,
-                    replica.log,
-                    replica.log.log_start_offset,
-                    replica.log.log_end_offset,
-                    self._load_buffer_bytes,
-                )
+                partition_log = self._replica_manager.get_partition(TopicPartition(self.name, partition)).log
+                log_slice = partition_log.slice(partition_log.log_start_offset, partition_log.log_end_offset)
+                contents = await asyncio.to_thread(_read_slice, self._read, log_slice, self._load_buffer_bytes)
                 break
             except asyncio.CancelledError:
                 raise
@@ -297,6 +276,12 @@ class InternalTopic(Generic[Contents]):
         self._install(partition, contents)
         self.partitions[partition] = LoadState.LOADED
         log.info("loaded %s-%d in %.0f ms", self.name, partition, (time.monotonic() - started) * 1000)
+
+
+def _read_slice(read: Callable[[LogSlice, int], Contents], log_slice: LogSlice, buffer_bytes: int) -> Contents:
+    """The load's work in its thread, which closes the slice's descriptors as soon as it is done."""
+    with log_slice:
+        return read(log_slice, buffer_bytes)
 
 
 def _capped_min_insync(configs: Mapping[str, str], replication_factor: int) -> dict[str, str]:

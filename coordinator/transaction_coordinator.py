@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import iter_records
-from storage.log import Log
+from storage.log_slice import LogSlice
 from storage.topic_partition import TopicPartition
 
 from coordinator import transaction_log
-from coordinator.internal_topic import InternalTopic, append_entries, coordinator_store_error, read_partition_batches
+from coordinator.internal_topic import InternalTopic, append_entries, coordinator_store_error
 from coordinator.transaction_log import TransactionLogValue, TxnState
 from coordinator.transaction_state import Decision, TransactionMetadata
 
@@ -100,14 +100,12 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def read_transaction_partition(
-    partition_log: Log, start: int, end: int, buffer_bytes: int
-) -> dict[str, TransactionLogValue]:
-    """Replay offsets [start, end) of a __transaction_state partition: the last state of each
+def read_transaction_partition(log_slice: LogSlice, buffer_bytes: int) -> dict[str, TransactionLogValue]:
+    """Replay a slice of a __transaction_state partition's log: the last state of each
     transactional id. Blocking: runs in a worker thread. A record that does not decode is logged
     and skipped."""
     found: dict[str, TransactionLogValue] = {}
-    for _, batch in read_partition_batches(partition_log, start, end, buffer_bytes):
+    for _, batch in log_slice.batches(buffer_bytes):
         for record in iter_records(batch):
             try:
                 transactional_id = transaction_log.decode_key(record.key)
@@ -116,7 +114,7 @@ def read_transaction_partition(
                 else:
                     found[transactional_id] = transaction_log.decode_value(record.value)
             except (ProtocolError, ValueError) as exc:
-                log.warning("%s: skipping record at offset %d: %s", partition_log.topic_partition, record.offset, exc)
+                log.warning("%s: skipping record at offset %d: %s", log_slice.topic_partition, record.offset, exc)
     return found
 
 

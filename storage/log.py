@@ -46,7 +46,8 @@ high watermark is kept by the owner (replication.partition) and checkpointed per
 Thread-safety: the event loop owns a Log. Blocking work is requested from a `LogScheduler`
 (fsync, deleting files), which runs it elsewhere and reports back on the loop; `Log.load` runs in
 a worker thread before the log is shared. The log cleaner's threads read inactive segments through
-their file descriptors only, and change nothing of the log.
+their file descriptors only, and change nothing of the log. Other readers off the loop get a
+`slice` (storage.log_slice), taken on the loop, and read files through it, never the Log.
 """
 
 import logging
@@ -73,6 +74,7 @@ from protocol.records import ControlRecordType, build_batch, control_batch_marke
 from storage.errors import OffsetOutOfRangeError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCache
 from storage.log_config import LogConfig
+from storage.log_slice import LogSlice
 from storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
@@ -585,6 +587,32 @@ class Log:
             if region is not None:
                 return region
         return None
+
+    def slice(self, start: int, end: int) -> LogSlice:
+        """The batches from the one holding `start` up to, not including, the one holding `end`,
+        for a reader on another thread (storage.log_slice): on the loop, each segment's records
+        file is duplicated and its byte range fixed, and nothing of the log is left to read."""
+        self.check_offset(start)
+        log_slice = LogSlice(self.topic_partition)
+        try:
+            first = self._segment_index(start)
+            for position in range(first, len(self.segments)):
+                segment = self.segments[position]
+                if segment.base_offset >= end:
+                    break
+                begin = 0
+                if position == first:
+                    location = segment.translate_offset(start)
+                    if location is None:
+                        continue
+                    begin = location.position
+                stop = self._max_position(position, end)
+                if stop > begin:
+                    log_slice.add_file(segment.records.fd, begin, stop)
+        except BaseException:
+            log_slice.close()
+            raise
+        return log_slice
 
     def _max_position(self, segment_position: int, max_offset: int) -> int:
         """Where in a segment the bytes at or beyond `max_offset` begin."""

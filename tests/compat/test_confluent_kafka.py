@@ -21,7 +21,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.harness import unique_topic
 
@@ -349,6 +349,24 @@ def test_acks_zero_records_are_written(shared_broker):
     assert reports == [None] * 20  # "delivered" as soon as sent: the broker answers nothing
     messages = read_partition(shared_broker.bootstrap, topic, 0, 20)
     assert [m.value() for m in messages] == [str(i).encode() for i in range(20)]
+
+
+def test_acks_all_with_min_insync_replicas_above_the_replica_count_is_written(shared_broker):
+    """Kafka 3.7+ asks for min(min.insync.replicas, replica count) in-sync replicas (its
+    effectiveMinIsr), so a 1-replica topic with min.insync.replicas=2 takes acks=all writes
+    instead of answering NOT_ENOUGH_REPLICAS."""
+    topic = unique_topic("min-isr-above-replicas")
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    new_topic = NewTopic(topic, 1, 1, config={"min.insync.replicas": "2"})
+    admin.create_topics([new_topic])[topic].result(timeout=TIMEOUT_S)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
+    assert configs["min.insync.replicas"].value == "2"
+
+    producer = make_producer(shared_broker.bootstrap, acks="all")
+    assert produce(producer, topic, [{"value": str(i).encode()} for i in range(5)]) == [0, 1, 2, 3, 4]
+    messages = read_partition(shared_broker.bootstrap, topic, 0, 5)
+    assert [m.value() for m in messages] == [str(i).encode() for i in range(5)]
 
 
 def test_concurrent_producers_get_distinct_contiguous_offsets(shared_broker):

@@ -32,6 +32,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.primitives import INT16
 from replication.partition_state import LeaderEndpoint, PartitionState
+from storage.log import Log
 from storage.topic_partition import TopicPartition
 from tests.in_process import Client, offsets_log_records, running_broker
 
@@ -298,6 +299,34 @@ def test_requests_wait_with_coordinator_load_in_progress_while_the_partition_loa
             assert await fetch(client, "g") == (ErrorCode.none, {0: 5})
 
     run(second_run)
+
+
+class ThreadRecordingLog(Log):
+    """A Log that notes the thread of every attribute lookup made on it."""
+
+    def __getattribute__(self, name):
+        object.__getattribute__(self, "looked_up_from").add(threading.get_ident())
+        return super().__getattribute__(name)
+
+
+def test_loading_never_touches_the_partition_log_off_the_event_loop(tmp_path):
+    """The event loop owns a Log: the loading thread reads a slice of its files, not the Log."""
+
+    async def scenario():
+        async with running_broker(tmp_path, FAST) as broker:
+            await broker.topics.create(TOPIC, 1, {})
+            client = Client(broker)
+            assert await commit(client, "g", {0: 5}) == [ErrorCode.none]
+            tp = TopicPartition(OFFSETS_TOPIC, partition_for("g", 5))
+            partition_log = broker.replica_manager.get_partition(tp).log
+            partition_log.looked_up_from = set()
+            partition_log.__class__ = ThreadRecordingLog
+            broker.group_coordinator.offsets_topic.on_become_leader(tp)  # load the partition again
+            await wait_until_loaded(client, "g")
+            assert await fetch(client, "g") == (ErrorCode.none, {0: 5})
+            assert partition_log.looked_up_from == {threading.get_ident()}
+
+    run(scenario)
 
 
 # ------------------------------------------------------------------- persistence
