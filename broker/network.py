@@ -279,7 +279,14 @@ class Connection:
 
 
 class Listener:
-    """A listening socket that hands each accepted connection to `on_accept`."""
+    """A listening socket that hands each accepted connection to `on_accept`.
+
+    Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), accept fails while the
+    listening socket stays readable, so retrying at once would spin the loop: the listener
+    stops accepting for `retry_delay` seconds instead (as asyncio's servers do), with one log
+    line per pause, and the connections it has go on being served. New clients wait in the
+    backlog meanwhile.
+    """
 
     def __init__(
         self,
@@ -287,6 +294,7 @@ class Listener:
         port: int,
         on_accept: Callable[[socket.socket, str], None],
         backlog: int = 1024,
+        retry_delay: float = 1.0,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         if host in ("", "0.0.0.0", "::") and socket.has_dualstack_ipv6():
@@ -297,11 +305,19 @@ class Listener:
             self._sock = socket.create_server((host, port), backlog=backlog)
         self._sock.setblocking(False)
         self._on_accept = on_accept
-        self._loop.add_reader(self._sock.fileno(), self._accept)
+        self._retry_delay = retry_delay
+        self._retry: asyncio.TimerHandle | None = None
+        self._accepting = False
+        self._start_accepting()
 
     @property
     def port(self) -> int:
         return self._sock.getsockname()[1]
+
+    def _start_accepting(self) -> None:
+        self._retry = None
+        self._loop.add_reader(self._sock.fileno(), self._accept)
+        self._accepting = True
 
     def _accept(self) -> None:
         for _ in range(100):  # bounded, so a connection storm cannot starve other work
@@ -310,12 +326,34 @@ class Listener:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning("accept failed: %s", exc)
+                if exc.errno in _GONE_BEFORE_ACCEPTED:
+                    continue
+                self._back_off(exc)
                 return
-            conn.setblocking(False)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                conn.setblocking(False)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # reset by the client already
+                conn.close()
+                continue
             self._on_accept(conn, f"{address[0]}:{address[1]}")
 
-    def close(self) -> None:
+    def _back_off(self, exc: OSError) -> None:
+        log.warning(
+            "accept failed on port %d: %s; not accepting connections for %.1f s",
+            self.port, exc, self._retry_delay,
+        )
         self._loop.remove_reader(self._sock.fileno())
+        self._accepting = False
+        self._retry = self._loop.call_later(self._retry_delay, self._start_accepting)
+
+    def close(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._accepting:
+            self._loop.remove_reader(self._sock.fileno())
         self._sock.close()
+
+
+# A connection the client reset before accept() reached it: the next one may be fine.
+_GONE_BEFORE_ACCEPTED = (errno.ECONNABORTED, errno.EPROTO, errno.EPERM)
