@@ -398,6 +398,9 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "SO_RCVBUF of the server sockets; -1 keeps the OS default."),
     _c("socket.request.max.bytes", _I, 104857600,
        "Largest request the broker reads; bigger ones close the connection.", minimum=1),
+    _c("queued.max.request.bytes", _L, -1,
+       "Bytes of requests read and not yet answered, over all connections, before no more "
+       "requests are read; -1 (or any value up to 0) for no limit."),
     _c("queued.max.requests", _I, 500,
        "Requests that may wait for an I/O thread before the network threads stop reading.",
        minimum=1),

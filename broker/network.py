@@ -18,7 +18,7 @@ from typing import Any
 import asyncio
 
 from protocol.errors import ProtocolError
-from protocol.framing import FrameReader
+from protocol.framing import FRAME_PREFIX, FrameReader
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,46 @@ Dispatch = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]
 
 _MAX_IOV = 64
 _SENDFILE_CHUNK = 4 * 1024 * 1024
+
+
+class RequestMemoryPool:
+    """queued.max.request.bytes: bytes of requests read and not yet finished, over all
+    connections.
+
+    Non-strict, as Kafka's pool for requests: a frame is granted its announced size while
+    anything is left, even more than is left, so a request larger than the pool is still
+    served. Once the pool is used up, connections stop reading new frames (nothing is dropped:
+    they stay in the socket) and resume, oldest waiter first, as requests finish. A frame
+    already granted is read to its end, so pausing cannot deadlock on half-read frames.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.available = capacity
+        self._waiting: dict["Connection", None] = {}  # insertion-ordered: first come, first woken
+
+    @property
+    def exhausted(self) -> bool:
+        return self.available <= 0
+
+    def try_take(self, nbytes: int) -> bool:
+        if self.available <= 0:
+            return False
+        self.available -= nbytes
+        return True
+
+    def give_back(self, nbytes: int) -> None:
+        self.available += nbytes
+        if self.available > 0 and self._waiting:
+            waiting = list(self._waiting)
+            self._waiting.clear()
+            for connection in waiting:
+                connection.memory_available()
+
+    def wait(self, connection: "Connection") -> None:
+        self._waiting[connection] = None
+
+    def forget(self, connection: "Connection") -> None:
+        self._waiting.pop(connection, None)
 
 
 class Connection:
@@ -40,7 +80,8 @@ class Connection:
     the socket is full the rest waits for it to become writable.
 
     Back-pressure: reading stops while `max_queued_requests` frames wait to be served or
-    `max_queued_bytes` of responses wait to be sent, and resumes once they drain.
+    `max_queued_bytes` of responses wait to be sent, or while the next frame gets no memory
+    from `pool` (queued.max.request.bytes), and resumes once they drain.
     """
 
     def __init__(
@@ -53,6 +94,7 @@ class Connection:
         max_request_bytes: int,
         max_queued_requests: int = 100,
         max_queued_bytes: int = 64 * 1024 * 1024,
+        pool: RequestMemoryPool | None = None,
     ) -> None:
         self._loop = loop
         self._sock = sock
@@ -68,17 +110,24 @@ class Connection:
         self._region_sent = 0
         self._max_queued_requests = max_queued_requests
         self._max_queued_bytes = max_queued_bytes
+        self._pool = pool
+        self._granted = 0  # pool bytes taken for the frame being received (its announced size)
+        self._held = 0  # pool bytes of frames received and not yet finished
+        self._serving_bytes = 0  # the size of the frame whose handler is waiting
         self._reading = False
         self._writing = False
         self._draining = False
         self.closed = False
-        self._resume_reading()
+        self._apply_back_pressure()
 
     # ------------------------------------------------------------------------------ reading
 
     def _on_readable(self) -> None:
         try:
-            received = self._sock.recv_into(self._frames.writable())
+            space = self._frames.writable()
+            if self._pool is not None:
+                space = space[: self._pooled_read_size()]
+            received = self._sock.recv_into(space)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -91,11 +140,51 @@ class Connection:
             self.close(None)
             return
         try:
-            self._requests.extend(self._frames.received(received))
+            frames = self._frames.received(received)
         except ProtocolError as exc:
             self._reject(exc)
             return
+        if frames:
+            self._requests.extend(frames)
+            if self._pool is not None:
+                # Reads stop at frame ends: the one frame completed is the one granted.
+                self._held += self._granted
+                self._granted = 0
         self._serve()
+
+    def _pooled_read_size(self) -> int:
+        """With a pool, reads stop at frame ends, as Kafka's do: a size prefix, then the body
+        once granted, so no byte of a frame is read before the pool has room for it."""
+        if self._granted:
+            return FRAME_PREFIX + self._granted - self._frames.buffered
+        # Not granted: reading goes on only while the size prefix is incomplete.
+        return FRAME_PREFIX - self._frames.buffered
+
+    def _memory_for_next_frame(self) -> bool:
+        """Whether reading may go on: the frame in progress has memory from the pool (taken
+        now if need be), or its size is not known yet and the pool is not used up."""
+        if self._pool is None or self._granted:
+            return True
+        try:
+            size = self._frames.next_frame_size
+        except ProtocolError:
+            return True  # the next read raises it and closes the connection
+        if size is not None and self._pool.try_take(size):
+            self._granted = size
+            return True
+        if size is None and not self._pool.exhausted:
+            return True
+        self._pool.wait(self)
+        return False
+
+    def memory_available(self) -> None:
+        """The pool has memory again: try for the next frame's."""
+        self._apply_back_pressure()
+
+    def _finished(self, size: int) -> None:
+        if self._pool is not None:
+            self._held -= size
+            self._pool.give_back(size)
 
     def _reject(self, exc: ProtocolError) -> None:
         log.warning("closing connection from %s: %s", self.address, exc)
@@ -117,7 +206,10 @@ class Connection:
                 return
             if isinstance(outcome, list):
                 self._queue(outcome)
-            elif outcome is not None:
+            if outcome is None or isinstance(outcome, list):
+                self._finished(len(frame))
+            else:
+                self._serving_bytes = len(frame)
                 self._in_progress = asyncio.ensure_future(outcome)
                 self._in_progress.add_done_callback(self._on_response_ready)
         if not self._requests and self._in_progress is None:
@@ -129,6 +221,7 @@ class Connection:
         self._in_progress = None
         if self.closed or future.cancelled():
             return
+        self._finished(self._serving_bytes)
         exc = future.exception()
         if exc is not None:
             log.error("request from %s failed; closing the connection", self.address, exc_info=exc)
@@ -147,6 +240,7 @@ class Connection:
         overloaded = (
             len(self._requests) >= self._max_queued_requests
             or self._out_bytes >= self._max_queued_bytes
+            or not self._memory_for_next_frame()
         )
         if overloaded:
             self._pause_reading()
@@ -274,6 +368,9 @@ class Connection:
             self._in_progress.cancel()
         self._out.clear()
         self._requests.clear()
+        if self._pool is not None:
+            self._pool.forget(self)
+            self._pool.give_back(self._held + self._granted)
         self._sock.close()
         self._on_close(self)
 

@@ -25,7 +25,7 @@ from broker.cluster import ClusterMember, resolve_broker_id
 from broker.config import BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
-from broker.network import Connection, Listener
+from broker.network import Connection, Listener, RequestMemoryPool
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -105,6 +105,8 @@ class Broker:
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
         self._connections: set[Connection] = set()
+        queued_bytes = config.get("queued.max.request.bytes")
+        self._request_memory = RequestMemoryPool(queued_bytes) if queued_bytes > 0 else None
         self.shutting_down = False
 
     def _log_config_for(self, topic: str):
@@ -188,6 +190,7 @@ class Broker:
             self._connections.discard,
             max_request_bytes=self.config.get("socket.request.max.bytes"),
             max_queued_requests=self.config.get("queued.max.requests"),
+            pool=self._request_memory,
         )
         self._connections.add(connection)
 

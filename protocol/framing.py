@@ -50,11 +50,23 @@ class FrameReader:
         """Bytes received that do not yet form a whole frame."""
         return self._end - self._start
 
+    @property
+    def next_frame_size(self) -> int | None:
+        """The size its prefix announces of the frame being received; None before its prefix."""
+        if self.buffered < FRAME_PREFIX:
+            return None
+        return self._checked_size(self._start)
+
     def writable(self) -> memoryview:
-        """Free space to receive into: room for the frame in progress, or at least a large read."""
+        """Free space to receive into: at least a large read, more for a large frame in progress.
+
+        The buffer grows with what arrives (to twice what is buffered), never straight to the
+        size a prefix announces: announcing 100 MB and sending a few must not cost 100 MB.
+        Doubling keeps the copies of a large frame under twice its size."""
         if not self._frames_alive and self._start:
             self._compact()
-        wanted = max(self._frame_in_progress_size(), self.buffered + _MIN_READ)
+        pending = self.buffered
+        wanted = max(min(self._frame_in_progress_size(), 2 * pending), pending + _MIN_READ)
         if self._start + wanted > len(self._buf):
             self._move_to_new_buffer(wanted)
         return self._view[self._end :]

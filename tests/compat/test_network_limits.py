@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from protocol.api_keys import ApiKey
+from protocol.primitives import INT32
 from tests.harness import BrokerProcess
 from tests.kafka_wire import call
 
@@ -28,6 +29,27 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as file:
         fields = file.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as file:
+        for line in file:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def send_some(sock: socket.socket, nbytes: int, stall_s: float = 1.0) -> int:
+    """Send up to `nbytes` zeros; stop early once the peer stops reading for `stall_s`."""
+    sock.settimeout(stall_s)
+    chunk = bytes(256 * 1024)
+    sent = 0
+    try:
+        while sent < nbytes:
+            sent += sock.send(chunk[: nbytes - sent])
+    except (TimeoutError, socket.timeout):
+        pass
+    return sent
 
 
 def open_descriptors(pid: int) -> int:
@@ -56,3 +78,51 @@ def test_out_of_descriptors_the_broker_backs_off_and_keeps_serving(tmp_path):
             time.sleep(0.1)
         with connect(broker) as newcomer:
             assert api_versions(newcomer) == 0
+
+
+MiB = 1024 * 1024
+
+
+def announce_large_frames(broker: BrokerProcess, stack: ExitStack, count: int, send_bytes: int) -> int:
+    """`count` connections each announcing a 100 MB frame and sending part of it; bytes sent."""
+    sent = 0
+    for _ in range(count):
+        sock = stack.enter_context(connect(broker))
+        sock.sendall(INT32.pack(100 * MiB))
+        sent += send_some(sock, send_bytes)
+    return sent
+
+
+def test_announced_frames_cost_the_bytes_that_arrived_not_their_announced_size(tmp_path):
+    with BrokerProcess(tmp_path / "data") as broker, ExitStack() as greedy:
+        pid = broker.process.pid
+        before = rss_bytes(pid)
+        sent = announce_large_frames(broker, greedy, 10, 4 * MiB)
+        assert sent == 40 * MiB
+        time.sleep(1)
+        grown = rss_bytes(pid) - before
+        assert grown < 250 * MiB, f"RSS grew by {grown / MiB:.0f} MiB for {sent / MiB:.0f} MiB received"
+        with connect(broker) as other:
+            assert api_versions(other) == 0
+
+
+def test_with_queued_max_request_bytes_reading_waits_for_the_pool(tmp_path):
+    overrides = {"queued.max.request.bytes": str(10 * MiB)}
+    with BrokerProcess(tmp_path / "data", overrides) as broker, ExitStack() as greedy:
+        pid = broker.process.pid
+        before = rss_bytes(pid)
+        # The first frame is granted its 100 MB (more than the pool: non-strict, as Kafka);
+        # the others wait for the pool and their bytes stay in the sockets.
+        sent = announce_large_frames(broker, greedy, 5, 4 * MiB)
+        time.sleep(1)
+        assert rss_bytes(pid) - before < 100 * MiB
+        assert sent < 5 * 4 * MiB
+        greedy.close()  # their memory goes back to the pool
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with connect(broker, timeout=2) as other:
+                    assert api_versions(other) == 0
+                break
+            except (TimeoutError, socket.timeout):
+                assert time.monotonic() < deadline, "the pool never came back"

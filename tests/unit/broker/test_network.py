@@ -4,7 +4,7 @@ import asyncio
 import os
 import socket
 
-from broker.network import Connection
+from broker.network import Connection, RequestMemoryPool
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 from storage.records_file import RecordsFile
@@ -155,5 +155,58 @@ def test_an_unexpected_handler_failure_closes_only_that_connection():
         h = Harness(dispatch)
         h.client.sendall(frame(b"x"))
         await asyncio.wait_for(h.closed.wait(), 5)
+
+    asyncio.run(scenario())
+
+
+def test_reading_pauses_while_the_request_memory_pool_is_used_up_and_nothing_is_lost():
+    async def scenario():
+        gate = asyncio.Event()
+        served = []
+
+        async def wait_for_gate(payload):
+            await gate.wait()
+            return [frame(b"re:" + payload)]
+
+        def dispatch(view, address):
+            served.append(bytes(view))
+            return wait_for_gate(bytes(view))
+
+        pool = RequestMemoryPool(100)
+        first = Harness(dispatch, pool=pool)
+        big = [b"a" * 150, b"b" * 30]  # larger than the pool: still granted, the pool goes below 0
+        first.client.sendall(b"".join(frame(p) for p in big))
+        await asyncio.sleep(0.1)
+        second = Harness(dispatch, pool=pool)
+        second.client.sendall(frame(b"c" * 10))
+        await asyncio.sleep(0.1)
+        assert served == [big[0]] and pool.available == -50
+        assert not first.connection._reading and not second.connection._reading
+        gate.set()
+        assert await first.receive(2 * 4 + 6 + 180) == frame(b"re:" + big[0]) + frame(b"re:" + big[1])
+        assert await second.receive(4 + 13) == frame(b"re:" + b"c" * 10)
+        assert pool.available == 100
+        first.client.close()
+        await asyncio.wait_for(first.closed.wait(), 5)
+        assert pool.available == 100
+
+    asyncio.run(scenario())
+
+
+def test_a_closed_connection_gives_its_pool_memory_back():
+    async def scenario():
+        never = asyncio.Event()
+
+        async def hang():
+            await never.wait()
+
+        pool = RequestMemoryPool(1000)
+        h = Harness(lambda view, address: hang(), pool=pool)
+        h.client.sendall(frame(b"x" * 300) + INT32.pack(500) + b"partial")
+        await asyncio.sleep(0.1)
+        assert pool.available == 1000 - 300 - 500
+        h.client.close()
+        await asyncio.wait_for(h.closed.wait(), 5)
+        assert pool.available == 1000
 
     asyncio.run(scenario())
