@@ -8,11 +8,12 @@ gather all of a read's responses into one sendmsg.
 """
 
 import errno
+import ipaddress
 import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
 import asyncio
@@ -64,6 +65,9 @@ class RequestMemoryPool:
 
     def wait(self, connection: "Connection") -> None:
         self._waiting[connection] = None
+
+    def is_waiting(self, connection: "Connection") -> bool:
+        return connection in self._waiting
 
     def forget(self, connection: "Connection") -> None:
         self._waiting.pop(connection, None)
@@ -118,6 +122,7 @@ class Connection:
         self._writing = False
         self._draining = False
         self.closed = False
+        self.last_active = loop.time()
         self._apply_back_pressure()
 
     # ------------------------------------------------------------------------------ reading
@@ -139,6 +144,7 @@ class Connection:
         if received == 0:
             self.close(None)
             return
+        self.last_active = self._loop.time()
         try:
             frames = self._frames.received(received)
         except ProtocolError as exc:
@@ -231,6 +237,15 @@ class Connection:
             self._queue(future.result())
         self._serve()
 
+    def idle_since(self) -> float | None:
+        """When the connection last read or wrote a byte, or None while it is not the client
+        that holds it up: a request is being served, or reading waits for request memory."""
+        if self._requests or self._in_progress is not None:
+            return None
+        if self._pool is not None and self._pool.is_waiting(self):
+            return None
+        return self.last_active
+
     @property
     def busy(self) -> bool:
         """Whether requests are waiting or in progress, or responses are unsent."""
@@ -296,6 +311,7 @@ class Connection:
         except (BlockingIOError, InterruptedError):
             return None
         self._out_bytes -= sent
+        self.last_active = self._loop.time()
         remaining = sent
         while remaining:
             head = self._out[0]
@@ -327,6 +343,7 @@ class Connection:
             raise OSError(errno.EIO, "records file shrank under a fetch response")
         self._region_sent += sent
         self._out_bytes -= sent
+        self.last_active = self._loop.time()
         if self._region_sent == len(region):
             self._out.popleft()
             self._region_sent = 0
@@ -389,10 +406,14 @@ class Listener:
         self,
         host: str,
         port: int,
-        on_accept: Callable[[socket.socket, str], None],
+        on_accept: Callable[[socket.socket, str, int], None],
         backlog: int = 1024,
         retry_delay: float = 1.0,
+        send_buffer: int = -1,
+        receive_buffer: int = -1,
     ) -> None:
+        """`on_accept(sock, client ip, client port)`. `send_buffer`, `receive_buffer`: SO_SNDBUF
+        and SO_RCVBUF of accepted sockets, -1 for the OS's (socket.send/receive.buffer.bytes)."""
         self._loop = asyncio.get_running_loop()
         if host in ("", "0.0.0.0", "::") and socket.has_dualstack_ipv6():
             self._sock = socket.create_server(
@@ -400,6 +421,11 @@ class Listener:
             )
         else:
             self._sock = socket.create_server((host, port), backlog=backlog)
+        if receive_buffer != -1:
+            # On the listening socket, so accepted ones have it from their SYN on: the TCP window
+            # scale is chosen then.
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self._send_buffer = send_buffer
         self._sock.setblocking(False)
         self._on_accept = on_accept
         self._retry_delay = retry_delay
@@ -430,10 +456,12 @@ class Listener:
             try:
                 conn.setblocking(False)
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._send_buffer != -1:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
             except OSError:  # reset by the client already
                 conn.close()
                 continue
-            self._on_accept(conn, f"{address[0]}:{address[1]}")
+            self._on_accept(conn, client_ip(address[0]), address[1])
 
     def _back_off(self, exc: OSError) -> None:
         log.warning(
@@ -454,3 +482,62 @@ class Listener:
 
 # A connection the client reset before accept() reached it: the next one may be fine.
 _GONE_BEFORE_ACCEPTED = (errno.ECONNABORTED, errno.EPROTO, errno.EPERM)
+
+
+def client_ip(host: str) -> str:
+    """The client's address as limits count it: an IPv4 client of a dual-stack listener
+    (::ffff:a.b.c.d) is a.b.c.d, as it would be on an IPv4 listener."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+class ConnectionQuotas:
+    """max.connections, max.connections.per.ip and its overrides: which new connections to refuse.
+
+    A connection over either limit is closed as soon as it is accepted. For the per-IP limit
+    Kafka does the same; over max.connections Kafka leaves new connections in the backlog
+    until one closes, and logway closes them too, which gives the client an answer at once
+    (it retries with its backoff). Connections on `protected_listener` (the inter-broker
+    listener) are counted but not refused by max.connections, as in Kafka, so replication goes
+    on when clients use the limit up (Kafka also closes a client connection to make room for
+    them; logway does not).
+    """
+
+    def __init__(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        protected_listener: str | None = None,
+    ) -> None:
+        self._max = max_connections
+        self._max_per_ip = max_per_ip
+        self._overrides = dict(per_ip_overrides)
+        self._protected = protected_listener
+        self._total = 0
+        self._per_ip: dict[str, int] = {}
+
+    def admit(self, listener: str, ip: str) -> str | None:
+        """Count a new connection from `ip` on `listener`; or, when it must be refused, say why."""
+        limit = self._overrides.get(ip, self._max_per_ip)
+        held = self._per_ip.get(ip, 0)
+        if held >= limit:
+            return f"{ip} already has the maximum of {limit} connections (max.connections.per.ip)"
+        if self._total >= self._max and listener != self._protected:
+            return f"the broker already has the maximum of {self._max} connections (max.connections)"
+        self._per_ip[ip] = held + 1
+        self._total += 1
+        return None
+
+    def release(self, ip: str) -> None:
+        held = self._per_ip[ip] - 1
+        if held:
+            self._per_ip[ip] = held
+        else:
+            del self._per_ip[ip]
+        self._total -= 1

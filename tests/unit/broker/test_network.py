@@ -4,7 +4,7 @@ import asyncio
 import os
 import socket
 
-from broker.network import Connection, RequestMemoryPool
+from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 from storage.records_file import RecordsFile
@@ -208,5 +208,77 @@ def test_a_closed_connection_gives_its_pool_memory_back():
         h.client.close()
         await asyncio.wait_for(h.closed.wait(), 5)
         assert pool.available == 1000
+
+    asyncio.run(scenario())
+
+
+def test_per_ip_limits_and_their_overrides():
+    quotas = ConnectionQuotas(100, 2, {"10.0.0.9": 0, "10.0.0.5": 3})
+    assert quotas.admit("PLAINTEXT", "10.0.0.1") is None
+    assert quotas.admit("PLAINTEXT", "10.0.0.1") is None
+    assert "max.connections.per.ip" in quotas.admit("PLAINTEXT", "10.0.0.1")
+    assert quotas.admit("PLAINTEXT", "10.0.0.9") is not None
+    assert [quotas.admit("PLAINTEXT", "10.0.0.5") for _ in range(4)][-1] is not None
+    quotas.release("10.0.0.1")
+    assert quotas.admit("PLAINTEXT", "10.0.0.1") is None
+
+
+def test_max_connections_spares_the_inter_broker_listener():
+    quotas = ConnectionQuotas(2, 100, {}, protected_listener="REPLICATION")
+    assert quotas.admit("CLIENT", "10.0.0.1") is None
+    assert quotas.admit("CLIENT", "10.0.0.2") is None
+    assert "max.connections" in quotas.admit("CLIENT", "10.0.0.3")
+    assert quotas.admit("REPLICATION", "10.0.0.4") is None
+    quotas.release("10.0.0.4")
+    quotas.release("10.0.0.1")
+    assert quotas.admit("CLIENT", "10.0.0.3") is None
+
+
+def test_ipv4_clients_of_a_dual_stack_listener_count_as_ipv4():
+    assert client_ip("::ffff:127.0.0.1") == "127.0.0.1"
+    assert client_ip("::1") == "::1"
+    assert client_ip("fe80::1%eth0") == "fe80::1"
+
+
+def test_accepted_sockets_get_the_configured_buffer_sizes():
+    async def scenario():
+        accepted = asyncio.get_running_loop().create_future()
+        listener = Listener(
+            "127.0.0.1", 0, lambda sock, ip, port: accepted.set_result(sock),
+            send_buffer=40960, receive_buffer=61440,
+        )
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+            sock = await asyncio.wait_for(accepted, 5)
+            with socket.socket() as reference:  # what the OS makes of the same request
+                reference.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 40960)
+                reference.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 61440)
+                for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+                    assert sock.getsockopt(socket.SOL_SOCKET, option) == reference.getsockopt(socket.SOL_SOCKET, option)
+            sock.close()
+            writer.close()
+        finally:
+            listener.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_connection_is_idle_only_while_it_serves_nothing():
+    async def scenario():
+        gate = asyncio.Event()
+
+        async def wait_for_gate():
+            await gate.wait()
+            return [frame(b"done")]
+
+        h = Harness(lambda view, address: wait_for_gate())
+        assert h.connection.idle_since() == h.connection.last_active
+        h.client.sendall(frame(b"x"))
+        await asyncio.sleep(0.05)
+        assert h.connection.idle_since() is None
+        gate.set()
+        await h.receive(len(frame(b"done")))
+        await asyncio.sleep(0.01)
+        assert h.connection.idle_since() is not None
 
     asyncio.run(scenario())
