@@ -147,7 +147,7 @@ def test_reading_pauses_while_too_many_requests_wait():
     asyncio.run(scenario())
 
 
-def test_an_unexpected_handler_failure_closes_only_that_connection():
+def test_an_unexpected_dispatch_failure_closes_only_that_connection():
     async def scenario():
         def dispatch(view, address):
             raise RuntimeError("bug")
