@@ -246,6 +246,11 @@ class Connection:
             return None
         return self.last_active
 
+    def trim(self) -> None:
+        """Give up the receive buffer while nothing is being received or served (quiet)."""
+        if not self._requests and self._in_progress is None:
+            self._frames.trim()
+
     @property
     def busy(self) -> bool:
         """Whether requests are waiting or in progress, or responses are unsent."""

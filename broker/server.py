@@ -42,6 +42,7 @@ from storage.log_manager import LogManager, LogManagerSettings
 log = logging.getLogger(__name__)
 
 _DRAIN_TIMEOUT_S = 10.0
+_QUIET_S = 1.0  # a connection this long without traffic gives its receive buffer up
 
 
 @dataclass(frozen=True)
@@ -231,20 +232,25 @@ class Broker:
         self._quotas.release(self._connections.pop(connection))
 
     def _check_idle_connections(self) -> None:
-        """Close connections idle for connections.max.idle.ms (negative: never), checked every
-        tenth of that (at most every 30 s), so one is closed within 1.1 times the limit."""
-        max_idle_ms = self.config.get("connections.max.idle.ms")
-        if max_idle_ms < 0:
-            return
+        """Every second: close connections idle for connections.max.idle.ms (negative: never),
+        and take the receive buffers of those quiet for a second, so that many idle clients
+        cost little memory (the buffer of a busy one is kept for its next requests)."""
         loop = asyncio.get_running_loop()
-        max_idle = max_idle_ms / 1000
-        idle_before = loop.time() - max_idle
+        now = loop.time()
+        max_idle_ms = self.config.get("connections.max.idle.ms")
+        idle_before = now - max_idle_ms / 1000 if max_idle_ms >= 0 else float("-inf")
+        quiet_before = now - _QUIET_S
         for connection in list(self._connections):
             since = connection.idle_since()
-            if since is not None and since < idle_before:
+            if since is None:
+                continue
+            if since < idle_before:
                 log.debug("closing connection from %s: idle for over %d ms", connection.address, max_idle_ms)
                 connection.close("idle")
-        self._idle_check = loop.call_later(min(max(max_idle / 10, 0.01), 30), self._check_idle_connections)
+            elif since < quiet_before:
+                connection.trim()
+        period = _QUIET_S if max_idle_ms < 0 else min(_QUIET_S, max(max_idle_ms / 10_000, 0.01))
+        self._idle_check = loop.call_later(period, self._check_idle_connections)
 
     async def stop(self) -> None:
         if self.cluster is not None and self.config.get("controlled.shutdown.enable"):

@@ -39,7 +39,8 @@ class FrameReader:
         self._max_frame_bytes = max_frame_bytes
         self._buffer_bytes = buffer_bytes
         self._max_retained_bytes = max_retained_bytes
-        self._buf = bytearray(buffer_bytes)
+        # No buffer until bytes arrive: an idle connection costs none.
+        self._buf = bytearray()
         self._view = memoryview(self._buf)
         self._start = 0  # first byte not yet part of a handed-out frame
         self._end = 0  # end of received bytes
@@ -93,8 +94,17 @@ class FrameReader:
             if len(self._buf) > self._max_retained_bytes:
                 # A one-off huge request should not pin its buffer for the connection's life;
                 # buffers up to the retained size are kept, so steady large produces reuse one.
-                self._buf = bytearray(self._buffer_bytes)
+                self._buf = bytearray()
                 self._view = memoryview(self._buf)
+
+    def trim(self) -> None:
+        """Give the buffer up when it holds nothing (no frame handed out and unreleased, no
+        bytes of the next one): for a connection gone quiet, which would otherwise keep its
+        buffer for its whole life. The next bytes get a new one."""
+        if not self._frames_alive and self._start == self._end:
+            self._start = self._end = 0
+            self._buf = bytearray()
+            self._view = memoryview(self._buf)
 
     def _checked_size(self, pos: int) -> int:
         (size,) = INT32.unpack_from(self._buf, pos)

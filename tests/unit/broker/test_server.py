@@ -108,3 +108,17 @@ def test_idle_connections_are_closed_and_active_ones_kept(tmp_path):
         assert await api_versions(*active) == 0
 
     with_broker(tmp_path, scenario, **{"connections.max.idle.ms": "300"})
+
+
+def test_quiet_connections_give_their_receive_buffers_up(tmp_path):
+    async def scenario(broker):
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        assert await api_versions(reader, writer) == 0
+        (connection,) = broker._connections
+        assert len(connection._frames._buf) > 0
+        await asyncio.sleep(2.5)
+        assert len(connection._frames._buf) == 0
+        assert await api_versions(reader, writer) == 0
+        writer.close()
+
+    with_broker(tmp_path, scenario)

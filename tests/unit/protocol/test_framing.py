@@ -86,3 +86,22 @@ def test_next_frame_size_needs_the_whole_prefix():
     assert reader.next_frame_size is None
     feed(reader, INT32.pack(300)[3:])
     assert reader.next_frame_size == 300
+
+
+def test_no_buffer_until_bytes_arrive_and_none_after_a_trim():
+    reader = FrameReader(1024)
+    assert reader._buf == bytearray()
+    assert feed(reader, frame(b"one")) == [b"one"]
+    reader.trim()  # a frame handed out and not released: its bytes stay
+    assert len(reader._buf) > 0
+    reader.release()
+    reader.trim()
+    assert len(reader._buf) == 0
+    assert feed(reader, frame(b"two")) == [b"two"]
+
+
+def test_a_trim_keeps_the_bytes_of_a_frame_in_progress():
+    reader = FrameReader(1024)
+    feed(reader, frame(b"partial")[:6])
+    reader.trim()
+    assert feed(reader, frame(b"partial")[6:]) == [b"partial"]
