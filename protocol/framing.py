@@ -4,7 +4,10 @@ from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 
 FRAME_PREFIX = 4
-_MIN_READ = 64 * 1024
+# The first buffer and the least free room for a read. Small, since every connection that sent
+# a request holds one until it goes quiet; a large frame grows it (and a grown one is kept, up to
+# max_retained_bytes, so steady large produces reuse it).
+_MIN_READ = 16 * 1024
 
 
 class FrameTooLargeError(ProtocolError):
@@ -33,7 +36,7 @@ class FrameReader:
     def __init__(
         self,
         max_frame_bytes: int,
-        buffer_bytes: int = 256 * 1024,
+        buffer_bytes: int = _MIN_READ,
         max_retained_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self._max_frame_bytes = max_frame_bytes
