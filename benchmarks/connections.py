@@ -101,19 +101,25 @@ def _produce_and_consume(label: str, bootstrap: str, topic: str, records: int, s
     return [produced, consumed]
 
 
-def idle_connections(scratch: Path, count: int, records: int, size: int, deadline_s: float) -> IdleConnectionsResult:
+def _create_topics(bootstrap: str, topics: list[str]) -> None:
+    """Its own function so the admin client is gone before the broker stops (it would retry
+    connecting to it and log every failure)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics], operation_timeout=30).values():
+        future.result(30)
+
+
+def idle_connections(scratch: Path, count: int, records: int, size: int, deadline_s: float) -> IdleConnectionsResult:
     from tests.harness import BrokerProcess
 
     broker = BrokerProcess(scratch / "connections-data", max_open_files=count + 2048)
     broker.start()
     try:
         pid = broker.process.pid
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
         topics = ["idle-alone", "idle-held"]
-        for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics], operation_timeout=30).values():
-            future.result(30)
+        _create_topics(broker.bootstrap, topics)
         alone = _produce_and_consume("alone", broker.bootstrap, topics[0], records, size, pid, deadline_s)
         time.sleep(_SETTLE_S)
         rss_before = rss_bytes(pid)
