@@ -9,7 +9,8 @@ with one we serve.
 
 A handler that fails unexpectedly (a bug) gets its request answered UNKNOWN_SERVER_ERROR, as
 Kafka does: every error code of the response, for every entry the request named; the failure is
-logged with its traceback and the connection stays open. The exception is Produce with acks=0,
+logged with its traceback and the connection stays open (a ProtocolError a handler raises,
+for a request it finds malformed, still closes it). The exception is Produce with acks=0,
 which has no response: its connection is closed, as Kafka closes it, so the producer notices.
 """
 
@@ -76,6 +77,8 @@ class Dispatcher:
             if inspect.isawaitable(result):
                 return self._finish_later(result, request, context, response_header)
             return _encode(result, api_key, version, response_header)
+        except ProtocolError:
+            raise  # a request the handler found malformed: the connection closes
         except Exception as exc:
             return _failed(exc, request, context, response_header)
 
@@ -94,6 +97,8 @@ class Dispatcher:
         api_key, version = context.header.api_key, context.api_version
         try:
             return _encode(await pending, api_key, version, response_header)
+        except ProtocolError:
+            raise
         except Exception as exc:
             return _failed(exc, request, context, response_header)
 

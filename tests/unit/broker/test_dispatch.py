@@ -177,3 +177,17 @@ def test_a_failing_produce_is_answered_per_partition_unless_acks_is_0(tmp_path, 
             await exchange(broker, encode_request(ApiKey.PRODUCE, 9, ProduceRequest(transactional_id=None, acks=0, timeout=datetime.timedelta(seconds=1), topic_data=topics)))
 
     with_broker(tmp_path, scenario)
+
+
+def test_a_protocol_error_from_a_handler_still_closes_the_connection(tmp_path, monkeypatch):
+    def handle(context, request):
+        raise ProtocolError("malformed in a way only the handler sees")
+
+    monkeypatch.setitem(HANDLERS, ApiKey.METADATA, dataclasses.replace(HANDLERS[ApiKey.METADATA], handle=handle))
+    request = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+    async def scenario(broker):
+        with pytest.raises(ProtocolError):
+            await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
+
+    with_broker(tmp_path, scenario)
