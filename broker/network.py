@@ -257,6 +257,8 @@ class Connection:
         return bool(self._requests or self._in_progress or self._out)
 
     def _apply_back_pressure(self) -> None:
+        if self.closed:  # a send that failed closed it: it must take no pool memory now
+            return
         overloaded = (
             len(self._requests) >= self._max_queued_requests
             or self._out_bytes >= self._max_queued_bytes

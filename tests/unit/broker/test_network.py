@@ -282,3 +282,16 @@ def test_a_connection_is_idle_only_while_it_serves_nothing():
         assert h.connection.idle_since() is not None
 
     asyncio.run(scenario())
+
+
+def test_a_closed_connection_never_waits_for_pool_memory():
+    async def scenario():
+        pool = RequestMemoryPool(0)  # used up: an open connection waits for it
+        h = Harness(echo, pool=pool)
+        assert pool.is_waiting(h.connection)
+        h.connection.close("test")
+        # what a send failing inside _serve or _on_writable is followed by
+        h.connection._apply_back_pressure()
+        assert not pool.is_waiting(h.connection)
+
+    asyncio.run(scenario())
