@@ -51,7 +51,7 @@ class Dispatcher:
         self._broker = broker
 
     def dispatch(
-        self, frame: memoryview, client_address: str
+        self, frame: memoryview, client_address: str, listener: str | None = None
     ) -> Chunks | None | Awaitable[Chunks | None]:
         """The response frame's chunks, None when nothing is sent, or an awaitable of either."""
         api_key, version, correlation_id = peek_request(frame)
@@ -68,7 +68,7 @@ class Dispatcher:
         flexible = schemas.is_flexible(api_key, version)
         header, body_start = parse_request_header(frame, flexible)
         request = self._parse(handler, version, frame, body_start)
-        context = RequestContext(self._broker, header, client_address)
+        context = RequestContext(self._broker, header, client_address, listener)
         response_header = encode_response_header(
             correlation_id, response_header_is_flexible(api_key, flexible)
         )

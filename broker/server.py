@@ -15,6 +15,7 @@ Standalone, the broker fills the metadata cache itself and serves every partitio
 """
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import signal
@@ -108,6 +109,7 @@ class Broker:
         self._listeners: list[Listener] = []
         self._connections: dict[Connection, str] = {}  # each with its client's ip
         self._quotas: ConnectionQuotas | None = None
+        self._advertised_names = {listener.name for listener in config.advertised_listeners}
         self._idle_check: asyncio.TimerHandle | None = None
         queued_bytes = config.get("queued.max.request.bytes")
         self._request_memory = RequestMemoryPool(queued_bytes) if queued_bytes > 0 else None
@@ -196,8 +198,11 @@ class Broker:
     def _fill_standalone_metadata(self) -> None:
         """Standalone, this broker is the cluster: its only broker, its controller, the leader
         and only replica of every partition."""
-        endpoint = self.endpoint
-        node = BrokerNode(self.broker_id, {self.metadata_cache.listener_name: (endpoint.host, endpoint.port)}, endpoint.rack)
+        endpoints = {
+            listener.name: (listener.host, self.bound_port(listener.name))
+            for listener in self.config.advertised_listeners
+        }
+        node = BrokerNode(self.broker_id, endpoints, self.endpoint.rack)
         replicas = (self.broker_id,)
         self.metadata_cache.update(self.broker_id, 0, [node], {})
         self.metadata_cache.replace_topics({
@@ -216,11 +221,14 @@ class Broker:
             log.info("refused connection from %s on %s: %s", address, listener, refused)
             sock.close()
             return
+        # Requests on an advertised listener are answered with brokers' endpoints on it; those
+        # on a listener that is not advertised, with the client listener's.
+        advertised = listener in self._advertised_names
         connection = Connection(
             asyncio.get_running_loop(),
             sock,
             address,
-            self._dispatcher.dispatch,
+            functools.partial(self._dispatcher.dispatch, listener=listener if advertised else None),
             self._forget_connection,
             max_request_bytes=self.config.get("socket.request.max.bytes"),
             max_queued_requests=self.config.get("queued.max.requests"),

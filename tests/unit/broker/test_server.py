@@ -3,6 +3,7 @@
 import asyncio
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v12.request import MetadataRequest
 
 from broker.config import BrokerConfig
 from broker.server import Broker
@@ -122,3 +123,27 @@ def test_quiet_connections_give_their_receive_buffers_up(tmp_path):
         writer.close()
 
     with_broker(tmp_path, scenario)
+
+
+def test_metadata_gives_the_endpoints_of_the_listener_asked(tmp_path):
+    async def scenario(broker):
+        request = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        for name in ("PLAINTEXT", "OTHER"):
+            port = broker.bound_port(name)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(encode_request(ApiKey.METADATA, 12, request))
+            size = await asyncio.wait_for(reader.readexactly(4), 5)
+            reply = size + await reader.readexactly(int.from_bytes(size, "big"))
+            (node,) = decode_response(ApiKey.METADATA, 12, reply).brokers
+            assert (node.host, node.port) == ("127.0.0.1", port)
+            writer.close()
+
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+        },
+    )
