@@ -126,3 +126,29 @@ def test_with_queued_max_request_bytes_reading_waits_for_the_pool(tmp_path):
                 break
             except (TimeoutError, socket.timeout):
                 assert time.monotonic() < deadline, "the pool never came back"
+
+
+def test_producers_sharing_a_small_request_pool_lose_nothing(tmp_path):
+    """Three producers whose requests together exceed queued.max.request.bytes: reading waits
+    for the pool, every record is acknowledged once and read back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    overrides = {"queued.max.request.bytes": str(256 * 1024), "num.partitions": "1"}
+    with BrokerProcess(tmp_path / "data", overrides) as broker:
+        producers = [
+            Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "batch.size": 128 * 1024,
+                      "message.timeout.ms": 30_000})
+            for _ in range(3)
+        ]
+        value = bytes(1000)
+        for i in range(3000):
+            producers[i % 3].produce("pooled", value, key=b"%d" % i, partition=0)
+        assert all(p.flush(30) == 0 for p in producers)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("pooled", 0, 0)])
+        keys = []
+        deadline = time.monotonic() + 30
+        while len(keys) < 3000 and time.monotonic() < deadline:
+            keys += [m.key() for m in consumer.consume(1000, 1) if m.error() is None]
+        consumer.close()
+        assert sorted(keys) == sorted(b"%d" % i for i in range(3000))
