@@ -15,6 +15,9 @@ Parts (all by default):
                 same workloads, plus 1 MiB records and protocol-level produce/fetch.
   kafka-python  the pure-Python client against both brokers (fewer records).
   zerocopy      strace on the broker during a consume: record bytes leave through sendfile.
+  connections   a broker of its own holding --idle-connections idle connections (benchmarks.
+                connections): its RSS per connection and peak, and a confluent-kafka produce
+                and consume of N records with them open against the same without.
 
 Workloads (all by default; --workloads picks some, e.g. `--parts mock,logway --workloads
 wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers):
@@ -52,11 +55,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks import clients, machine, wire
+from benchmarks import clients, connections, machine, wire
 from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
-ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy")
+ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "connections")
 ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch")
 MiB = 1024 * 1024
 # recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
@@ -73,6 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large-records", type=int, help="how many large records (default 256; quick 32)")
     parser.add_argument("--wire-mb", type=int, help="MiB per protocol-level produce and page-cache append, twice that per fetch and sendfile run (default 512; quick 64)")
     parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
+    parser.add_argument("--idle-connections", type=int, help="idle connections of the connections part (default 10,000; quick 2,000)")
     parser.add_argument("--parts", default=",".join(ALL_PARTS), help=f"comma-separated subset of {','.join(ALL_PARTS)}")
     parser.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help=f"comma-separated subset of {','.join(ALL_WORKLOADS)} (see above)")
     parser.add_argument("--deadline", type=float, help="seconds allowed per measurement (default 60; quick 20)")
@@ -87,6 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.large_records = args.large_records or (32 if quick else 256)
     args.wire_mb = args.wire_mb or (64 if quick else 512)
     args.kp_records = args.kp_records or (20_000 if quick else 100_000)
+    args.idle_connections = args.idle_connections or (2_000 if quick else 10_000)
     args.deadline = args.deadline or (20.0 if quick else 60.0)
     args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
     args.workloads = [workload.strip() for workload in args.workloads.split(",") if workload.strip()]
@@ -472,6 +477,25 @@ class Bench:
         report.add("wire_fetch_small", "logway", _wire_measurement(
             f"logway: wire fetch {s} B records (big batches), 16 MiB", result, *meter.stop()))
 
+    def idle_connections(self) -> None:
+        a, report = self.args, self.report
+        section(f"logway: {a.idle_connections:,} idle connections (a broker of its own)")
+        result = connections.idle_connections(self.scratch, a.idle_connections, a.records, a.size, a.deadline)
+        for side, ms in (("alone", result.alone), ("with idle", result.with_idle)):
+            report.add("idle_produce", side, ms[0])
+            report.add("idle_consume", side, ms[1])
+        MB = 1024 * 1024
+        report.values.update(
+            idle_connections=result.opened, idle_rss_before_mib=result.rss_before / MB,
+            idle_rss_mib=result.rss_idle / MB, idle_rss_peak_mib=result.rss_peak / MB,
+            idle_bytes_per_connection=result.bytes_per_connection,
+        )
+        report.note(
+            f"{result.opened:,} of {result.wanted:,} idle connections opened in {result.open_seconds:.1f} s; broker RSS "
+            f"{result.rss_before / MB:.0f} MiB before, {result.rss_idle / MB:.0f} MiB with them "
+            f"({result.bytes_per_connection / 1024:.1f} KiB each), peak {result.rss_peak / MB:.0f} MiB while producing "
+            f"and consuming (goal: at most 1024 MiB)")
+
     def kafka_python(self) -> None:
         a, report = self.args, self.report
         s, kn = a.size, a.kp_records
@@ -555,6 +579,8 @@ SINGLE_RATIOS = [
     ("fetch 100 B records in big batches, wire: logway / raw sendfile", ("wire_fetch_small", "logway"), ("sendfile", "machine"), "mb"),
     ("consume 1 MiB records, confluent-kafka: logway / raw sendfile", ("ck_consume_large", "logway"), ("sendfile", "machine"), "mb"),
     ("produce 1 MiB records, confluent-kafka: logway / raw append", ("ck_produce_large", "logway"), ("append", "machine"), "mb"),
+    ("produce 100 B, confluent-kafka: with idle connections / without", ("idle_produce", "with idle"), ("idle_produce", "alone"), "records"),
+    ("consume 100 B, confluent-kafka: with idle connections / without", ("idle_consume", "with idle"), ("idle_consume", "alone"), "records"),
 ]
 
 
@@ -653,6 +679,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.kafka_python()
         if "zerocopy" in args.parts and bench.logway is not None and bench.wants("ck"):
             bench.zerocopy()
+        if "connections" in args.parts:
+            bench.idle_connections()
     finally:
         if broker is not None:
             broker.stop()

@@ -195,7 +195,7 @@ class ClusterMember:
         registration = znodes.BrokerRegistration(
             self.broker_id,
             tuple(
-                znodes.EndPoint(listener.name, listener.host, listener.port or broker.port)
+                znodes.EndPoint(listener.name, listener.host, broker.bound_port(listener.name))
                 for listener in broker.config.advertised_listeners
             ),
             broker.config.get("broker.rack"),

@@ -388,21 +388,35 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("inter.broker.listener.name", _S, None,
        "Listener that brokers use to talk to each other; must be an advertised listener."),
     _c("num.network.threads", _I, 3,
-       "Threads that read requests from and write responses to the network.",
-       minimum=1, dynamic=True),
+       "Kafka's network threads; logway serves all connections on one event loop, so only the "
+       "default is accepted.", minimum=1, dynamic=True),
     _c("num.io.threads", _I, 8,
-       "Threads that process requests, disk I/O included.", minimum=1, dynamic=True),
+       "Kafka's request handler threads; logway handles requests on one event loop (disk work "
+       "on its own threads), so only the default is accepted.", minimum=1, dynamic=True),
     _c("socket.send.buffer.bytes", _I, 102400,
        "SO_SNDBUF of the server sockets; -1 keeps the OS default."),
     _c("socket.receive.buffer.bytes", _I, 102400,
        "SO_RCVBUF of the server sockets; -1 keeps the OS default."),
     _c("socket.request.max.bytes", _I, 104857600,
        "Largest request the broker reads; bigger ones close the connection.", minimum=1),
+    _c("queued.max.request.bytes", _L, -1,
+       "Bytes of requests read and not yet answered, over all connections, before no more "
+       "requests are read; -1 (or any value up to 0) for no limit."),
     _c("queued.max.requests", _I, 500,
        "Requests that may wait for an I/O thread before the network threads stop reading.",
        minimum=1),
     _c("connections.max.idle.ms", _L, 600000,
-       "Idle connections are closed after this long."),
+       "A connection with no request being served and no bytes read or written for this long "
+       "is closed; negative: never."),
+    _c("max.connections", _I, INT_MAX,
+       "Connections the broker holds at once; more are closed as soon as accepted (those on "
+       "the inter-broker listener excepted).", minimum=0, dynamic=True),
+    _c("max.connections.per.ip", _I, INT_MAX,
+       "Connections one IP address may hold; more are closed as soon as accepted.",
+       minimum=0, dynamic=True),
+    _c("max.connections.per.ip.overrides", _S, "",
+       "host:count or ip:count pairs, comma separated, overriding max.connections.per.ip.",
+       dynamic=True),
     # --- log basics
     _c("log.dir", _S, "/tmp/kafka-logs",
        "Directory holding the log data; used when log.dirs is not set."),
@@ -708,6 +722,8 @@ class BrokerConfig:
         if not self.log_dirs:
             raise ConfigError("At least one log directory must be defined via log.dirs or log.dir")
         self._check_replica_timeouts()
+        self._check_connection_limits()
+        _refuse_thread_counts(self._values)
         try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
@@ -742,6 +758,14 @@ class BrokerConfig:
             raise ConfigError(
                 "replica.fetch.wait.max.ms should always be at most replica.lag.time.max.ms "
                 "to prevent frequent changes in ISR"
+            )
+
+    def _check_connection_limits(self) -> None:
+        overrides = self.max_connections_per_ip_overrides
+        if self._values["max.connections.per.ip"] == 0 and not overrides:
+            raise ConfigError(
+                "max.connections.per.ip is 0 and max.connections.per.ip.overrides names no host: "
+                "no client could connect"
             )
 
     # --- generic access
@@ -795,6 +819,25 @@ class BrokerConfig:
         if text is None:
             text = self._values["log.dir"]
         return _split_csv(text)
+
+    @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        """max.connections.per.ip.overrides as {host or ip: count}."""
+        text = self._values["max.connections.per.ip.overrides"]
+        overrides: dict[str, int] = {}
+        for item in _split_csv(text):
+            host, _, count = item.rpartition(":")
+            host = host.strip().strip("[]")
+            try:
+                overrides[host] = int(count)
+            except ValueError:
+                host = ""
+            if not host or overrides.get(host, -1) < 0:
+                raise ConfigError(
+                    f"Invalid value {text} for configuration max.connections.per.ip.overrides: "
+                    f"'{item}' is not of the form host:count with a count of 0 or more"
+                )
+        return overrides
 
     def log_config(self) -> LogConfig:
         """The topic-level defaults this broker gives topics without overrides."""
@@ -864,6 +907,23 @@ class BrokerConfig:
 
     def __repr__(self) -> str:
         return f"BrokerConfig({dict(self._settings)!r})"
+
+
+# Kafka's thread pools have no counterpart in logway, which serves connections and requests on
+# one event loop. Their defaults, as copied from Kafka's server.properties, are accepted; any
+# other value is refused, since it would be accepted and not honoured.
+_THREAD_COUNTS_WITHOUT_EFFECT = ("num.network.threads", "num.io.threads")
+
+
+def _refuse_thread_counts(values: Mapping[str, Any]) -> None:
+    for name in _THREAD_COUNTS_WITHOUT_EFFECT:
+        default = BROKER_CONFIGS[name].default
+        if values[name] != default:
+            raise ConfigError(
+                f"{name}={values[name]} cannot be honoured: logway serves every connection and "
+                f"request on one event loop, so it has no such threads; leave {name} unset "
+                f"(or at Kafka's default, {default})"
+            )
 
 
 def _refuse_unknown(settings: Mapping[str, str]) -> None:

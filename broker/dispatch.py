@@ -6,9 +6,16 @@ version. What cannot be parsed raises ProtocolError, which closes the connection
 for an unknown API key or an unsupported version of any API but ApiVersions. ApiVersions with a
 version beyond ours is answered UNSUPPORTED_VERSION in the v0 layout, so the client can retry
 with one we serve.
+
+A handler that fails unexpectedly (a bug) gets its request answered UNKNOWN_SERVER_ERROR, as
+Kafka does: every error code of the response, for every entry the request named; the failure is
+logged with its traceback and the connection stays open (a ProtocolError a handler raises,
+for a request it finds malformed, still closes it). The exception is Produce with acks=0,
+which has no response: its connection is closed, as Kafka closes it, so the producer notices.
 """
 
 import inspect
+import logging
 from collections.abc import Awaitable, Sized
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +41,8 @@ from broker.handlers.registry import (
 if TYPE_CHECKING:
     from broker.server import Broker
 
+log = logging.getLogger(__name__)
+
 Chunks = list[bytes | Sized]
 
 
@@ -42,7 +51,7 @@ class Dispatcher:
         self._broker = broker
 
     def dispatch(
-        self, frame: memoryview, client_address: str
+        self, frame: memoryview, client_address: str, listener: str | None = None
     ) -> Chunks | None | Awaitable[Chunks | None]:
         """The response frame's chunks, None when nothing is sent, or an awaitable of either."""
         api_key, version, correlation_id = peek_request(frame)
@@ -59,14 +68,19 @@ class Dispatcher:
         flexible = schemas.is_flexible(api_key, version)
         header, body_start = parse_request_header(frame, flexible)
         request = self._parse(handler, version, frame, body_start)
-        context = RequestContext(self._broker, header, client_address)
-        result = handler.handle(context, request)
+        context = RequestContext(self._broker, header, client_address, listener)
         response_header = encode_response_header(
             correlation_id, response_header_is_flexible(api_key, flexible)
         )
-        if inspect.isawaitable(result):
-            return self._finish_later(result, api_key, version, response_header)
-        return _encode(result, api_key, version, response_header)
+        try:
+            result = handler.handle(context, request)
+            if inspect.isawaitable(result):
+                return self._finish_later(result, request, context, response_header)
+            return _encode(result, api_key, version, response_header)
+        except ProtocolError:
+            raise  # a request the handler found malformed: the connection closes
+        except Exception as exc:
+            return _failed(exc, request, context, response_header)
 
     @staticmethod
     def _parse(handler: ApiHandler, version: int, frame: memoryview, body_start: int) -> Any:
@@ -78,9 +92,31 @@ class Dispatcher:
 
     @staticmethod
     async def _finish_later(
-        pending: Awaitable[Any], api_key: int, version: int, response_header: bytes
+        pending: Awaitable[Any], request: Any, context: RequestContext, response_header: bytes
     ) -> Chunks | None:
-        return _encode(await pending, api_key, version, response_header)
+        api_key, version = context.header.api_key, context.api_version
+        try:
+            return _encode(await pending, api_key, version, response_header)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            return _failed(exc, request, context, response_header)
+
+
+def _failed(exc: Exception, request: Any, context: RequestContext, response_header: bytes) -> Chunks:
+    """UNKNOWN_SERVER_ERROR for a request whose handler failed; re-raised (closing the
+    connection) for an acks=0 Produce, which has no response to carry it."""
+    api_key, version = context.header.api_key, context.api_version
+    if api_key == ApiKey.PRODUCE and request.acks == 0:
+        raise exc
+    log.error(
+        "%s v%d from %s failed; answering UNKNOWN_SERVER_ERROR",
+        ApiKey(api_key).name, version, context.client_address, exc_info=exc,
+    )
+    response = schemas.error_response(
+        request, schemas.response_type(api_key, version), ErrorCode.unknown_server_error
+    )
+    return _frame(response_header, [schemas.encode(response)])
 
 
 def _encode(result: Any, api_key: int, version: int, response_header: bytes) -> Chunks | None:

@@ -130,11 +130,12 @@ class MetadataCache:
             return None
         return node.endpoints.get(listener_name or self.listener_name)
 
-    def alive_nodes(self) -> list[tuple[int, str, int, str | None]]:
-        """(id, host, port, rack) of every live broker with the client listener."""
+    def alive_nodes(self, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every live broker with the listener (this broker's client
+        listener by default)."""
         nodes = []
         for broker_id in sorted(self.brokers):
-            endpoint = self.endpoint(broker_id)
+            endpoint = self.endpoint(broker_id, listener_name)
             if endpoint is not None:
                 nodes.append((broker_id, endpoint[0], endpoint[1], self.brokers[broker_id].rack))
         return nodes

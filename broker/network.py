@@ -8,17 +8,18 @@ gather all of a read's responses into one sendmsg.
 """
 
 import errno
+import ipaddress
 import logging
 import os
 import socket
 from collections import deque
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
 import asyncio
 
 from protocol.errors import ProtocolError
-from protocol.framing import FrameReader
+from protocol.framing import FRAME_PREFIX, FrameReader
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,49 @@ Dispatch = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]
 
 _MAX_IOV = 64
 _SENDFILE_CHUNK = 4 * 1024 * 1024
+
+
+class RequestMemoryPool:
+    """queued.max.request.bytes: bytes of requests read and not yet finished, over all
+    connections.
+
+    Non-strict, as Kafka's pool for requests: a frame is granted its announced size while
+    anything is left, even more than is left, so a request larger than the pool is still
+    served. Once the pool is used up, connections stop reading new frames (nothing is dropped:
+    they stay in the socket) and resume, oldest waiter first, as requests finish. A frame
+    already granted is read to its end, so pausing cannot deadlock on half-read frames.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.available = capacity
+        self._waiting: dict["Connection", None] = {}  # insertion-ordered: first come, first woken
+
+    @property
+    def exhausted(self) -> bool:
+        return self.available <= 0
+
+    def try_take(self, nbytes: int) -> bool:
+        if self.available <= 0:
+            return False
+        self.available -= nbytes
+        return True
+
+    def give_back(self, nbytes: int) -> None:
+        self.available += nbytes
+        if self.available > 0 and self._waiting:
+            waiting = list(self._waiting)
+            self._waiting.clear()
+            for connection in waiting:
+                connection.memory_available()
+
+    def wait(self, connection: "Connection") -> None:
+        self._waiting[connection] = None
+
+    def is_waiting(self, connection: "Connection") -> bool:
+        return connection in self._waiting
+
+    def forget(self, connection: "Connection") -> None:
+        self._waiting.pop(connection, None)
 
 
 class Connection:
@@ -40,7 +84,8 @@ class Connection:
     the socket is full the rest waits for it to become writable.
 
     Back-pressure: reading stops while `max_queued_requests` frames wait to be served or
-    `max_queued_bytes` of responses wait to be sent, and resumes once they drain.
+    `max_queued_bytes` of responses wait to be sent, or while the next frame gets no memory
+    from `pool` (queued.max.request.bytes), and resumes once they drain.
     """
 
     def __init__(
@@ -53,6 +98,7 @@ class Connection:
         max_request_bytes: int,
         max_queued_requests: int = 100,
         max_queued_bytes: int = 64 * 1024 * 1024,
+        pool: RequestMemoryPool | None = None,
     ) -> None:
         self._loop = loop
         self._sock = sock
@@ -68,17 +114,25 @@ class Connection:
         self._region_sent = 0
         self._max_queued_requests = max_queued_requests
         self._max_queued_bytes = max_queued_bytes
+        self._pool = pool
+        self._granted = 0  # pool bytes taken for the frame being received (its announced size)
+        self._held = 0  # pool bytes of frames received and not yet finished
+        self._serving_bytes = 0  # the size of the frame whose handler is waiting
         self._reading = False
         self._writing = False
         self._draining = False
         self.closed = False
-        self._resume_reading()
+        self.last_active = loop.time()
+        self._apply_back_pressure()
 
     # ------------------------------------------------------------------------------ reading
 
     def _on_readable(self) -> None:
         try:
-            received = self._sock.recv_into(self._frames.writable())
+            space = self._frames.writable()
+            if self._pool is not None:
+                space = space[: self._pooled_read_size()]
+            received = self._sock.recv_into(space)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -90,12 +144,53 @@ class Connection:
         if received == 0:
             self.close(None)
             return
+        self.last_active = self._loop.time()
         try:
-            self._requests.extend(self._frames.received(received))
+            frames = self._frames.received(received)
         except ProtocolError as exc:
             self._reject(exc)
             return
+        if frames:
+            self._requests.extend(frames)
+            if self._pool is not None:
+                # Reads stop at frame ends: the one frame completed is the one granted.
+                self._held += self._granted
+                self._granted = 0
         self._serve()
+
+    def _pooled_read_size(self) -> int:
+        """With a pool, reads stop at frame ends, as Kafka's do: a size prefix, then the body
+        once granted, so no byte of a frame is read before the pool has room for it."""
+        if self._granted:
+            return FRAME_PREFIX + self._granted - self._frames.buffered
+        # Not granted: reading goes on only while the size prefix is incomplete.
+        return FRAME_PREFIX - self._frames.buffered
+
+    def _memory_for_next_frame(self) -> bool:
+        """Whether reading may go on: the frame in progress has memory from the pool (taken
+        now if need be), or its size is not known yet and the pool is not used up."""
+        if self._pool is None or self._granted:
+            return True
+        try:
+            size = self._frames.next_frame_size
+        except ProtocolError:
+            return True  # the next read raises it and closes the connection
+        if size is not None and self._pool.try_take(size):
+            self._granted = size
+            return True
+        if size is None and not self._pool.exhausted:
+            return True
+        self._pool.wait(self)
+        return False
+
+    def memory_available(self) -> None:
+        """The pool has memory again: try for the next frame's."""
+        self._apply_back_pressure()
+
+    def _finished(self, size: int) -> None:
+        if self._pool is not None:
+            self._held -= size
+            self._pool.give_back(size)
 
     def _reject(self, exc: ProtocolError) -> None:
         log.warning("closing connection from %s: %s", self.address, exc)
@@ -117,7 +212,10 @@ class Connection:
                 return
             if isinstance(outcome, list):
                 self._queue(outcome)
-            elif outcome is not None:
+            if outcome is None or isinstance(outcome, list):
+                self._finished(len(frame))
+            else:
+                self._serving_bytes = len(frame)
                 self._in_progress = asyncio.ensure_future(outcome)
                 self._in_progress.add_done_callback(self._on_response_ready)
         if not self._requests and self._in_progress is None:
@@ -129,6 +227,7 @@ class Connection:
         self._in_progress = None
         if self.closed or future.cancelled():
             return
+        self._finished(self._serving_bytes)
         exc = future.exception()
         if exc is not None:
             log.error("request from %s failed; closing the connection", self.address, exc_info=exc)
@@ -138,15 +237,32 @@ class Connection:
             self._queue(future.result())
         self._serve()
 
+    def idle_since(self) -> float | None:
+        """When the connection last read or wrote a byte, or None while it is not the client
+        that holds it up: a request is being served, or reading waits for request memory."""
+        if self._requests or self._in_progress is not None:
+            return None
+        if self._pool is not None and self._pool.is_waiting(self):
+            return None
+        return self.last_active
+
+    def trim(self) -> None:
+        """Give up the receive buffer while nothing is being received or served (quiet)."""
+        if not self._requests and self._in_progress is None:
+            self._frames.trim()
+
     @property
     def busy(self) -> bool:
         """Whether requests are waiting or in progress, or responses are unsent."""
         return bool(self._requests or self._in_progress or self._out)
 
     def _apply_back_pressure(self) -> None:
+        if self.closed:  # a send that failed closed it: it must take no pool memory now
+            return
         overloaded = (
             len(self._requests) >= self._max_queued_requests
             or self._out_bytes >= self._max_queued_bytes
+            or not self._memory_for_next_frame()
         )
         if overloaded:
             self._pause_reading()
@@ -202,6 +318,7 @@ class Connection:
         except (BlockingIOError, InterruptedError):
             return None
         self._out_bytes -= sent
+        self.last_active = self._loop.time()
         remaining = sent
         while remaining:
             head = self._out[0]
@@ -233,6 +350,7 @@ class Connection:
             raise OSError(errno.EIO, "records file shrank under a fetch response")
         self._region_sent += sent
         self._out_bytes -= sent
+        self.last_active = self._loop.time()
         if self._region_sent == len(region):
             self._out.popleft()
             self._region_sent = 0
@@ -274,20 +392,35 @@ class Connection:
             self._in_progress.cancel()
         self._out.clear()
         self._requests.clear()
+        if self._pool is not None:
+            self._pool.forget(self)
+            self._pool.give_back(self._held + self._granted)
         self._sock.close()
         self._on_close(self)
 
 
 class Listener:
-    """A listening socket that hands each accepted connection to `on_accept`."""
+    """A listening socket that hands each accepted connection to `on_accept`.
+
+    Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), accept fails while the
+    listening socket stays readable, so retrying at once would spin the loop: the listener
+    stops accepting for `retry_delay` seconds instead (as asyncio's servers do), with one log
+    line per pause, and the connections it has go on being served. New clients wait in the
+    backlog meanwhile.
+    """
 
     def __init__(
         self,
         host: str,
         port: int,
-        on_accept: Callable[[socket.socket, str], None],
+        on_accept: Callable[[socket.socket, str, int], None],
         backlog: int = 1024,
+        retry_delay: float = 1.0,
+        send_buffer: int = -1,
+        receive_buffer: int = -1,
     ) -> None:
+        """`on_accept(sock, client ip, client port)`. `send_buffer`, `receive_buffer`: SO_SNDBUF
+        and SO_RCVBUF of accepted sockets, -1 for the OS's (socket.send/receive.buffer.bytes)."""
         self._loop = asyncio.get_running_loop()
         if host in ("", "0.0.0.0", "::") and socket.has_dualstack_ipv6():
             self._sock = socket.create_server(
@@ -295,13 +428,26 @@ class Listener:
             )
         else:
             self._sock = socket.create_server((host, port), backlog=backlog)
+        if receive_buffer != -1:
+            # On the listening socket, so accepted ones have it from their SYN on: the TCP window
+            # scale is chosen then.
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self._send_buffer = send_buffer
         self._sock.setblocking(False)
         self._on_accept = on_accept
-        self._loop.add_reader(self._sock.fileno(), self._accept)
+        self._retry_delay = retry_delay
+        self._retry: asyncio.TimerHandle | None = None
+        self._accepting = False
+        self._start_accepting()
 
     @property
     def port(self) -> int:
         return self._sock.getsockname()[1]
+
+    def _start_accepting(self) -> None:
+        self._retry = None
+        self._loop.add_reader(self._sock.fileno(), self._accept)
+        self._accepting = True
 
     def _accept(self) -> None:
         for _ in range(100):  # bounded, so a connection storm cannot starve other work
@@ -310,12 +456,95 @@ class Listener:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning("accept failed: %s", exc)
+                if exc.errno in _GONE_BEFORE_ACCEPTED:
+                    continue
+                self._back_off(exc)
                 return
-            conn.setblocking(False)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._on_accept(conn, f"{address[0]}:{address[1]}")
+            try:
+                conn.setblocking(False)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._send_buffer != -1:
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
+            except OSError:  # reset by the client already
+                conn.close()
+                continue
+            self._on_accept(conn, client_ip(address[0]), address[1])
+
+    def _back_off(self, exc: OSError) -> None:
+        log.warning(
+            "accept failed on port %d: %s; not accepting connections for %.1f s",
+            self.port, exc, self._retry_delay,
+        )
+        self._loop.remove_reader(self._sock.fileno())
+        self._accepting = False
+        self._retry = self._loop.call_later(self._retry_delay, self._start_accepting)
 
     def close(self) -> None:
-        self._loop.remove_reader(self._sock.fileno())
+        if self._retry is not None:
+            self._retry.cancel()
+        if self._accepting:
+            self._loop.remove_reader(self._sock.fileno())
         self._sock.close()
+
+
+# A connection the client reset before accept() reached it: the next one may be fine.
+_GONE_BEFORE_ACCEPTED = (errno.ECONNABORTED, errno.EPROTO, errno.EPERM)
+
+
+def client_ip(host: str) -> str:
+    """The client's address as limits count it: an IPv4 client of a dual-stack listener
+    (::ffff:a.b.c.d) is a.b.c.d, as it would be on an IPv4 listener."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+class ConnectionQuotas:
+    """max.connections, max.connections.per.ip and its overrides: which new connections to refuse.
+
+    A connection over either limit is closed as soon as it is accepted. For the per-IP limit
+    Kafka does the same; over max.connections Kafka leaves new connections in the backlog
+    until one closes, and logway closes them too, which gives the client an answer at once
+    (it retries with its backoff). Connections on `protected_listener` (the inter-broker
+    listener) are counted but not refused by max.connections, as in Kafka, so replication goes
+    on when clients use the limit up (Kafka also closes a client connection to make room for
+    them; logway does not).
+    """
+
+    def __init__(
+        self,
+        max_connections: int,
+        max_per_ip: int,
+        per_ip_overrides: Mapping[str, int],
+        protected_listener: str | None = None,
+    ) -> None:
+        self._max = max_connections
+        self._max_per_ip = max_per_ip
+        self._overrides = dict(per_ip_overrides)
+        self._protected = protected_listener
+        self._total = 0
+        self._per_ip: dict[str, int] = {}
+
+    def admit(self, listener: str, ip: str) -> str | None:
+        """Count a new connection from `ip` on `listener`; or, when it must be refused, say why."""
+        limit = self._overrides.get(ip, self._max_per_ip)
+        held = self._per_ip.get(ip, 0)
+        if held >= limit:
+            return f"{ip} already has the maximum of {limit} connections (max.connections.per.ip)"
+        if self._total >= self._max and listener != self._protected:
+            return f"the broker already has the maximum of {self._max} connections (max.connections)"
+        self._per_ip[ip] = held + 1
+        self._total += 1
+        return None
+
+    def release(self, ip: str) -> None:
+        held = self._per_ip[ip] - 1
+        if held:
+            self._per_ip[ip] = held
+        else:
+            del self._per_ip[ip]
+        self._total -= 1

@@ -15,6 +15,8 @@ Standalone, the broker fills the metadata cache itself and serves every partitio
 """
 
 import asyncio
+import functools
+import ipaddress
 import logging
 import signal
 import socket
@@ -25,7 +27,7 @@ from broker.cluster import ClusterMember, resolve_broker_id
 from broker.config import BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
-from broker.network import Connection, Listener
+from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -41,6 +43,7 @@ from storage.log_manager import LogManager, LogManagerSettings
 log = logging.getLogger(__name__)
 
 _DRAIN_TIMEOUT_S = 10.0
+_QUIET_S = 1.0  # a connection this long without traffic gives its receive buffer up
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,12 @@ class Broker:
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
-        self._connections: set[Connection] = set()
+        self._connections: dict[Connection, str] = {}  # each with its client's ip
+        self._quotas: ConnectionQuotas | None = None
+        self._advertised_names = {listener.name for listener in config.advertised_listeners}
+        self._idle_check: asyncio.TimerHandle | None = None
+        queued_bytes = config.get("queued.max.request.bytes")
+        self._request_memory = RequestMemoryPool(queued_bytes) if queued_bytes > 0 else None
         self.shutting_down = False
 
     def _log_config_for(self, topic: str):
@@ -148,14 +156,38 @@ class Broker:
         )
 
     def _listen(self) -> None:
-        listener_config = self.config.listeners[0]
-        listener = Listener(listener_config.host, listener_config.port, self._accept)
-        self._listeners.append(listener)
-        advertised = self.config.advertised_listeners[0]
-        # Port 0 asks for any free port; clients must be told the one actually bound.
-        port = advertised.port or listener.port
+        config = self.config
+        self._quotas = ConnectionQuotas(
+            config.get("max.connections"),
+            config.get("max.connections.per.ip"),
+            _resolve_overrides(config.max_connections_per_ip_overrides),
+            self.cluster.inter_broker_listener if self.cluster is not None else None,
+        )
+        for listener_config in config.listeners:
+            name = listener_config.name
+            self._listeners.append(
+                Listener(
+                    listener_config.host,
+                    listener_config.port,
+                    lambda sock, ip, port, name=name: self._accept(name, sock, ip, port),
+                    send_buffer=config.get("socket.send.buffer.bytes"),
+                    receive_buffer=config.get("socket.receive.buffer.bytes"),
+                )
+            )
+        advertised = config.advertised_listeners[0]
         self.endpoint = BrokerEndpoint(
-            self.broker_id, advertised.host, port, self.config.get("broker.rack")
+            self.broker_id, advertised.host, self.bound_port(advertised.name), config.get("broker.rack")
+        )
+        self._check_idle_connections()
+
+    def bound_port(self, listener_name: str) -> int:
+        """The port clients are told for a listener: the advertised one, or when that is 0 (any
+        free port) the one actually bound."""
+        advertised = next(l for l in self.config.advertised_listeners if l.name == listener_name)
+        if advertised.port:
+            return advertised.port
+        return next(
+            bound.port for l, bound in zip(self.config.listeners, self._listeners) if l.name == listener_name
         )
 
     def require_controller(self) -> None:
@@ -166,8 +198,11 @@ class Broker:
     def _fill_standalone_metadata(self) -> None:
         """Standalone, this broker is the cluster: its only broker, its controller, the leader
         and only replica of every partition."""
-        endpoint = self.endpoint
-        node = BrokerNode(self.broker_id, {self.metadata_cache.listener_name: (endpoint.host, endpoint.port)}, endpoint.rack)
+        endpoints = {
+            listener.name: (listener.host, self.bound_port(listener.name))
+            for listener in self.config.advertised_listeners
+        }
+        node = BrokerNode(self.broker_id, endpoints, self.endpoint.rack)
         replicas = (self.broker_id,)
         self.metadata_cache.update(self.broker_id, 0, [node], {})
         self.metadata_cache.replace_topics({
@@ -179,22 +214,58 @@ class Broker:
     def port(self) -> int:
         return self._listeners[0].port
 
-    def _accept(self, sock: socket.socket, address: str) -> None:
+    def _accept(self, listener: str, sock: socket.socket, ip: str, port: int) -> None:
+        address = f"{ip}:{port}"
+        refused = self._quotas.admit(listener, ip)
+        if refused is not None:
+            log.info("refused connection from %s on %s: %s", address, listener, refused)
+            sock.close()
+            return
+        # Requests on an advertised listener are answered with brokers' endpoints on it; those
+        # on a listener that is not advertised, with the client listener's.
+        advertised = listener in self._advertised_names
         connection = Connection(
             asyncio.get_running_loop(),
             sock,
             address,
-            self._dispatcher.dispatch,
-            self._connections.discard,
+            functools.partial(self._dispatcher.dispatch, listener=listener if advertised else None),
+            self._forget_connection,
             max_request_bytes=self.config.get("socket.request.max.bytes"),
             max_queued_requests=self.config.get("queued.max.requests"),
+            pool=self._request_memory,
         )
-        self._connections.add(connection)
+        self._connections[connection] = ip
+
+    def _forget_connection(self, connection: Connection) -> None:
+        self._quotas.release(self._connections.pop(connection))
+
+    def _check_idle_connections(self) -> None:
+        """Every second: close connections idle for connections.max.idle.ms (negative: never),
+        and take the receive buffers of those quiet for a second, so that many idle clients
+        cost little memory (the buffer of a busy one is kept for its next requests)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        max_idle_ms = self.config.get("connections.max.idle.ms")
+        idle_before = now - max_idle_ms / 1000 if max_idle_ms >= 0 else float("-inf")
+        quiet_before = now - _QUIET_S
+        for connection in list(self._connections):
+            since = connection.idle_since()
+            if since is None:
+                continue
+            if since < idle_before:
+                log.debug("closing connection from %s: idle for over %d ms", connection.address, max_idle_ms)
+                connection.close("idle")
+            elif since < quiet_before:
+                connection.trim()
+        period = _QUIET_S if max_idle_ms < 0 else min(_QUIET_S, max(max_idle_ms / 10_000, 0.01))
+        self._idle_check = loop.call_later(period, self._check_idle_connections)
 
     async def stop(self) -> None:
         if self.cluster is not None and self.config.get("controlled.shutdown.enable"):
             await self.cluster.controlled_shutdown()
         self.shutting_down = True
+        if self._idle_check is not None:
+            self._idle_check.cancel()
         for listener in self._listeners:
             listener.close()
         self._listeners.clear()
@@ -238,6 +309,23 @@ async def serve(config: BrokerConfig) -> None:
     in its log dirs, the configured one, or a generated one (broker/cluster.py)."""
     broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
     await Broker(config, broker_id).run_until_signalled()
+
+
+def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
+    """max.connections.per.ip.overrides by ip: host names are resolved at start, as Kafka does."""
+    resolved = {}
+    for host, count in overrides.items():
+        try:
+            ipaddress.ip_address(host)
+            addresses = [host]
+        except ValueError:
+            try:
+                addresses = [info[4][0] for info in socket.getaddrinfo(host, None)]
+            except socket.gaierror as exc:
+                raise OSError(f"max.connections.per.ip.overrides: cannot resolve {host}: {exc}") from None
+        for address in addresses:
+            resolved[client_ip(address)] = count
+    return resolved
 
 
 def _replication_settings(config: BrokerConfig) -> ReplicationSettings:

@@ -4,7 +4,10 @@ from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 
 FRAME_PREFIX = 4
-_MIN_READ = 64 * 1024
+# The first buffer and the least free room for a read. Small, since every connection that sent
+# a request holds one until it goes quiet; a large frame grows it (and a grown one is kept, up to
+# max_retained_bytes, so steady large produces reuse it).
+_MIN_READ = 16 * 1024
 
 
 class FrameTooLargeError(ProtocolError):
@@ -33,13 +36,14 @@ class FrameReader:
     def __init__(
         self,
         max_frame_bytes: int,
-        buffer_bytes: int = 256 * 1024,
+        buffer_bytes: int = _MIN_READ,
         max_retained_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         self._max_frame_bytes = max_frame_bytes
         self._buffer_bytes = buffer_bytes
         self._max_retained_bytes = max_retained_bytes
-        self._buf = bytearray(buffer_bytes)
+        # No buffer until bytes arrive: an idle connection costs none.
+        self._buf = bytearray()
         self._view = memoryview(self._buf)
         self._start = 0  # first byte not yet part of a handed-out frame
         self._end = 0  # end of received bytes
@@ -50,11 +54,23 @@ class FrameReader:
         """Bytes received that do not yet form a whole frame."""
         return self._end - self._start
 
+    @property
+    def next_frame_size(self) -> int | None:
+        """The size its prefix announces of the frame being received; None before its prefix."""
+        if self.buffered < FRAME_PREFIX:
+            return None
+        return self._checked_size(self._start)
+
     def writable(self) -> memoryview:
-        """Free space to receive into: room for the frame in progress, or at least a large read."""
+        """Free space to receive into: at least a large read, more for a large frame in progress.
+
+        The buffer grows with what arrives (to twice what is buffered), never straight to the
+        size a prefix announces: announcing 100 MB and sending a few must not cost 100 MB.
+        Doubling keeps the copies of a large frame under twice its size."""
         if not self._frames_alive and self._start:
             self._compact()
-        wanted = max(self._frame_in_progress_size(), self.buffered + _MIN_READ)
+        pending = self.buffered
+        wanted = max(min(self._frame_in_progress_size(), 2 * pending), pending + _MIN_READ)
         if self._start + wanted > len(self._buf):
             self._move_to_new_buffer(wanted)
         return self._view[self._end :]
@@ -81,8 +97,17 @@ class FrameReader:
             if len(self._buf) > self._max_retained_bytes:
                 # A one-off huge request should not pin its buffer for the connection's life;
                 # buffers up to the retained size are kept, so steady large produces reuse one.
-                self._buf = bytearray(self._buffer_bytes)
+                self._buf = bytearray()
                 self._view = memoryview(self._buf)
+
+    def trim(self) -> None:
+        """Give the buffer up when it holds nothing (no frame handed out and unreleased, no
+        bytes of the next one): for a connection gone quiet, which would otherwise keep its
+        buffer for its whole life. The next bytes get a new one."""
+        if not self._frames_alive and self._start == self._end:
+            self._start = self._end = 0
+            self._buf = bytearray()
+            self._view = memoryview(self._buf)
 
     def _checked_size(self, pos: int) -> int:
         (size,) = INT32.unpack_from(self._buf, pos)

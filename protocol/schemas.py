@@ -342,6 +342,7 @@ _ZERO_BY_KAFKA_TYPE: dict[str, Any] = {
     "error_code": ErrorCode.none,
     "timedelta_i32": datetime.timedelta(0),
     "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": datetime.datetime.fromtimestamp(0, datetime.timezone.utc),
 }
 
 
@@ -367,3 +368,93 @@ def _all_defaults(entity: type) -> Any:
     return entity(
         **{f.name: _default_factory(f, hints[f.name])() for f in dataclasses.fields(entity)}
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Error responses
+# --------------------------------------------------------------------------------------------
+
+# Response arrays answer request arrays of other names: (response name -> request names).
+_ANSWERS = {
+    "responses": ("topics", "topic_data", "resources", "topic_names"),
+    "partition_responses": ("partitions", "partition_data"),
+    "results": ("topics", "resources", "groups_names"),
+    "partitions": ("partition_data", "partition_indexes"),
+    "results_by_topic_v3_and_below": ("v3_and_below_topics",),
+    "replica_election_results": ("topic_partitions",),
+    "partition_result": ("partitions",),
+    "members": ("members",),
+    "groups": ("groups", "group_ids"),
+    "topics": ("topics", "topic_names"),
+    "markers": ("markers",),
+    "partition_errors": ("partitions",),
+    "coordinators": ("coordinator_keys",),
+    "results_by_partition": ("partitions",),
+    "transaction_states": ("transactional_ids",),
+}
+# Response fields that carry a request field of another name (the key of an entry).
+_CARRIES = {
+    "name": ("name", "topic"),
+    "topic": ("topic", "name"),
+    "partition_index": ("partition_index", "partition", "index"),
+    "index": ("index", "partition_index", "partition"),
+    "partition": ("partition", "partition_index", "index"),
+    "group_id": ("group_id", "group"),
+}
+_STRING_TYPES = ("string",)
+_INT_TYPES = ("int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+
+
+def error_response(request: Any, target: type, error: ErrorCode) -> Any:
+    """A response of class `target` answering `request` with `error` everywhere, as Kafka's
+    `getErrorResponse` does: every error code is `error`, and the entries the request names
+    (topics, partitions, groups, resources) are answered each with their keys; every other
+    field takes its default. `request` may be any object with the request's fields as
+    attributes (kio's or a hand-written parser's)."""
+    hints = typing.get_type_hints(target)
+    values = {}
+    for field in dataclasses.fields(target):
+        hint = hints[field.name]
+        kafka_type = field.metadata.get("kafka_type")
+        entity, is_array = _nested_entity(hint)
+        if kafka_type == "error_code":
+            values[field.name] = error
+        elif entity is not None and is_array:
+            values[field.name] = tuple(
+                _answer(item, entity, error) for item in _answered_items(request, field.name)
+            )
+        elif entity is None and (value := _carried(request, field.name, kafka_type)) is not None:
+            values[field.name] = value
+        else:
+            values[field.name] = _default_factory(field, hint)()
+    return target(**values)
+
+
+def _answered_items(request: Any, name: str) -> tuple:
+    for source in (name, *_ANSWERS.get(name, ())):
+        items = getattr(request, source, None)
+        if isinstance(items, (list, tuple)):
+            return tuple(items)
+    return ()
+
+
+def _answer(item: Any, entity: type, error: ErrorCode) -> Any:
+    """An entry answering `item`: an entity of the request, or a bare key (a topic or group name,
+    a partition index), which goes to the entry's first field of its type."""
+    if isinstance(item, (str, int)):
+        wanted = _STRING_TYPES if isinstance(item, str) else _INT_TYPES
+        key = next(f.name for f in dataclasses.fields(entity) if f.metadata.get("kafka_type") in wanted)
+        item = types.SimpleNamespace(**{key: item})
+    return error_response(item, entity, error)
+
+
+def _carried(request: Any, name: str, kafka_type: str | None) -> Any:
+    for source in _CARRIES.get(name, (name,)):
+        value = getattr(request, source, None)
+        if kafka_type in _STRING_TYPES and isinstance(value, str):
+            return value
+        if kafka_type in _INT_TYPES and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kafka_type == "uuid" and isinstance(value, uuid.UUID):
+            return value
+    return None

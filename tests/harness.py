@@ -3,6 +3,7 @@ own data directory, stopped with SIGTERM (clean) or SIGKILL (crash), restarted o
 and data so clients can reconnect to the same address."""
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -32,8 +33,12 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, overrides: dict[str, str] | None = None, max_open_files: int | None = None
+    ) -> None:
+        """`max_open_files`: the broker's RLIMIT_NOFILE, for tests of running out of descriptors."""
         self.data_dir = Path(data_dir)
+        self.max_open_files = max_open_files
         self.port = free_port()
         self.overrides = {
             "log.dirs": str(self.data_dir),
@@ -54,10 +59,17 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._limit_descriptors
+        )
         log.close()
         self._wait_until_listening()
         return self
+
+    def _limit_descriptors(self) -> None:
+        if self.max_open_files is not None:
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.max_open_files, hard))
 
     def _wait_until_listening(self) -> None:
         deadline = time.monotonic() + _START_TIMEOUT_S

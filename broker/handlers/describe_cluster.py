@@ -45,6 +45,6 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
         controller_id=broker.controller_id,
         brokers=tuple(
             DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
-            for node_id, host, port, rack in broker.metadata_cache.alive_nodes()
+            for node_id, host, port, rack in broker.metadata_cache.alive_nodes(ctx.listener)
         ),
     )

@@ -69,7 +69,7 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
         return _error(key, error)
     cache = broker.metadata_cache
     leader = cache.leader_of(TopicPartition(topic.name, topic.partition_for(key)))
-    endpoint = cache.endpoint(leader) if leader is not None else None
+    endpoint = cache.endpoint(leader, ctx.listener) if leader is not None else None
     if endpoint is None:
         return _error(key, ErrorCode.coordinator_not_available)
     return Coordinator(

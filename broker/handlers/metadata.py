@@ -1,7 +1,7 @@
 """Metadata (api key 3), versions 0-12.
 
 Answers from the metadata cache (broker/metadata_cache.py) with the live brokers (their
-advertised client listener), the cluster id, the controller, and the requested topics (all of
+endpoints on the listener the request came in on), the cluster id, the controller, and the requested topics (all of
 them when the request asks for none: an empty list in v0, a null list from v1) with each
 partition's leader, leader epoch, replicas, ISR and offline replicas. In cluster mode that is the
 whole cluster as the controller last told this broker, topics hosted elsewhere included. A
@@ -167,7 +167,7 @@ def _response(ctx: RequestContext, topics: list[MetadataResponseTopic]) -> Metad
         throttle_time=datetime.timedelta(0),
         brokers=tuple(
             MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
-            for node_id, host, port, rack in broker.metadata_cache.alive_nodes()
+            for node_id, host, port, rack in broker.metadata_cache.alive_nodes(ctx.listener)
         ),
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,

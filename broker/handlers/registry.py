@@ -26,6 +26,9 @@ class RequestContext(NamedTuple):
     broker: "Broker"
     header: RequestHeader
     client_address: str
+    # The advertised listener the request came in on: Metadata, DescribeCluster and
+    # FindCoordinator give brokers' endpoints on it. None: the broker's client listener.
+    listener: str | None = None
 
     @property
     def api_version(self) -> int:

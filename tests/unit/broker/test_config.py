@@ -195,6 +195,29 @@ def test_replica_timeouts_are_checked():
         BrokerConfig.from_properties({"replica.lag.time.max.ms": "100"})
 
 
+@pytest.mark.parametrize("name", ["num.network.threads", "num.io.threads"])
+def test_thread_counts_are_accepted_only_at_kafkas_defaults(name):
+    default = BROKER_CONFIGS[name].default
+    assert BrokerConfig.from_properties({name: str(default)}).get(name) == default
+    with pytest.raises(ConfigError, match=f"{name}=16 cannot be honoured.*one event loop"):
+        BrokerConfig.from_properties({name: "16"})
+
+
+def test_connection_limits():
+    c = BrokerConfig()
+    assert c.get("max.connections") == c.get("max.connections.per.ip") == 2**31 - 1
+    assert c.max_connections_per_ip_overrides == {}
+    c = BrokerConfig.from_properties(
+        {"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "127.0.0.1:5, [::1]:6,gateway:0"}
+    )
+    assert c.max_connections_per_ip_overrides == {"127.0.0.1": 5, "::1": 6, "gateway": 0}
+    for bad in ("127.0.0.1", "127.0.0.1:x", ":5", "host:-1"):
+        with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
+            BrokerConfig.from_properties({"max.connections.per.ip.overrides": bad})
+    with pytest.raises(ConfigError, match="no client could connect"):
+        BrokerConfig.from_properties({"max.connections.per.ip": "0"})
+
+
 def test_get_unknown_key():
     with pytest.raises(KeyError):
         BrokerConfig().get("no.such.key")

@@ -1,13 +1,15 @@
 """The dispatcher of an in-process broker: frames in, response frames out, no sockets."""
 
 import asyncio
+import dataclasses
 import datetime
 import inspect
 import typing
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker.config import BrokerConfig
 from broker.handlers import HANDLERS
@@ -116,5 +118,76 @@ def test_flexible_responses_carry_header_v1(tmp_path):
             assert decode_response(ApiKey.METADATA, version, reply).topics == ()
             if header_size == 5:
                 assert reply[8] == 0  # empty tagged fields of response header v1
+
+    with_broker(tmp_path, scenario)
+
+
+def _failing(monkeypatch, api_key: ApiKey, *, wait: bool) -> None:
+    """Make `api_key`'s handler fail as a bug would, at once or after waiting."""
+    real = HANDLERS[api_key]
+
+    def handle(context, request):
+        if not wait:
+            raise RuntimeError("bug in the handler")
+
+        async def later():
+            await asyncio.sleep(0)
+            raise RuntimeError("bug in the handler, later")
+
+        return later()
+
+    monkeypatch.setitem(HANDLERS, api_key, dataclasses.replace(real, handle=handle))
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_a_failing_handler_answers_unknown_server_error_and_the_connection_goes_on(tmp_path, monkeypatch, caplog, wait):
+    _failing(monkeypatch, ApiKey.METADATA, wait=wait)
+    request = MetadataRequest(
+        topics=(MetadataRequestTopic(name="t", topic_id=None),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+    async def scenario(broker):
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        for correlation_id in (1, 2):  # the second on the same connection
+            writer.write(encode_request(ApiKey.METADATA, 12, request, correlation_id=correlation_id))
+            size = await asyncio.wait_for(reader.readexactly(4), 5)
+            reply = size + await reader.readexactly(int.from_bytes(size, "big"))
+            assert reply[4:8] == INT32.pack(correlation_id)
+            (topic,) = decode_response(ApiKey.METADATA, 12, reply).topics
+            assert (topic.name, topic.error_code) == ("t", ErrorCode.unknown_server_error)
+        writer.close()
+
+    with_broker(tmp_path, scenario)
+    failures = [r for r in caplog.records if "answering UNKNOWN_SERVER_ERROR" in r.getMessage()]
+    assert len(failures) == 2 and all("bug in the handler" in str(r.exc_info[1]) for r in failures)
+
+
+def test_a_failing_produce_is_answered_per_partition_unless_acks_is_0(tmp_path, monkeypatch):
+    _failing(monkeypatch, ApiKey.PRODUCE, wait=False)
+    batch = build_batch([Record(0, 1_000, b"k", b"v")])
+    topics = (TopicProduceData(name="t", partition_data=(PartitionProduceData(index=2, records=batch),)),)
+
+    async def scenario(broker):
+        reply = await exchange(broker, encode_request(ApiKey.PRODUCE, 9, ProduceRequest(transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=1), topic_data=topics)))
+        (partition,) = decode_response(ApiKey.PRODUCE, 9, reply).responses[0].partition_responses
+        assert (partition.index, partition.error_code) == (2, ErrorCode.unknown_server_error)
+        with pytest.raises(RuntimeError):  # no response to carry it: the connection closes
+            await exchange(broker, encode_request(ApiKey.PRODUCE, 9, ProduceRequest(transactional_id=None, acks=0, timeout=datetime.timedelta(seconds=1), topic_data=topics)))
+
+    with_broker(tmp_path, scenario)
+
+
+def test_a_protocol_error_from_a_handler_still_closes_the_connection(tmp_path, monkeypatch):
+    def handle(context, request):
+        raise ProtocolError("malformed in a way only the handler sees")
+
+    monkeypatch.setitem(HANDLERS, ApiKey.METADATA, dataclasses.replace(HANDLERS[ApiKey.METADATA], handle=handle))
+    request = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+    async def scenario(broker):
+        with pytest.raises(ProtocolError):
+            await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
 
     with_broker(tmp_path, scenario)

@@ -4,7 +4,7 @@ import asyncio
 import os
 import socket
 
-from broker.network import Connection
+from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 from storage.records_file import RecordsFile
@@ -147,7 +147,7 @@ def test_reading_pauses_while_too_many_requests_wait():
     asyncio.run(scenario())
 
 
-def test_an_unexpected_handler_failure_closes_only_that_connection():
+def test_an_unexpected_dispatch_failure_closes_only_that_connection():
     async def scenario():
         def dispatch(view, address):
             raise RuntimeError("bug")
@@ -155,5 +155,143 @@ def test_an_unexpected_handler_failure_closes_only_that_connection():
         h = Harness(dispatch)
         h.client.sendall(frame(b"x"))
         await asyncio.wait_for(h.closed.wait(), 5)
+
+    asyncio.run(scenario())
+
+
+def test_reading_pauses_while_the_request_memory_pool_is_used_up_and_nothing_is_lost():
+    async def scenario():
+        gate = asyncio.Event()
+        served = []
+
+        async def wait_for_gate(payload):
+            await gate.wait()
+            return [frame(b"re:" + payload)]
+
+        def dispatch(view, address):
+            served.append(bytes(view))
+            return wait_for_gate(bytes(view))
+
+        pool = RequestMemoryPool(100)
+        first = Harness(dispatch, pool=pool)
+        big = [b"a" * 150, b"b" * 30]  # larger than the pool: still granted, the pool goes below 0
+        first.client.sendall(b"".join(frame(p) for p in big))
+        await asyncio.sleep(0.1)
+        second = Harness(dispatch, pool=pool)
+        second.client.sendall(frame(b"c" * 10))
+        await asyncio.sleep(0.1)
+        assert served == [big[0]] and pool.available == -50
+        assert not first.connection._reading and not second.connection._reading
+        gate.set()
+        assert await first.receive(2 * 4 + 6 + 180) == frame(b"re:" + big[0]) + frame(b"re:" + big[1])
+        assert await second.receive(4 + 13) == frame(b"re:" + b"c" * 10)
+        assert pool.available == 100
+        first.client.close()
+        await asyncio.wait_for(first.closed.wait(), 5)
+        assert pool.available == 100
+
+    asyncio.run(scenario())
+
+
+def test_a_closed_connection_gives_its_pool_memory_back():
+    async def scenario():
+        never = asyncio.Event()
+
+        async def hang():
+            await never.wait()
+
+        pool = RequestMemoryPool(1000)
+        h = Harness(lambda view, address: hang(), pool=pool)
+        h.client.sendall(frame(b"x" * 300) + INT32.pack(500) + b"partial")
+        await asyncio.sleep(0.1)
+        assert pool.available == 1000 - 300 - 500
+        h.client.close()
+        await asyncio.wait_for(h.closed.wait(), 5)
+        assert pool.available == 1000
+
+    asyncio.run(scenario())
+
+
+def test_per_ip_limits_and_their_overrides():
+    quotas = ConnectionQuotas(100, 2, {"10.0.0.9": 0, "10.0.0.5": 3})
+    assert quotas.admit("PLAINTEXT", "10.0.0.1") is None
+    assert quotas.admit("PLAINTEXT", "10.0.0.1") is None
+    assert "max.connections.per.ip" in quotas.admit("PLAINTEXT", "10.0.0.1")
+    assert quotas.admit("PLAINTEXT", "10.0.0.9") is not None
+    assert [quotas.admit("PLAINTEXT", "10.0.0.5") for _ in range(4)][-1] is not None
+    quotas.release("10.0.0.1")
+    assert quotas.admit("PLAINTEXT", "10.0.0.1") is None
+
+
+def test_max_connections_spares_the_inter_broker_listener():
+    quotas = ConnectionQuotas(2, 100, {}, protected_listener="REPLICATION")
+    assert quotas.admit("CLIENT", "10.0.0.1") is None
+    assert quotas.admit("CLIENT", "10.0.0.2") is None
+    assert "max.connections" in quotas.admit("CLIENT", "10.0.0.3")
+    assert quotas.admit("REPLICATION", "10.0.0.4") is None
+    quotas.release("10.0.0.4")
+    quotas.release("10.0.0.1")
+    assert quotas.admit("CLIENT", "10.0.0.3") is None
+
+
+def test_ipv4_clients_of_a_dual_stack_listener_count_as_ipv4():
+    assert client_ip("::ffff:127.0.0.1") == "127.0.0.1"
+    assert client_ip("::1") == "::1"
+    assert client_ip("fe80::1%eth0") == "fe80::1"
+
+
+def test_accepted_sockets_get_the_configured_buffer_sizes():
+    async def scenario():
+        accepted = asyncio.get_running_loop().create_future()
+        listener = Listener(
+            "127.0.0.1", 0, lambda sock, ip, port: accepted.set_result(sock),
+            send_buffer=40960, receive_buffer=61440,
+        )
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+            sock = await asyncio.wait_for(accepted, 5)
+            with socket.socket() as reference:  # what the OS makes of the same request
+                reference.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 40960)
+                reference.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 61440)
+                for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+                    assert sock.getsockopt(socket.SOL_SOCKET, option) == reference.getsockopt(socket.SOL_SOCKET, option)
+            sock.close()
+            writer.close()
+        finally:
+            listener.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_connection_is_idle_only_while_it_serves_nothing():
+    async def scenario():
+        gate = asyncio.Event()
+
+        async def wait_for_gate():
+            await gate.wait()
+            return [frame(b"done")]
+
+        h = Harness(lambda view, address: wait_for_gate())
+        assert h.connection.idle_since() == h.connection.last_active
+        h.client.sendall(frame(b"x"))
+        await asyncio.sleep(0.05)
+        assert h.connection.idle_since() is None
+        gate.set()
+        await h.receive(len(frame(b"done")))
+        await asyncio.sleep(0.01)
+        assert h.connection.idle_since() is not None
+
+    asyncio.run(scenario())
+
+
+def test_a_closed_connection_never_waits_for_pool_memory():
+    async def scenario():
+        pool = RequestMemoryPool(0)  # used up: an open connection waits for it
+        h = Harness(echo, pool=pool)
+        assert pool.is_waiting(h.connection)
+        h.connection.close("test")
+        # what a send failing inside _serve or _on_writable is followed by
+        h.connection._apply_back_pressure()
+        assert not pool.is_waiting(h.connection)
 
     asyncio.run(scenario())

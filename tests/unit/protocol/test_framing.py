@@ -67,3 +67,41 @@ def test_negative_size_is_a_protocol_error():
     space[:4] = INT32.pack(-5)
     with pytest.raises(ProtocolError):
         reader.received(4)
+
+
+def test_an_announced_size_is_not_allocated_before_its_bytes_arrive():
+    reader = FrameReader(100_000_000, buffer_bytes=1024)
+    announced = 50_000_000
+    feed(reader, INT32.pack(announced))
+    assert reader.next_frame_size == announced
+    assert len(reader.writable()) < 1 << 20
+    feed(reader, b"x" * 3_000_000)
+    # grown with what arrived (at most twice it plus a read), not to the announced size
+    assert len(reader.writable()) < 7_000_000
+
+
+def test_next_frame_size_needs_the_whole_prefix():
+    reader = FrameReader(1024)
+    feed(reader, INT32.pack(300)[:3])
+    assert reader.next_frame_size is None
+    feed(reader, INT32.pack(300)[3:])
+    assert reader.next_frame_size == 300
+
+
+def test_no_buffer_until_bytes_arrive_and_none_after_a_trim():
+    reader = FrameReader(1024)
+    assert reader._buf == bytearray()
+    assert feed(reader, frame(b"one")) == [b"one"]
+    reader.trim()  # a frame handed out and not released: its bytes stay
+    assert len(reader._buf) > 0
+    reader.release()
+    reader.trim()
+    assert len(reader._buf) == 0
+    assert feed(reader, frame(b"two")) == [b"two"]
+
+
+def test_a_trim_keeps_the_bytes_of_a_frame_in_progress():
+    reader = FrameReader(1024)
+    feed(reader, frame(b"partial")[:6])
+    reader.trim()
+    assert feed(reader, frame(b"partial")[6:]) == [b"partial"]

@@ -1,3 +1,4 @@
+import dataclasses
 import datetime
 import typing
 
@@ -114,3 +115,69 @@ def test_nullable_arrays_of_fixed_size_items_are_walked_as_arrays():
         )),),
     )
     assert schemas.decode(type(request), memoryview(schemas.encode(request))) == request
+
+
+def _sample(entity: type):
+    """A message of `entity` whose every array holds one item (a key, for arrays of keys) and
+    whose every string names its field."""
+    hints = typing.get_type_hints(entity)
+    values = {}
+    for field in dataclasses.fields(entity):
+        hint = hints[field.name]
+        nested, is_array = schemas._nested_entity(hint)
+        if nested is not None:
+            values[field.name] = (_sample(nested),) if is_array else _sample(nested)
+            continue
+        (member,) = [m for m in schemas._union_members(hint) if m is not type(None)]
+        if typing.get_origin(member) is tuple:
+            element = typing.get_args(member)[0]
+            values[field.name] = ("key",) if issubclass(element, str) else (7,) if issubclass(element, int) else ()
+        elif field.metadata.get("kafka_type") == "string":
+            values[field.name] = field.name
+        else:
+            values[field.name] = schemas._default_factory(field, hint)()
+    return entity(**values)
+
+
+def _error_codes(entity) -> list:
+    codes = []
+    for field in dataclasses.fields(entity):
+        value = getattr(entity, field.name)
+        if field.metadata.get("kafka_type") == "error_code":
+            codes.append(value)
+        for item in value if isinstance(value, tuple) else (value,):
+            if dataclasses.is_dataclass(item):
+                codes += _error_codes(item)
+    return codes
+
+
+def _served_versions():
+    from broker.handlers import HANDLERS
+
+    return [(k, v) for k, h in sorted(HANDLERS.items()) for v in range(h.min_version, h.max_version + 1)]
+
+
+@pytest.mark.parametrize("api_key, version", _served_versions())
+def test_every_served_version_has_an_error_response_naming_the_requested_entries(api_key, version):
+    request = _sample(schemas.request_type(api_key, version))
+    response = schemas.error_response(request, schemas.response_type(api_key, version), ErrorCode.unknown_server_error)
+    schemas.decode(type(response), memoryview(schemas.encode(response)))
+    codes = _error_codes(response)
+    assert codes and set(codes) == {ErrorCode.unknown_server_error}
+
+
+def test_an_error_response_answers_each_requested_partition_by_its_keys():
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    request = FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1, isolation_level=0,
+        session_id=0, session_epoch=-1,
+        topics=(FetchTopic(topic="a", partitions=(FetchPartition(partition=3, fetch_offset=0, partition_max_bytes=1),
+                                                   FetchPartition(partition=5, fetch_offset=0, partition_max_bytes=1))),),
+        forgotten_topics_data=(), rack_id="",
+    )
+    response = schemas.error_response(request, schemas.response_type(ApiKey.FETCH, 12), ErrorCode.unknown_server_error)
+    assert response.error_code == ErrorCode.unknown_server_error
+    (topic,) = response.responses
+    assert topic.topic == "a"
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(3, ErrorCode.unknown_server_error), (5, ErrorCode.unknown_server_error)]

@@ -1,0 +1,149 @@
+"""The broker's listeners and connection limits, in-process, over loopback sockets."""
+
+import asyncio
+
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from broker.config import BrokerConfig
+from broker.server import Broker
+from protocol.api_keys import ApiKey
+from tests.kafka_wire import decode_response, encode_request
+
+API_VERSIONS = encode_request(
+    ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1")
+)
+
+
+def with_broker(tmp_path, scenario, **settings):
+    async def main():
+        broker = Broker(
+            BrokerConfig().with_overrides(
+                {
+                    "log.dirs": str(tmp_path),
+                    "listeners": "PLAINTEXT://127.0.0.1:0",
+                    "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
+                    **settings,
+                }
+            )
+        )
+        await broker.start()
+        try:
+            await scenario(broker)
+        finally:
+            await broker.stop()
+
+    asyncio.run(main())
+
+
+async def api_versions(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    writer.write(API_VERSIONS)
+    size = await asyncio.wait_for(reader.readexactly(4), 5)
+    body = await asyncio.wait_for(reader.readexactly(int.from_bytes(size, "big")), 5)
+    return decode_response(ApiKey.API_VERSIONS, 3, size + body).error_code
+
+
+async def closed_by_broker(reader: asyncio.StreamReader, within: float = 5) -> bool:
+    return await asyncio.wait_for(reader.read(1), within) == b""
+
+
+def test_every_listener_is_bound(tmp_path):
+    async def scenario(broker):
+        ports = [listener.port for listener in broker._listeners]
+        assert len(set(ports)) == 2
+        for port in ports:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            assert await api_versions(reader, writer) == 0
+            writer.close()
+        assert broker.bound_port("OTHER") == ports[1]
+
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+        },
+    )
+
+
+def test_connections_over_the_per_ip_limit_are_closed_at_once(tmp_path):
+    async def scenario(broker):
+        held = [await asyncio.open_connection("127.0.0.1", broker.port) for _ in range(2)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        assert await closed_by_broker(reader)
+        writer.close()
+        for held_reader, held_writer in held:
+            assert await api_versions(held_reader, held_writer) == 0
+        held[0][1].close()
+        await asyncio.sleep(0.1)  # the broker sees the close and gives the slot back
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        assert await api_versions(reader, writer) == 0
+        writer.close()
+
+    with_broker(tmp_path, scenario, **{"max.connections.per.ip": "2"})
+
+
+def test_connections_over_max_connections_are_closed_at_once(tmp_path):
+    async def scenario(broker):
+        held = await asyncio.open_connection("127.0.0.1", broker.port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        assert await closed_by_broker(reader)
+        assert await api_versions(*held) == 0
+
+    with_broker(tmp_path, scenario, **{"max.connections": "1"})
+
+
+def test_idle_connections_are_closed_and_active_ones_kept(tmp_path):
+    async def scenario(broker):
+        idle_reader, _ = await asyncio.open_connection("127.0.0.1", broker.port)
+        active = await asyncio.open_connection("127.0.0.1", broker.port)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for _ in range(12):  # 600 ms of requests every 50 ms
+            assert await api_versions(*active) == 0
+            await asyncio.sleep(0.05)
+        assert await closed_by_broker(idle_reader, within=1)
+        assert loop.time() - started >= 0.3
+        assert await api_versions(*active) == 0
+
+    with_broker(tmp_path, scenario, **{"connections.max.idle.ms": "300"})
+
+
+def test_quiet_connections_give_their_receive_buffers_up(tmp_path):
+    async def scenario(broker):
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        assert await api_versions(reader, writer) == 0
+        (connection,) = broker._connections
+        assert len(connection._frames._buf) > 0
+        await asyncio.sleep(2.5)
+        assert len(connection._frames._buf) == 0
+        assert await api_versions(reader, writer) == 0
+        writer.close()
+
+    with_broker(tmp_path, scenario)
+
+
+def test_metadata_gives_the_endpoints_of_the_listener_asked(tmp_path):
+    async def scenario(broker):
+        request = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        for name in ("PLAINTEXT", "OTHER"):
+            port = broker.bound_port(name)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(encode_request(ApiKey.METADATA, 12, request))
+            size = await asyncio.wait_for(reader.readexactly(4), 5)
+            reply = size + await reader.readexactly(int.from_bytes(size, "big"))
+            (node,) = decode_response(ApiKey.METADATA, 12, reply).brokers
+            assert (node.host, node.port) == ("127.0.0.1", port)
+            writer.close()
+
+    with_broker(
+        tmp_path,
+        scenario,
+        **{
+            "listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+        },
+    )
