@@ -486,9 +486,16 @@ class GroupCoordinator:
             producer_epoch=producer_epoch,
             is_transactional=True,
         )
-        stored = await asyncio.shield(self._loop.create_task(write))
-        if stored is ErrorCode.none:
-            self._pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+        task = self._loop.create_task(write)
+
+        def installed(task: asyncio.Task) -> None:
+            # A callback, not code after the await: the request is cancelled if its connection
+            # closes, and offsets written to the log must still wait for their marker.
+            if not task.cancelled() and task.result() is ErrorCode.none:
+                self._pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+
+        task.add_done_callback(installed)
+        stored = await asyncio.shield(task)
         return dict.fromkeys(offsets, _offset_store_error(stored))
 
     def unstable_partitions(self, group_id: str) -> set[TopicPartition]:

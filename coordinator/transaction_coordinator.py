@@ -337,26 +337,37 @@ class TransactionCoordinator:
         expiration_ms = self._config.get("transactional.id.expiration.ms")
         for txn in list(self._txns.values()):
             decision = txn.expire(now, expiration_ms)
-            if decision is not None and await self._store(txn, decision.target) is ErrorCode.none:
+            if decision is not None and await self._write(txn, decision.target) is ErrorCode.none:
                 self._txns.pop(txn.transactional_id, None)
 
     # ---------------------------------------------------------------------- writing
 
+    # A request's task is cancelled when its connection closes (broker.network). A transition
+    # it started must still end, written and installed or abandoned: left pending, it would hold
+    # the transactional id in CONCURRENT_TRANSACTIONS for good (no timeout aborts it either). So
+    # the write and what follows it run as tasks of their own, which the request only awaits.
+
     async def _store(self, txn: TransactionMetadata, target: TransactionLogValue) -> ErrorCode:
         """Write the pending target; install it once written, drop it if the write failed."""
+        return await asyncio.shield(self._spawn(self._write(txn, target)))
+
+    async def _end(self, txn: TransactionMetadata, decision: Decision) -> ErrorCode:
+        """Write Prepare*, then in the background the markers and Complete*."""
+        return await asyncio.shield(self._spawn(self._prepare_end(txn, decision)))
+
+    async def _write(self, txn: TransactionMetadata, target: TransactionLogValue) -> ErrorCode:
         key = transaction_log.encode_key(txn.transactional_id)
         value = None if target.state is TxnState.DEAD else transaction_log.encode_value(target)
         tp = TopicPartition(TRANSACTION_STATE_TOPIC, self.state_topic.partition_for(txn.transactional_id))
-        error = await asyncio.shield(append_entries(self._replica_manager, tp, [(key, value)], self.clock()))
+        error = await append_entries(self._replica_manager, tp, [(key, value)], self.clock())
         if error is ErrorCode.none:
             txn.complete(target)
         else:
             txn.abandon()
         return coordinator_store_error(error)
 
-    async def _end(self, txn: TransactionMetadata, decision: Decision) -> ErrorCode:
-        """Write Prepare*, then in the background the markers and Complete*."""
-        error = await self._store(txn, decision.target)
+    async def _prepare_end(self, txn: TransactionMetadata, decision: Decision) -> ErrorCode:
+        error = await self._write(txn, decision.target)
         if error is ErrorCode.none:
             self._spawn(self._complete(txn))
         return error
@@ -380,11 +391,11 @@ class TransactionCoordinator:
             remaining = [tp for tp in remaining if results.get(tp, ErrorCode.unknown_server_error) not in done]
             if remaining:
                 await asyncio.sleep(_MARKER_RETRY_S)
-        if remaining:
-            log.info("%s: no longer coordinated here; its new coordinator writes its markers", txn.transactional_id)
-            return
-        while await self._store(txn, txn.complete_transaction(self.clock()).target) is not ErrorCode.none:
+        while not remaining and self._coordinates(txn):
+            if await self._write(txn, txn.complete_transaction(self.clock()).target) is ErrorCode.none:
+                return
             await asyncio.sleep(_MARKER_RETRY_S)
+        log.info("%s: no longer coordinated here; its new coordinator ends the transaction", txn.transactional_id)
 
     def _coordinates(self, txn: TransactionMetadata) -> bool:
         """Whether this broker still coordinates `txn` under the epoch its markers carry: resigning

@@ -246,6 +246,43 @@ async def test_a_new_producer_fences_and_aborts_the_open_transaction(tmp_path):
         assert await produce(client, pid, epoch, 1, b"late") is ErrorCode.invalid_producer_epoch
 
 
+def hold_back_writes(broker, topic: str) -> tuple[asyncio.Event, asyncio.Event]:
+    """Coordinator writes to `topic` wait: (set when one waits, to be set to let them go)."""
+    writing, written = asyncio.Event(), asyncio.Event()
+    append_committed = broker.replica_manager.append_committed
+
+    async def held_back(tp, records):
+        if tp.topic == topic:
+            writing.set()
+            await written.wait()
+        return await append_committed(tp, records)
+
+    broker.replica_manager.append_committed = held_back
+    return writing, written
+
+
+@in_loop
+async def test_a_request_cancelled_during_its_write_still_ends_the_transition(tmp_path):
+    """A connection that closes cancels its request under way (broker.network). What the request
+    began on the transaction must still be written and installed: left pending, every later
+    request of the id answered CONCURRENT_TRANSACTIONS for good."""
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        await broker.topics.create("u", 1, {})
+        writing, written = hold_back_writes(broker, TRANSACTION_STATE_TOPIC)
+        request = asyncio.create_task(add_partitions(client, pid, epoch, topic="u"))
+        await writing.wait()
+        request.cancel()
+        written.set()
+        for _ in range(200):  # CONCURRENT_TRANSACTIONS only while the write is under way
+            if (error := await end(client, pid, epoch, commit=True)) is not ErrorCode.concurrent_transactions:
+                break
+            await asyncio.sleep(0.01)
+        assert error is ErrorCode.none
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        assert marker_types(broker, TopicPartition("u", 0)) == [1]  # COMMIT: the partition was added
+
+
 @in_loop
 async def test_timed_out_transactions_are_aborted_by_the_coordinator(tmp_path):
     async with running_broker(tmp_path, FAST) as broker:
@@ -307,6 +344,40 @@ async def test_transactional_offsets_become_visible_on_commit_only(tmp_path):
         client = Client(broker)
         await asyncio.sleep(0.2)  # loading
         assert await offsets() == {0: 7}
+
+
+@in_loop
+async def test_transactional_offsets_cancelled_during_their_write_still_wait_for_the_marker(tmp_path):
+    """TxnOffsetCommit whose connection closes while its offsets are written: they are in the
+    log, so the commit marker must make them the group's offsets."""
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
+        assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request)).error_code is ErrorCode.none
+        writing, written = hold_back_writes(broker, "__consumer_offsets")
+        request = TxnOffsetCommitRequest(
+            transactional_id="tx",
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=epoch,
+            topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+                TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata=None),
+            )),),
+        )
+        commit = asyncio.create_task(client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request))
+        await writing.wait()
+        commit.cancel()
+        written.set()
+        for _ in range(200):  # the write ends; its offsets wait for the marker
+            if broker.group_coordinator.unstable_partitions("g"):
+                break
+            await asyncio.sleep(0.01)
+        assert await end(client, pid, epoch, commit=True) is ErrorCode.none
+        await settled(broker, TxnState.COMPLETE_COMMIT)
+        request = OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id="g", topics=None),), require_stable=True)
+        response = await client.call(ApiKey.OFFSET_FETCH, 8, request)
+        assert [(p.partition_index, p.committed_offset) for t in response.groups[0].topics for p in t.partitions] \
+            == [(0, 5)]
 
 
 @in_loop
