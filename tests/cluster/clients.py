@@ -3,15 +3,19 @@ brokers say of a topic (and whether they agree), the controller from ZooKeeper, 
 records read back."""
 
 import json
+import socket
 import time
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 
+from protocol.api_keys import ApiKey
 from tests.cluster.checker import partition_batches, replicas_agree
-from tests.cluster.harness import wait_until
+from tests.cluster.harness import read_frame, wait_until
 from tests.harness import unique_topic
+from tests.kafka_wire import decode_response, encode_request
 
 TIMEOUT_S = 60
 
@@ -36,6 +40,17 @@ def wait_formed(cluster) -> None:
 
 def admin_client(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+
+
+def describe_transaction(cluster, broker_id: int, transactional_id: str):
+    """What broker `broker_id` answers DescribeTransactions for the id: its TransactionState
+    (error_code, transaction_state, producer_id, producer_epoch, topics)."""
+    broker = cluster.broker(broker_id)
+    request = DescribeTransactionsRequest(transactional_ids=(transactional_id,))
+    with socket.create_connection((broker.host, broker.port), timeout=TIMEOUT_S) as sock:
+        sock.sendall(encode_request(ApiKey.DESCRIBE_TRANSACTIONS, 0, request))
+        (state,) = decode_response(ApiKey.DESCRIBE_TRANSACTIONS, 0, read_frame(sock)).transaction_states
+    return state
 
 
 def topic_view(bootstrap: str, topic: str) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] | None:

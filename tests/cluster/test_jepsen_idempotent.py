@@ -62,6 +62,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from protocol.errors import ErrorCode
 from tests.cluster.checker import (
     History,
     Transactions,
@@ -75,6 +76,7 @@ from tests.cluster.checker import (
 from tests.cluster.clients import (
     SMALL_INDEXES,
     create_topic,
+    describe_transaction,
     full_isrs,
     replicas_identical,
     topic_view,
@@ -313,6 +315,24 @@ def schedule(request) -> int:
     return request.param
 
 
+def _described(cluster, transactional_id: str) -> str:
+    """The transaction as each broker describes it (DescribeTransactions), for a stalled one."""
+    described = []
+    for broker_id in sorted(cluster.brokers):
+        try:
+            state = describe_transaction(cluster, broker_id, transactional_id)
+        except OSError as error:
+            described.append(f"broker {broker_id}: {error!r}")
+            continue
+        if state.error_code != ErrorCode.none:
+            described.append(f"broker {broker_id}: {ErrorCode(state.error_code).name}")
+        else:
+            partitions = sorted(f"{t.topic}-{p}" for t in state.topics for p in t.partitions)
+            described.append(f"broker {broker_id}: {state.transaction_state} producer {state.producer_id} "
+                             f"epoch {state.producer_epoch} partitions {partitions}")
+    return ", ".join(described)
+
+
 def _running(workloads) -> bool:
     """True; a workload whose thread died fails the test at once."""
     for workload in workloads:
@@ -368,6 +388,12 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
         acked = {name: w.acked_count for name, w in writers.items()}
         committed_count = {name: c.committed_count for name, c in committers.items()}
         must = [*writers, *(name for name in committers if _TRANSACTIONAL[name][0] == CONFLUENT)]
+
+        def stalled(name: str) -> str:
+            if name in writers:
+                return writers[name].state()
+            return f"{committers[name].state()}; {_described(cluster, committers[name].transactional_id)}"
+
         progress = {**{n: lambda n=n: writers[n].acked_count >= acked[n] + 50 for n in writers},
                     **{n: lambda n=n: committers[n].committed_count >= committed_count[n] + 2 for n in committers}}
         try:
@@ -375,12 +401,11 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
                        "writes after the heal")
             nemesis.note("writes after the heal")
         except TimeoutError:
-            problems.append(f"no writes after the heal: {[workloads_by_name[name].state() for name in must if not progress[name]()]}")
+            problems.append(f"no writes after the heal: {[stalled(name) for name in must if not progress[name]()]}")
         try:
             wait_until(lambda: all(progress[name]() for name in progress), 10, "writes from every producer")
         except TimeoutError:
-            stalled = [c.state() for name, c in committers.items() if not progress[name]()]
-            notes.append(f"no writes after the heal: {stalled}")
+            notes.append(f"no writes after the heal: {[stalled(name) for name in committers if not progress[name]()]}")
     except (TimeoutError, AssertionError) as error:
         raise AssertionError("\n".join([*problems, str(error), context()])) from None
     finally:

@@ -16,20 +16,16 @@
 Each test ends with a committed transaction of a new producer written after the fault: a reader
 that gets it was not held back by a transaction left open."""
 
-import socket
 import time
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
-from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 
-from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.cluster.clients import admin_client, agreed_view, create_topic, wait_formed
-from tests.cluster.harness import read_frame, wait_until
+from tests.cluster.clients import admin_client, agreed_view, create_topic, describe_transaction, wait_formed
+from tests.cluster.harness import wait_until
 from tests.cluster.test_cluster_transactions import _TRANSACTION, _find_coordinator
 from tests.harness import unique_topic
-from tests.kafka_wire import decode_response, encode_request
 
 pytestmark = pytest.mark.slow
 
@@ -83,11 +79,7 @@ def _coordinator(cluster, transactional_id: str, alive=_BROKERS) -> int:
 
 def _transaction_state(cluster, broker_id: int, transactional_id: str) -> str:
     """The state broker `broker_id` describes for the id (DescribeTransactions), or its error."""
-    broker = cluster.broker(broker_id)
-    request = DescribeTransactionsRequest(transactional_ids=(transactional_id,))
-    with socket.create_connection((broker.host, broker.port), timeout=_TIMEOUT_S) as sock:
-        sock.sendall(encode_request(ApiKey.DESCRIBE_TRANSACTIONS, 0, request))
-        (state,) = decode_response(ApiKey.DESCRIBE_TRANSACTIONS, 0, read_frame(sock)).transaction_states
+    state = describe_transaction(cluster, broker_id, transactional_id)
     return state.transaction_state if state.error_code == ErrorCode.none else ErrorCode(state.error_code).name
 
 

@@ -331,6 +331,7 @@ class TransactionalWorkload:
         self.abort_ratio, self.end_timeout_s = abort_ratio, end_timeout_s
         self.prefix, self.client_name = prefix, client
         id_key = "transactional.id" if client == CONFLUENT else "transactional_id"
+        self.transactional_id = transactional_id
         self.config = {id_key: transactional_id, **(config or {})}
         self._gave_up = False  # the last transaction's abort went unanswered
         self.rng = random.Random(seed)
