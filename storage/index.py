@@ -10,6 +10,8 @@ Both are sparse (one entry per `index.interval.bytes` of log), so a lookup answe
 start scanning, never with the exact record.
 """
 
+import ctypes
+import errno
 import mmap
 import os
 import struct
@@ -27,6 +29,11 @@ _BEFORE_FIRST_ENTRY = (-1, 0)
 # those lookups on pages that are already resident instead of faulting in the whole file.
 _WARM_SECTION_BYTES = 8192
 _ZERO_CHECK_CHUNK_BYTES = 1 << 20
+# Blocks are reserved this far ahead of the entries written (see `_MappedIndex`), in whole pages
+# (a store faults in a whole page, and every block under it must exist): an empty index costs no
+# disk, and the descriptor opened to reserve is amortised over a page of entries (512
+# offset-index entries, about 2 MiB of log at the default index.interval.bytes).
+_RESERVE_CHUNK_BYTES = mmap.PAGESIZE
 
 
 class CorruptIndexError(Exception):
@@ -51,9 +58,20 @@ class _MappedIndex:
     integers whose first field strictly increases from entry to entry and whose second field never
     decreases; offsets are stored relative to the segment's base offset as int32.
 
-    Lifecycle: the active segment's index is preallocated to its maximum size (a sparse file) and
-    mapped read-write; the unused tail is zeros. When the segment rolls or closes, the file is
-    trimmed to exactly `entries * entry size`, which is the form Kafka itself reads back.
+    Lifecycle: the active segment's index is extended to its maximum size as a sparse file (as
+    Kafka's RandomAccessFile.setLength does) and mapped read-write; the unused tail is zeros and
+    takes no disk. When the segment rolls or closes, the file is trimmed to exactly
+    `entries * entry size`, which is the form Kafka itself reads back.
+
+    Disk space: a store into a hole of a mapped file that the disk cannot back kills the process
+    with SIGBUS. So an entry is only ever stored into blocks already reserved with
+    posix_fallocate, which fails with an OSError (ENOSPC) the broker handles: appends reserve the
+    next `_RESERVE_CHUNK_BYTES` when they reach the end of the reservation. Reading a hole is
+    safe (it reads zeros).
+
+    Descriptors: none is kept. Python's mmap (before 3.13's trackfd) keeps a duplicate of the
+    file's descriptor for as long as the map lives, which would be two per partition for the
+    active segment alone; `_Mapping` maps the file with libc's mmap and closes the descriptor.
 
     Invariants:
     - No entry is all zeros, and every byte after the last entry is zero. Loading relies on it: the
@@ -93,8 +111,9 @@ class _MappedIndex:
         self._writable = writable
         self._closed = False
         self._rename_lock = threading.Lock()
-        self._mmap: mmap.mmap | None = None
+        self._mmap: _Mapping | None = None
         self._length = 0
+        self._reserved = 0  # bytes from the start of the file backed by disk blocks
         self._entries = 0
         self._map()
         self._entries = self._count_entries()
@@ -232,12 +251,36 @@ class _MappedIndex:
         if self._length == self.size_bytes:
             return
         buffer = self._buffer()
-        for start in range(self.size_bytes, self._length, _ZERO_CHECK_CHUNK_BYTES):
-            chunk = buffer[start : start + _ZERO_CHECK_CHUNK_BYTES]
-            if chunk.count(0) != len(chunk):
-                raise CorruptIndexError(
-                    f"{self._path}: non-zero bytes after the {self._entries} entries"
-                )
+        # Only the parts of the file holding data are read: the sparse tail an active index
+        # leaves after a crash would otherwise be faulted in whole (megabytes a partition).
+        for data_start, data_end in self._data_ranges(self.size_bytes):
+            for start in range(data_start, data_end, _ZERO_CHECK_CHUNK_BYTES):
+                chunk = buffer[start : min(start + _ZERO_CHECK_CHUNK_BYTES, data_end)]
+                if chunk != bytes(len(chunk)):
+                    raise CorruptIndexError(
+                        f"{self._path}: non-zero bytes after the {self._entries} entries"
+                    )
+
+    def _data_ranges(self, start: int) -> list[tuple[int, int]]:
+        """The byte ranges from `start` on that are not holes (the whole rest of the file on a
+        file system that cannot tell: there SEEK_DATA answers its argument)."""
+        ranges = []
+        descriptor = os.open(self._path, os.O_RDONLY)
+        try:
+            while start < self._length:
+                try:
+                    data_start = os.lseek(descriptor, start, os.SEEK_DATA)
+                except OSError as error:
+                    if error.errno == errno.ENXIO:  # no data past `start`
+                        break
+                    raise
+                data_end = min(os.lseek(descriptor, data_start, os.SEEK_HOLE), self._length)
+                if data_start < data_end:
+                    ranges.append((data_start, data_end))
+                start = data_end
+        finally:
+            os.close(descriptor)
+        return ranges
 
     def _relative(self, offset: int) -> int:
         relative = offset - self._base_offset
@@ -264,6 +307,9 @@ class _MappedIndex:
             raise IndexFullError(f"{self._path} is full ({self._entries} entries)")
 
     def _write_next(self, first: int, second: int) -> None:
+        end = self.size_bytes + self._ENTRY.size
+        if end > self._reserved:
+            self._reserve(min(self._length, end + _RESERVE_CHUNK_BYTES - end % _RESERVE_CHUNK_BYTES))
         try:
             self._ENTRY.pack_into(self._buffer(), self.size_bytes, first, second)
         except struct.error as error:
@@ -327,6 +373,15 @@ class _MappedIndex:
             )
         return max_index_size - max_index_size % self._ENTRY.size
 
+    def _reserve(self, end: int) -> None:
+        """Backs bytes [reserved, end) of the file with disk blocks; OSError when it cannot."""
+        descriptor = os.open(self._path, os.O_RDWR)
+        try:
+            os.posix_fallocate(descriptor, self._reserved, end - self._reserved)
+        finally:
+            os.close(descriptor)
+        self._reserved = end
+
     def _map(self, length: int | None = None) -> None:
         """Maps the file afresh (creating it if missing), first setting its length unless None."""
         if self._closed:
@@ -338,26 +393,63 @@ class _MappedIndex:
         try:
             if length is not None:
                 os.ftruncate(descriptor, length)
-                if self._writable and length:
-                    # Reserve the blocks now: on a full disk, a write into a mapped hole kills
-                    # the process with SIGBUS, where this raises an OSError the broker handles.
-                    os.posix_fallocate(descriptor, 0, length)
             self._length = os.fstat(descriptor).st_size
-            access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
             if self._length:
-                self._mmap = mmap.mmap(descriptor, self._length, access=access)
+                self._mmap = _Mapping(descriptor, self._length, self._writable)
         finally:
             os.close(descriptor)
+        # The entries are written, so their blocks exist; a store past them reserves first.
+        self._reserved = min(self.size_bytes, self._length)
 
     def _unmap(self) -> None:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
 
-    def _buffer(self) -> mmap.mmap:
+    def _buffer(self) -> memoryview:
         if self._mmap is None:
             raise ValueError(f"{self._path} is closed")
-        return self._mmap
+        return self._mmap.view
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.argtypes = (
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int64,
+)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.munmap.restype = ctypes.c_int
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class _Mapping:
+    """A shared mapping of a whole file that keeps no descriptor (libc mmap through ctypes).
+
+    Invariant: `view` is valid until `close()`; the caller must not keep it, or any slice of it,
+    past that, since the memory is gone then (a store or load would fault, not raise). The index
+    reads it only within a method call, on the event loop.
+    """
+
+    def __init__(self, descriptor: int, length: int, writable: bool) -> None:
+        protection = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        address = _libc.mmap(None, length, protection, mmap.MAP_SHARED, descriptor, 0)
+        if address in (None, _MAP_FAILED):
+            code = ctypes.get_errno()
+            raise OSError(code, f"mmap: {os.strerror(code)}")
+        self._address = address
+        self._length = length
+        self.view = memoryview((ctypes.c_char * length).from_address(address)).cast("B")
+
+    def close(self) -> None:
+        self.view.release()
+        if _libc.munmap(self._address, self._length) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"munmap: {os.strerror(code)}")
 
 
 def _follows(previous: tuple[int, int], current: tuple[int, int]) -> bool:

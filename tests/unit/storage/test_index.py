@@ -1,4 +1,7 @@
 import bisect
+import errno
+import mmap
+import os
 import threading
 from pathlib import Path
 
@@ -602,3 +605,107 @@ def test_flush_from_a_worker_thread_while_appending(tmp_path):
 
     assert errors == []
     assert index.path.stat().st_size == 8 * 500
+
+
+# --- disk space and descriptors --------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def allocated_bytes(path: Path) -> int:
+    return path.stat().st_blocks * 512
+
+
+def test_an_empty_writable_index_is_sparse(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+
+    assert index.path.stat().st_size == 10 * MIB
+    assert allocated_bytes(index.path) == 0
+    index.close()
+
+
+def test_appends_reserve_blocks_a_page_ahead_of_the_entries(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+    index.append(BASE + 1, 10)
+    first_reservation = allocated_bytes(index.path)
+    for n in range(2, 1000):
+        index.append(BASE + n, 10 * n)
+
+    assert 8 <= first_reservation <= 64 * 1024
+    assert 8 * 999 <= allocated_bytes(index.path) <= 8 * 999 + 64 * 1024
+    index.close()
+
+
+def test_a_time_index_rebuilt_on_a_sparse_file_reads_back(tmp_path):
+    index = time_index(tmp_path, max_index_size=12 * 100_000)
+    for n in range(1, 2000):
+        index.maybe_append(n, BASE + n)
+    index.truncate()
+    index.maybe_append(7, BASE + 3)
+
+    assert (index.entries, index.last_entry) == (1, (7, BASE + 3))
+    assert allocated_bytes(index.path) <= 64 * 1024
+    index.sanity_check()
+    index.close()
+
+
+def test_an_append_the_disk_cannot_back_raises_and_leaves_the_index_as_it_was(tmp_path, monkeypatch):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+    index.append(BASE + 1, 10)
+
+    def disk_full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", disk_full)
+    entries_per_page = mmap.PAGESIZE // 8
+    for n in range(2, entries_per_page + 1):  # the first page was reserved with the first entry
+        index.append(BASE + n, 10 * n)
+    with pytest.raises(OSError) as raised:
+        index.append(BASE + 10_000, 10 * 10_000)
+
+    assert raised.value.errno == errno.ENOSPC
+    assert index.entries == entries_per_page
+    assert index.last_offset == BASE + entries_per_page
+    monkeypatch.undo()
+    index.append(BASE + 10_000, 10 * 10_000)
+    assert index.lookup(BASE + 10_000) == (BASE + 10_000, 100_000)
+    index.close()
+
+
+def test_a_mapped_index_keeps_no_descriptor(tmp_path):
+    before = len(os.listdir("/proc/self/fd"))
+    indexes = [
+        OffsetIndex(tmp_path / f"{n:020d}.index", n, 10 * MIB, writable=n % 2 == 0) for n in range(50)
+    ]
+    for index in indexes[::2]:
+        index.append(index.base_offset + 1, 10)
+
+    assert len(os.listdir("/proc/self/fd")) == before
+    for index in indexes:
+        index.close()
+
+
+def test_sanity_check_of_an_untrimmed_sparse_file_reads_only_its_data(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+    for n in range(1, 100):
+        index.append(BASE + n, 10 * n)
+    index.release()  # as a crash leaves it: 10 MiB long, entries at the start
+
+    reopened = offset_index(tmp_path, writable=False)
+    assert reopened.path.stat().st_size == 10 * MIB
+    assert reopened._data_ranges(reopened.size_bytes)[-1][1] <= 64 * 1024
+    reopened.sanity_check()
+    assert reopened.entries == 99
+    reopened.close()
+
+
+def test_sanity_check_finds_bytes_written_far_into_the_sparse_tail(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+    index.append(BASE + 1, 10)
+    index.release()
+    with open(index.path, "r+b") as file:
+        file.seek(8 * MIB)
+        file.write(bytes.fromhex("00000009 00000090"))
+
+    with pytest.raises(CorruptIndexError):
+        offset_index(tmp_path, writable=False).sanity_check()
