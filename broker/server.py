@@ -16,6 +16,7 @@ Standalone, the broker fills the metadata cache itself and serves every partitio
 
 import asyncio
 import logging
+import resource
 import signal
 import socket
 import time
@@ -35,6 +36,7 @@ from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.fetcher import FetcherSettings
+from storage import records_file
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
 
@@ -236,8 +238,30 @@ class Broker:
 async def serve(config: BrokerConfig) -> None:
     """Run a broker until SIGTERM or SIGINT. In cluster mode its id comes first: the one stored
     in its log dirs, the configured one, or a generated one (broker/cluster.py)."""
+    raise_open_files_limit()
     broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
     await Broker(config, broker_id).run_until_signalled()
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit on open descriptors to the hard one, as the process may (each
+    partition holds a .log descriptor, each connection a socket), and size the pool of open
+    records files to what the limit allows (storage.records_file)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:  # a hard limit of "unlimited" beyond fs.nr_open
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, hard, exc)
+    raised, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    capacity = records_file.fit_open_files_to_limit()
+    log.info(
+        "open files limit: soft %d (was %d), hard %d; at most %d segment files kept open",
+        raised,
+        soft,
+        hard,
+        capacity,
+    )
 
 
 def _replication_settings(config: BrokerConfig) -> ReplicationSettings:

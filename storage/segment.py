@@ -357,12 +357,13 @@ class LogSegment:
             file.update_parent_dir(directory)
 
     def release(self) -> None:
-        """Unmap the indexes and close the transaction index, touching no file: for a segment
-        whose whole directory is removed, or left to the next start to remove. The .log
+        """Unmap the indexes and close the transaction index and .log, touching no file: for a
+        segment whose whole directory is removed, or left to the next start to remove. The .log
         descriptor closes once no queued fetch holds a region of it (FileRegion)."""
         self.offset_index.release()
         self.time_index.release()
         self.txn_index.close()
+        self.records.close()
 
     def delete(self) -> None:
         """Unmap the indexes and unlink every file of the segment (gone already is fine). The
@@ -374,3 +375,4 @@ class LogSegment:
             os.unlink(self.records.path)
         except FileNotFoundError:
             pass
+        self.records.close()

@@ -6,6 +6,7 @@ import time
 import pytest
 
 import storage.log_manager as log_manager_module
+from storage import records_file
 from storage.checkpoint import OffsetCheckpointFile
 from storage.cleaner import CleanerConfig, plan_cleaning
 from storage.errors import KafkaStorageError
@@ -421,3 +422,27 @@ def _plan_any_compacted_log(cleaner):
             return plan_cleaning(partition_log, None, int(time.time() * 1000))
     return None
 
+
+
+@pytest.mark.parametrize("bound", [None, 64])
+def test_many_partitions_hold_about_one_descriptor_each_and_no_more_than_the_bound(tmp_path, bound):
+    partitions = 300
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        before = len(os.listdir("/proc/self/fd"))
+        for p in range(partitions):
+            append(logs.create(TopicPartition("t", p), LogConfig()), b"v")
+        held = len(os.listdir("/proc/self/fd")) - before
+        await logs.shutdown()
+        return held
+
+    if bound is not None:
+        records_file.set_max_open_files(bound)
+    try:
+        held = run(scenario())
+    finally:
+        records_file.fit_open_files_to_limit()
+    # Three a partition before (.log and a map of each index); now the index maps keep none.
+    assert held <= (partitions if bound is None else bound) + 10
