@@ -36,7 +36,7 @@ from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.fetcher import FetcherSettings
-from storage import records_file
+from storage import descriptor_pool
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
 
@@ -244,9 +244,9 @@ async def serve(config: BrokerConfig) -> None:
 
 
 def raise_open_files_limit() -> None:
-    """Raise the soft limit on open descriptors to the hard one, as the process may (each
-    partition holds a .log descriptor, each connection a socket), and size the pool of open
-    records files to what the limit allows (storage.records_file)."""
+    """Raise the soft limit on open descriptors to the hard one, as the process may (a
+    partition holds about one, each connection a socket), and size the pool of open segment
+    files to what the limit allows (storage.descriptor_pool)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         try:
@@ -254,7 +254,7 @@ def raise_open_files_limit() -> None:
         except (ValueError, OSError) as exc:  # a hard limit of "unlimited" beyond fs.nr_open
             log.warning("cannot raise the open files limit from %d to %d: %s", soft, hard, exc)
     raised, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    capacity = records_file.fit_open_files_to_limit()
+    capacity = descriptor_pool.fit_to_open_files_limit()
     log.info(
         "open files limit: soft %d (was %d), hard %d; at most %d segment files kept open",
         raised,

@@ -19,6 +19,8 @@ import threading
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
+from storage.descriptor_pool import PooledFile
+
 __all__ = ["CorruptIndexError", "IndexFullError", "OffsetIndex", "TimeIndex"]
 
 _INT32_MAX = 2**31 - 1
@@ -29,11 +31,6 @@ _BEFORE_FIRST_ENTRY = (-1, 0)
 # those lookups on pages that are already resident instead of faulting in the whole file.
 _WARM_SECTION_BYTES = 8192
 _ZERO_CHECK_CHUNK_BYTES = 1 << 20
-# Blocks are reserved this far ahead of the entries written (see `_MappedIndex`), in whole pages
-# (a store faults in a whole page, and every block under it must exist): an empty index costs no
-# disk, and the descriptor opened to reserve is amortised over a page of entries (512
-# offset-index entries, about 2 MiB of log at the default index.interval.bytes).
-_RESERVE_CHUNK_BYTES = mmap.PAGESIZE
 
 
 class CorruptIndexError(Exception):
@@ -51,7 +48,7 @@ class _Field(NamedTuple):
     offset_in_entry: int
 
 
-class _MappedIndex:
+class _MappedIndex(PooledFile):
     """The file handling shared by `OffsetIndex` and `TimeIndex`.
 
     File format: a flat array of fixed-size big-endian entries, no header. Each entry is a pair of
@@ -59,19 +56,22 @@ class _MappedIndex:
     decreases; offsets are stored relative to the segment's base offset as int32.
 
     Lifecycle: the active segment's index is extended to its maximum size as a sparse file (as
-    Kafka's RandomAccessFile.setLength does) and mapped read-write; the unused tail is zeros and
-    takes no disk. When the segment rolls or closes, the file is trimmed to exactly
+    Kafka's RandomAccessFile.setLength does) and mapped; the unused tail is zeros and takes no
+    disk. When the segment rolls or closes, the file is trimmed to exactly
     `entries * entry size`, which is the form Kafka itself reads back.
 
-    Disk space: a store into a hole of a mapped file that the disk cannot back kills the process
-    with SIGBUS. So an entry is only ever stored into blocks already reserved with
-    posix_fallocate, which fails with an OSError (ENOSPC) the broker handles: appends reserve the
-    next `_RESERVE_CHUNK_BYTES` when they reach the end of the reservation. Reading a hole is
-    safe (it reads zeros).
+    Writes: the map is read-only; entries are written with pwrite and read back through the map
+    (one page cache: a page written by pwrite is what the map shows). A store into a hole of a
+    mapped file that the disk cannot back kills the process with SIGBUS, where pwrite fails with
+    an OSError (ENOSPC) the broker handles; and on ext4 the first store into each page of a
+    mapped file costs about a millisecond, against tens of microseconds for a pwrite. Reading a
+    hole is safe (it reads zeros).
 
-    Descriptors: none is kept. Python's mmap (before 3.13's trackfd) keeps a duplicate of the
-    file's descriptor for as long as the map lives, which would be two per partition for the
+    Descriptors: the map keeps none. Python's mmap (before 3.13's trackfd) keeps a duplicate of
+    the file's descriptor for as long as the map lives, which would be two per partition for the
     active segment alone; `_Mapping` maps the file with libc's mmap and closes the descriptor.
+    Writes take theirs from the process's bounded pool (storage.descriptor_pool), which keeps
+    one for an index written lately: opening one per entry would double an append's cost.
 
     Invariants:
     - No entry is all zeros, and every byte after the last entry is zero. Loading relies on it: the
@@ -106,6 +106,7 @@ class _MappedIndex:
         never below the entries it already holds) and mapped read-write. Read-only: the file is
         mapped as it is.
         """
+        super().__init__()
         self._path = Path(path)
         self._base_offset = base_offset
         self._writable = writable
@@ -113,7 +114,6 @@ class _MappedIndex:
         self._rename_lock = threading.Lock()
         self._mmap: _Mapping | None = None
         self._length = 0
-        self._reserved = 0  # bytes from the start of the file backed by disk blocks
         self._entries = 0
         self._map()
         self._entries = self._count_entries()
@@ -196,6 +196,7 @@ class _MappedIndex:
             return
         self._closed = True
         self._unmap()
+        self._let_go()
         if self._writable:
             os.truncate(self._path, self.size_bytes)
 
@@ -214,11 +215,13 @@ class _MappedIndex:
         """Unmaps the index without touching its file, which goes with its whole directory."""
         self._closed = True
         self._unmap()
+        self._let_go()
 
     def delete(self) -> None:
         """Unmaps the index and removes its file, if it still exists."""
         self._closed = True
         self._unmap()
+        self._let_go()
         self._path.unlink(missing_ok=True)
 
     def sanity_check(self) -> None:
@@ -307,14 +310,20 @@ class _MappedIndex:
             raise IndexFullError(f"{self._path} is full ({self._entries} entries)")
 
     def _write_next(self, first: int, second: int) -> None:
-        end = self.size_bytes + self._ENTRY.size
-        if end > self._reserved:
-            self._reserve(min(self._length, end + _RESERVE_CHUNK_BYTES - end % _RESERVE_CHUNK_BYTES))
         try:
-            self._ENTRY.pack_into(self._buffer(), self.size_bytes, first, second)
+            entry = self._ENTRY.pack(first, second)
         except struct.error as error:
             raise ValueError(f"({first}, {second}) does not fit an index entry") from error
+        self._write(entry, self.size_bytes)
         self._entries += 1
+
+    def _write(self, data: bytes, position: int) -> None:
+        """Writes `data` at `position` of the file; the map shows it at once."""
+        self._buffer()  # refuse a closed index before touching its file
+        descriptor = self._fd_holder()
+        written = 0
+        while written < len(data):
+            written += os.pwrite(descriptor.fd, data[written:], position + written)
 
     def _last_slot_at_most(self, field: _Field, target: int) -> int:
         """Slot of the last entry whose `field` is <= target, or -1 if there is none."""
@@ -349,7 +358,7 @@ class _MappedIndex:
             return
         if self._writable:
             start = count * self._ENTRY.size
-            self._buffer()[start : self.size_bytes] = bytes(self.size_bytes - start)
+            self._write(bytes(self.size_bytes - start), start)
             self._entries = count
         else:
             self._entries = count
@@ -373,15 +382,6 @@ class _MappedIndex:
             )
         return max_index_size - max_index_size % self._ENTRY.size
 
-    def _reserve(self, end: int) -> None:
-        """Backs bytes [reserved, end) of the file with disk blocks; OSError when it cannot."""
-        descriptor = os.open(self._path, os.O_RDWR)
-        try:
-            os.posix_fallocate(descriptor, self._reserved, end - self._reserved)
-        finally:
-            os.close(descriptor)
-        self._reserved = end
-
     def _map(self, length: int | None = None) -> None:
         """Maps the file afresh (creating it if missing), first setting its length unless None."""
         if self._closed:
@@ -395,11 +395,9 @@ class _MappedIndex:
                 os.ftruncate(descriptor, length)
             self._length = os.fstat(descriptor).st_size
             if self._length:
-                self._mmap = _Mapping(descriptor, self._length, self._writable)
+                self._mmap = _Mapping(descriptor, self._length)
         finally:
             os.close(descriptor)
-        # The entries are written, so their blocks exist; a store past them reserves first.
-        self._reserved = min(self.size_bytes, self._length)
 
     def _unmap(self) -> None:
         if self._mmap is not None:
@@ -428,22 +426,23 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 class _Mapping:
-    """A shared mapping of a whole file that keeps no descriptor (libc mmap through ctypes).
+    """A read-only shared mapping of a whole file that keeps no descriptor (libc mmap through
+    ctypes).
 
     Invariant: `view` is valid until `close()`; the caller must not keep it, or any slice of it,
-    past that, since the memory is gone then (a store or load would fault, not raise). The index
-    reads it only within a method call, on the event loop.
+    past that, since the memory is gone then (a load would fault, not raise). The index reads it
+    only within a method call, on the event loop.
     """
 
-    def __init__(self, descriptor: int, length: int, writable: bool) -> None:
-        protection = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
-        address = _libc.mmap(None, length, protection, mmap.MAP_SHARED, descriptor, 0)
+    def __init__(self, descriptor: int, length: int) -> None:
+        address = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, descriptor, 0)
         if address in (None, _MAP_FAILED):
             code = ctypes.get_errno()
             raise OSError(code, f"mmap: {os.strerror(code)}")
         self._address = address
         self._length = length
-        self.view = memoryview((ctypes.c_char * length).from_address(address)).cast("B")
+        # Read-only at the Python level too: a store would fault on the PROT_READ pages.
+        self.view = memoryview((ctypes.c_char * length).from_address(address)).cast("B").toreadonly()
 
     def close(self) -> None:
         self.view.release()

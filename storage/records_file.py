@@ -5,112 +5,17 @@ baseOffset and partitionLeaderEpoch): [baseOffset INT64][batchLength INT32][batc
 The same bytes go to consumers with sendfile, never decoded on the way.
 """
 
-import errno
 import os
-import resource
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from storage import descriptor_pool
+from storage.descriptor_pool import Descriptor, PooledFile
 
 _SCAN_WINDOW = 16 * 1024
-# Never fewer open records files than this, whatever the descriptor limit.
-_MIN_OPEN_FILES = 64
-
-
-class Descriptor:
-    """An open file descriptor that closes when the last holder lets go of it (a records file,
-    the regions of it that fetch responses hold, a thread in the middle of a read)."""
-
-    __slots__ = ("fd", "_close", "__weakref__")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self._close = weakref.finalize(self, os.close, fd)
-
-    def close(self) -> None:
-        self._close()
-
-
-class _DescriptorPool:
-    """The records files that hold a descriptor, least recently used first; past `capacity` the
-    oldest drops its descriptor and opens it again at its next use (Kafka keeps one per segment,
-    which 10,000 partitions turn into an EMFILE).
-
-    Thread-safety: a lock guards the order and every open or drop, since the cleaner's threads
-    and fsyncs on the thread pool use records files too. Dropping only lets go of the pool's
-    reference: whoever still holds the `Descriptor` keeps using it.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.lock = threading.Lock()
-        self._files: OrderedDict[int, weakref.ref["RecordsFile"]] = OrderedDict()
-
-    def use(self, file: "RecordsFile") -> Descriptor:
-        with self.lock:
-            descriptor = file._descriptor
-            if descriptor is None:
-                if file.closed:
-                    raise OSError(errno.EBADF, "records file is closed", file.path)
-                flags = os.O_RDONLY if file.read_only else os.O_RDWR
-                descriptor = file._descriptor = Descriptor(os.open(file.path, flags))
-            key = id(file)
-            if key in self._files:
-                self._files.move_to_end(key)
-            else:
-                self._files[key] = weakref.ref(file, lambda _, key=key: self._files.pop(key, None))
-                self._shrink()
-            return descriptor
-
-    def forget(self, file: "RecordsFile") -> None:
-        with self.lock:
-            self._files.pop(id(file), None)
-
-    def resize(self, capacity: int) -> None:
-        with self.lock:
-            self.capacity = capacity
-            self._shrink()
-
-    def _shrink(self) -> None:
-        while len(self._files) > self.capacity:
-            _, oldest = self._files.popitem(last=False)
-            file = oldest()
-            if file is not None:
-                file._descriptor = None
-
-    def __len__(self) -> int:
-        return len(self._files)
-
-
-def _capacity_for(open_files_limit: int) -> int:
-    # Half the limit: the rest is for sockets, index maps being set up, checkpoints, ZooKeeper.
-    return max(_MIN_OPEN_FILES, open_files_limit // 2)
-
-
-_pool = _DescriptorPool(_capacity_for(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
-
-
-def fit_open_files_to_limit() -> int:
-    """Size the pool of open records files for the current soft RLIMIT_NOFILE (the broker calls
-    this after raising it); returns the new capacity."""
-    _pool.resize(_capacity_for(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
-    return _pool.capacity
-
-
-def set_max_open_files(capacity: int) -> None:
-    """Bound the records files holding a descriptor at once (tests, tools)."""
-    _pool.resize(max(1, capacity))
-
-
-def open_files() -> int:
-    """How many records files hold a descriptor of the pool now."""
-    return len(_pool)
 
 
 @dataclass(slots=True)
@@ -148,29 +53,25 @@ class BatchLocation(NamedTuple):
         return self.header.size
 
 
-class RecordsFile:
+class RecordsFile(PooledFile):
     """An append-only file of record batches.
 
     Invariants: bytes are only added at `size`; `size` is what the broker wrote, and anything
-    past it (a torn tail after a crash) is cut by `truncate_to` during recovery.
-
-    Descriptors: a file holds one only while it is among the most recently used of the process
-    (`_DescriptorPool`) and opens it again by path when needed, so a broker with many segments
-    holds a bounded number. Reopening by path is safe because a segment's files are unlinked
-    only file.delete.delay.ms after they left the log (Kafka gives in-flight readers the same
-    grace), or with their whole directory once nothing reads them; fetch responses already
-    queued hold their descriptors (`FileRegion`).
+    past it (a torn tail after a crash) is cut by `truncate_to` during recovery. The file holds a
+    descriptor only while among the most recently used (storage.descriptor_pool).
 
     Thread-safety: owned by the event loop; `flush` (fsync) and the cleaner's reads may run in
-    worker threads: the pool is locked, and each operation holds its descriptor while it runs.
+    worker threads: each operation holds its descriptor while it runs.
     """
 
     def __init__(self, path: str, size: int, read_only: bool = False) -> None:
-        self.path = path
+        super().__init__(read_only)
+        self._path = path
         self.size = size
-        self.read_only = read_only
-        self._descriptor: Descriptor | None = None
-        self.closed = False
+
+    @property
+    def path(self) -> str:
+        return self._path
 
     @classmethod
     def open(cls, path: str, read_only: bool = False) -> "RecordsFile":
@@ -178,12 +79,8 @@ class RecordsFile:
         flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
         descriptor = Descriptor(os.open(path, flags, 0o644))
         records = cls(path, os.fstat(descriptor.fd).st_size, read_only)
-        records._descriptor = descriptor
-        _pool.use(records)
+        records._adopt(descriptor)
         return records
-
-    def _fd_holder(self) -> Descriptor:
-        return _pool.use(self)
 
     def append(self, data: bytes | memoryview) -> int:
         """Write `data` at the end; return the position it starts at."""
@@ -235,18 +132,16 @@ class RecordsFile:
         os.fsync(self._fd_holder().fd)
 
     def rename(self, path: str) -> None:
-        with _pool.lock:  # a reopen by the old path would race with the rename
-            os.rename(self.path, path)
-            self.path = path
+        with descriptor_pool.lock():  # a reopen by the old path would race with the rename
+            os.rename(self._path, path)
+            self._path = path
 
     def update_parent_dir(self, directory: str) -> None:
         """The directory holding the file was renamed: follow it, touching nothing on disk."""
-        with _pool.lock:
-            self.path = os.path.join(directory, os.path.basename(self.path))
+        with descriptor_pool.lock():
+            self._path = os.path.join(directory, os.path.basename(self._path))
 
     def close(self) -> None:
         """Let go of the descriptor (it closes once no region or reader holds it); later uses
-        raise OSError (EBADF), as they did on a closed descriptor."""
-        self.closed = True
-        _pool.forget(self)
-        self._descriptor = None
+        raise OSError (EBADF)."""
+        self._let_go()

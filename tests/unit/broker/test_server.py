@@ -8,9 +8,9 @@ logging.basicConfig(level=logging.INFO, format="%(message)s")
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 from broker.server import raise_open_files_limit
-from storage import records_file
+from storage import descriptor_pool
 raise_open_files_limit()
-print(resource.getrlimit(resource.RLIMIT_NOFILE), records_file._pool.capacity)
+print(resource.getrlimit(resource.RLIMIT_NOFILE), descriptor_pool.capacity())
 """
 
 

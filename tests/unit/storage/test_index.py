@@ -1,12 +1,14 @@
 import bisect
 import errno
-import mmap
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from storage import descriptor_pool
 from storage.index import CorruptIndexError, IndexFullError, OffsetIndex, TimeIndex
 
 BASE = 1000
@@ -624,15 +626,13 @@ def test_an_empty_writable_index_is_sparse(tmp_path):
     index.close()
 
 
-def test_appends_reserve_blocks_a_page_ahead_of_the_entries(tmp_path):
+def test_appends_allocate_only_the_blocks_their_entries_take(tmp_path):
     index = offset_index(tmp_path, max_index_size=10 * MIB)
-    index.append(BASE + 1, 10)
-    first_reservation = allocated_bytes(index.path)
-    for n in range(2, 1000):
+    for n in range(1, 1000):
         index.append(BASE + n, 10 * n)
 
-    assert 8 <= first_reservation <= 64 * 1024
     assert 8 * 999 <= allocated_bytes(index.path) <= 8 * 999 + 64 * 1024
+    assert index.lookup(BASE + 500) == (BASE + 500, 5000)
     index.close()
 
 
@@ -649,40 +649,58 @@ def test_a_time_index_rebuilt_on_a_sparse_file_reads_back(tmp_path):
     index.close()
 
 
-def test_an_append_the_disk_cannot_back_raises_and_leaves_the_index_as_it_was(tmp_path, monkeypatch):
-    index = offset_index(tmp_path, max_index_size=10 * MIB)
-    index.append(BASE + 1, 10)
-
-    def disk_full(fd: int, offset: int, length: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "posix_fallocate", disk_full)
-    entries_per_page = mmap.PAGESIZE // 8
-    for n in range(2, entries_per_page + 1):  # the first page was reserved with the first entry
-        index.append(BASE + n, 10 * n)
-    with pytest.raises(OSError) as raised:
-        index.append(BASE + 10_000, 10 * 10_000)
-
-    assert raised.value.errno == errno.ENOSPC
-    assert index.entries == entries_per_page
-    assert index.last_offset == BASE + entries_per_page
-    monkeypatch.undo()
-    index.append(BASE + 10_000, 10 * 10_000)
-    assert index.lookup(BASE + 10_000) == (BASE + 10_000, 100_000)
-    index.close()
+# A full disk, simulated with RLIMIT_FSIZE (which needs no root): with SIGXFSZ ignored, a write
+# past the limit fails with EFBIG, as one the disk cannot back fails with ENOSPC. A store into
+# a mapped page would not fail at all (or, on a full disk, kill the process with SIGBUS).
+_FULL_DISK_SCRIPT = """
+import resource, signal, sys
+from storage.index import OffsetIndex
+index = OffsetIndex(sys.argv[1], 1000, 10 << 20)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+try:
+    for n in range(1, 10_000):
+        index.append(1000 + n, 10 * n)
+except OSError as error:
+    print(error.errno, index.entries, index.last_offset, index.lookup(2000))
+"""
 
 
-def test_a_mapped_index_keeps_no_descriptor(tmp_path):
+def test_an_append_the_disk_cannot_take_raises_and_leaves_the_index_as_it_was(tmp_path):
+    path = tmp_path / "00000000000000001000.index"
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_SCRIPT, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(errno.EFBIG), "1024", "2024", "(2000,", "10000)"]
+    reopened = offset_index(tmp_path, writable=False)
+    reopened.sanity_check()
+    assert (reopened.entries, reopened.last_offset) == (1024, BASE + 1024)
+    reopened.close()
+
+
+def test_maps_keep_no_descriptor_and_writes_hold_at_most_the_pools(tmp_path):
     before = len(os.listdir("/proc/self/fd"))
-    indexes = [
-        OffsetIndex(tmp_path / f"{n:020d}.index", n, 10 * MIB, writable=n % 2 == 0) for n in range(50)
-    ]
-    for index in indexes[::2]:
-        index.append(index.base_offset + 1, 10)
-
-    assert len(os.listdir("/proc/self/fd")) == before
-    for index in indexes:
-        index.close()
+    descriptor_pool.set_capacity(5)
+    try:
+        indexes = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 10 * MIB) for n in range(50)]
+        assert len(os.listdir("/proc/self/fd")) == before
+        for index in indexes:
+            index.append(index.base_offset + 1, 10)
+        assert len(os.listdir("/proc/self/fd")) <= before + 5
+        for index in indexes:
+            index.close()
+        reopened = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 0, writable=False) for n in range(50)]
+        assert [index.entries for index in reopened] == [1] * 50
+        assert len(os.listdir("/proc/self/fd")) == before
+        for index in reopened:
+            index.close()
+    finally:
+        descriptor_pool.fit_to_open_files_limit()
 
 
 def test_sanity_check_of_an_untrimmed_sparse_file_reads_only_its_data(tmp_path):

@@ -6,7 +6,7 @@ import time
 import pytest
 
 import storage.log_manager as log_manager_module
-from storage import records_file
+from storage import descriptor_pool
 from storage.checkpoint import OffsetCheckpointFile
 from storage.cleaner import CleanerConfig, plan_cleaning
 from storage.errors import KafkaStorageError
@@ -439,10 +439,10 @@ def test_many_partitions_hold_about_one_descriptor_each_and_no_more_than_the_bou
         return held
 
     if bound is not None:
-        records_file.set_max_open_files(bound)
+        descriptor_pool.set_capacity(bound)
     try:
         held = run(scenario())
     finally:
-        records_file.fit_open_files_to_limit()
+        descriptor_pool.fit_to_open_files_limit()
     # Three a partition before (.log and a map of each index); now the index maps keep none.
     assert held <= (partitions if bound is None else bound) + 10

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from storage import records_file
+from storage import descriptor_pool
 from storage.records_file import RecordsFile
 
 
@@ -16,10 +16,10 @@ def at_most():
     """Bound the process's open records files for one test, then size the pool as before."""
 
     def set_bound(capacity: int) -> None:
-        records_file.set_max_open_files(capacity)
+        descriptor_pool.set_capacity(capacity)
 
     yield set_bound
-    records_file.fit_open_files_to_limit()
+    descriptor_pool.fit_to_open_files_limit()
 
 
 def test_files_past_the_bound_let_go_of_their_descriptors_and_reopen_when_used(tmp_path, at_most):
