@@ -65,6 +65,13 @@ class PooledFile:
         self._descriptor = descriptor
         _pool.use(self)
 
+    def _drop_descriptor(self) -> None:
+        """Give the descriptor back now (the file will not be used for a while); the next use
+        opens it again."""
+        with _pool.lock:
+            self._descriptor = None
+            _pool.forget(self)
+
     def _let_go(self) -> None:
         with _pool.lock:
             self._let_go_already = True

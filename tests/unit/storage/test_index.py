@@ -705,15 +705,16 @@ def test_maps_keep_no_descriptor_and_writes_hold_at_most_the_pools(tmp_path):
 
 def test_sanity_check_of_an_untrimmed_sparse_file_reads_only_its_data(tmp_path):
     index = offset_index(tmp_path, max_index_size=10 * MIB)
-    for n in range(1, 100):
+    for n in range(1, 1000):
         index.append(BASE + n, 10 * n)
     index.release()  # as a crash leaves it: 10 MiB long, entries at the start
 
     reopened = offset_index(tmp_path, writable=False)
     assert reopened.path.stat().st_size == 10 * MIB
+    assert reopened._data_end <= 64 * 1024
     assert reopened._data_ranges(reopened.size_bytes)[-1][1] <= 64 * 1024
     reopened.sanity_check()
-    assert reopened.entries == 99
+    assert (reopened.entries, reopened.last_offset) == (999, BASE + 999)
     reopened.close()
 
 

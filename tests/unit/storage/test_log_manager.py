@@ -313,7 +313,8 @@ def test_a_truncation_at_the_log_end_still_drops_epochs_begun_there(tmp_path):
 
 
 def _segment_files(directory) -> set[str]:
-    return {name for name in os.listdir(directory) if not name.endswith(".snapshot")}
+    # Not the checkpoint a background write may have half done (leader-epoch-checkpoint.tmp).
+    return {name for name in os.listdir(directory) if not name.endswith((".snapshot", ".tmp"))}
 
 
 async def _sleep_past(delay_ms: int) -> None:
