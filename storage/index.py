@@ -102,9 +102,9 @@ class _MappedIndex(PooledFile):
     ) -> None:
         """Opens the index at `path`, creating an empty file if there is none.
 
-        Writable: the file is preallocated to `max_index_size` (rounded down to whole entries, and
-        never below the entries it already holds) and mapped read-write. Read-only: the file is
-        mapped as it is.
+        Writable: the file is extended (sparse) to `max_index_size` (rounded down to whole
+        entries, and never below the entries it already holds) and mapped; appends go in with
+        pwrite. Read-only: the file is mapped as it is.
         """
         super().__init__()
         self._path = Path(path)

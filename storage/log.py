@@ -224,7 +224,10 @@ class Log:
         )
         changed = leader_epochs.truncate_from_end(loaded.log_end_offset)
         changed |= leader_epochs.truncate_from_start(loaded.log_start_offset)
-        if changed or not os.path.exists(leader_epochs.path):
+        # A rebuilt list is written at once; an empty one waits for its first epoch (a new
+        # partition gets it from becoming leader or follower, in the background): two fsyncs of
+        # every partition CreateTopics makes, on the event loop, were most of its time.
+        if changed or (leader_epochs.entries and not os.path.exists(leader_epochs.path)):
             leader_epochs.write()
         loaded._load_producer_state(had_clean_shutdown)
         return loaded

@@ -93,7 +93,7 @@ class LogSegment:
         missing.
 
         Only the active segment (or one the cleaner writes) maps its indexes writable and
-        preallocated to segment.index.bytes; older segments map them as they are on disk.
+        extended (sparse) to segment.index.bytes; older segments map them as they are on disk.
         """
         records = RecordsFile.open(segment_path(directory, base_offset, LOG_SUFFIX + file_suffix))
         size = config.segment_index_bytes

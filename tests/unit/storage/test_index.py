@@ -49,7 +49,7 @@ def test_time_index_writes_big_endian_timestamp_then_relative_offset(tmp_path):
     )
 
 
-def test_writable_index_is_preallocated_to_whole_entries_with_a_zero_tail(tmp_path):
+def test_writable_index_is_extended_to_whole_entries_with_a_zero_tail(tmp_path):
     index = offset_index(tmp_path, max_index_size=85)
     index.append(1001, 64)
 
@@ -393,7 +393,7 @@ def test_untrimmed_file_reopens_with_the_entries_before_the_zero_tail(tmp_path, 
     crashed = offset_index(tmp_path)
     for n in range(1, count + 1):
         crashed.append(BASE + n, 10 * n)
-    # Not closed: the file keeps its preallocated zero tail, as after a crash.
+    # Not closed: the file keeps its sparse zero tail, as after a crash.
 
     reopened = offset_index(tmp_path)
 
@@ -438,7 +438,7 @@ def test_resize_refuses_to_drop_entries(tmp_path):
     assert index.entries == 3
 
 
-def test_reopening_a_trimmed_file_writable_preallocates_it_again(tmp_path):
+def test_reopening_a_trimmed_file_writable_extends_it_again(tmp_path):
     index = time_index(tmp_path)
     index.maybe_append(10, BASE + 1)
     index.close()
