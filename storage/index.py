@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
+from storage import descriptor_pool
 from storage.descriptor_pool import PooledFile
 
 __all__ = ["CorruptIndexError", "IndexFullError", "OffsetIndex", "TimeIndex"]
@@ -203,14 +204,15 @@ class _MappedIndex(PooledFile):
             os.truncate(self._path, self.size_bytes)
 
     def rename(self, new_path: str | os.PathLike[str]) -> None:
-        with self._rename_lock:
+        # The pool's lock too: no reopen for a write may race with the path changing.
+        with self._rename_lock, descriptor_pool.lock():
             os.replace(self._path, new_path)
             self._path = Path(new_path)
 
     def update_parent_dir(self, directory: str) -> None:
         """The directory holding the file was renamed (its partition was deleted): follow it,
         touching nothing on disk."""
-        with self._rename_lock:
+        with self._rename_lock, descriptor_pool.lock():
             self._path = Path(directory) / self._path.name
 
     def release(self) -> None:

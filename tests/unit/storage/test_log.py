@@ -639,3 +639,14 @@ def test_a_follower_copying_markers_keeps_the_lso_and_the_txn_index_as_the_leade
     assert follower.first_unstable_offset == 0
     assert sorted(follower.producer_state.ongoing_txns) == [7, 8]
     leader.close()
+
+
+def test_a_new_empty_partition_allocates_next_to_no_disk_at_the_default_index_size(open_log, tmp_path):
+    log = open_log(LogConfig())  # segment.index.bytes 10 MiB, as Kafka's default
+    log.assign_epoch_start(0, 0)
+    names = os.listdir(log.directory)
+    allocated = sum(os.stat(os.path.join(log.directory, name)).st_blocks * 512 for name in names)
+
+    assert {f"{0:020d}.index", f"{0:020d}.timeindex", f"{0:020d}.log"} <= set(names)
+    assert os.path.getsize(os.path.join(log.directory, f"{0:020d}.index")) == 10 * 1024 * 1024
+    assert allocated <= 16 * 1024
