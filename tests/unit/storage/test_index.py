@@ -510,11 +510,12 @@ def test_length_not_a_multiple_of_the_entry_size_is_corrupt(tmp_path, writable):
         bytes.fromhex("00000001 00000010  00000000 00000000  00000002 00000020"),  # hole
     ],
 )
-def test_unordered_offset_entries_are_corrupt(tmp_path, data):
+@pytest.mark.parametrize("every_entry", [True, False])
+def test_unordered_offset_entries_are_corrupt(tmp_path, data, every_entry):
     write_file(tmp_path / "00000000000000001000.index", data)
 
     with pytest.raises(CorruptIndexError):
-        offset_index(tmp_path, writable=False).sanity_check()
+        offset_index(tmp_path, writable=False).sanity_check(every_entry)
 
 
 @pytest.mark.parametrize(
@@ -525,11 +526,25 @@ def test_unordered_offset_entries_are_corrupt(tmp_path, data):
         bytes.fromhex("ffffffffffffff00 00000001"),  # negative timestamp
     ],
 )
-def test_unordered_time_entries_are_corrupt(tmp_path, data):
+@pytest.mark.parametrize("every_entry", [True, False])
+def test_unordered_time_entries_are_corrupt(tmp_path, data, every_entry):
     write_file(tmp_path / "00000000000000001000.timeindex", data)
 
     with pytest.raises(CorruptIndexError):
-        time_index(tmp_path, writable=False).sanity_check()
+        time_index(tmp_path, writable=False).sanity_check(every_entry)
+
+
+def test_an_entry_out_of_order_between_sound_ends_is_found_only_reading_every_entry(tmp_path):
+    write_file(
+        tmp_path / "00000000000000001000.index",
+        bytes.fromhex("00000001 00000010  00000009 00000090  00000005 00000050  0000000a 000000a0"),
+    )
+    index = offset_index(tmp_path, writable=False)
+
+    index.sanity_check(every_entry=False)
+    with pytest.raises(CorruptIndexError):
+        index.sanity_check(every_entry=True)
+    index.close()
 
 
 def test_bytes_after_the_entries_are_corrupt(tmp_path):
