@@ -18,6 +18,9 @@ Parts (all by default):
   connections   a broker of its own holding --idle-connections idle connections (benchmarks.
                 connections): its RSS per connection and peak, and a confluent-kafka produce
                 and consume of N records with them open against the same without.
+  scale         one broker at Kafka's defaults with --scale-partitions one-replica partitions:
+                CreateTopics, clean restart and restart after kill -9 to a complete Metadata
+                answer, RSS, open descriptors, allocated disk (benchmarks/scale.py).
 
 Workloads (all by default; --workloads picks some, e.g. `--parts mock,logway --workloads
 wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers):
@@ -55,11 +58,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks import clients, connections, machine, wire
+from benchmarks import clients, connections, machine, scale, wire
 from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
-ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "connections")
+ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "connections", "scale")
 ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch")
 MiB = 1024 * 1024
 # recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
@@ -77,6 +80,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wire-mb", type=int, help="MiB per protocol-level produce and page-cache append, twice that per fetch and sendfile run (default 512; quick 64)")
     parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
     parser.add_argument("--idle-connections", type=int, help="idle connections of the connections part (default 10,000; quick 2,000)")
+    parser.add_argument("--scale-partitions", type=int, help="partitions of the scale part (default 10,000; quick 1,000)")
     parser.add_argument("--parts", default=",".join(ALL_PARTS), help=f"comma-separated subset of {','.join(ALL_PARTS)}")
     parser.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help=f"comma-separated subset of {','.join(ALL_WORKLOADS)} (see above)")
     parser.add_argument("--deadline", type=float, help="seconds allowed per measurement (default 60; quick 20)")
@@ -93,6 +97,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.kp_records = args.kp_records or (20_000 if quick else 100_000)
     args.idle_connections = args.idle_connections or (2_000 if quick else 10_000)
     args.deadline = args.deadline or (20.0 if quick else 60.0)
+    args.scale_partitions = args.scale_partitions or (1_000 if quick else 10_000)
     args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
     args.workloads = [workload.strip() for workload in args.workloads.split(",") if workload.strip()]
     for kind, chosen, known in (("parts", args.parts, ALL_PARTS), ("workloads", args.workloads, ALL_WORKLOADS)):
@@ -616,6 +621,32 @@ def print_summary(report: Report) -> None:
                       f"{statistics.median(m.mb_per_s for m in ms):>9.1f} MB/s   ({len(ms)} rounds)")
 
 
+def run_scale(report: Report, scratch: Path, partitions: int) -> None:
+    section(f"scale: one broker, {partitions:,} one-replica partitions, Kafka's defaults")
+    result = scale.run(scratch, partitions)
+    v = result.values
+    rows = [
+        (f"CreateTopics of {result.partitions:,} partitions ({scale.TOPICS} topics, one request)", result.create_s, "s", 30),
+        ("  ... until Metadata names every leader", result.create_to_metadata_s, "s", None),
+        ("clean stop (SIGTERM until exit)", result.clean_stop_s, "s", None),
+        ("clean restart until a complete Metadata answer", result.clean_restart_s, "s", 10),
+        ("restart after kill -9 until a complete Metadata answer", result.crash_restart_s, "s", 20),
+    ]
+    for phase in ("created", "clean_restart", "crash_restart"):
+        rows += [
+            (f"{phase}: RSS (peak)", f"{v[f'{phase}_rss_mib']:.0f} ({v[f'{phase}_peak_rss_mib']:.0f})", "MiB", 1024),
+            (f"{phase}: open descriptors", v[f"{phase}_descriptors"], "", None),
+            (f"{phase}: data allocated / apparent", f"{v[f'{phase}_allocated_mib']:.0f} / {v[f'{phase}_apparent_mib']:.0f}", "MiB", None),
+        ]
+    for label, value, unit, target in rows:
+        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
+        goal = f"target <= {target} {unit}" if target is not None else ""
+        print(f"{label:<62} {shown:>14} {unit:<4} {goal}")
+    report.values.update({f"scale_{k}": x for k, x in v.items()})
+    for name in ("create_s", "create_to_metadata_s", "clean_stop_s", "clean_restart_s", "crash_restart_s"):
+        report.values[f"scale_{name}"] = getattr(result, name)
+
+
 # -------------------------------------------------------------------------------------- main
 
 
@@ -681,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.zerocopy()
         if "connections" in args.parts:
             bench.idle_connections()
+        if "scale" in args.parts:
+            run_scale(report, base, args.scale_partitions)
     finally:
         if broker is not None:
             broker.stop()

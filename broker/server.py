@@ -18,6 +18,7 @@ import asyncio
 import functools
 import ipaddress
 import logging
+import resource
 import signal
 import socket
 import time
@@ -37,6 +38,7 @@ from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.fetcher import FetcherSettings
+from storage import descriptor_pool
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
 
@@ -307,6 +309,7 @@ class Broker:
 async def serve(config: BrokerConfig) -> None:
     """Run a broker until SIGTERM or SIGINT. In cluster mode its id comes first: the one stored
     in its log dirs, the configured one, or a generated one (broker/cluster.py)."""
+    raise_open_files_limit()
     broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
     await Broker(config, broker_id).run_until_signalled()
 
@@ -326,6 +329,27 @@ def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
         for address in addresses:
             resolved[client_ip(address)] = count
     return resolved
+
+
+def raise_open_files_limit() -> None:
+    """Raise the soft limit on open descriptors to the hard one, as the process may (a
+    partition holds about one, each connection a socket), and size the pool of open segment
+    files to what the limit allows (storage.descriptor_pool)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:  # a hard limit of "unlimited" beyond fs.nr_open
+            log.warning("cannot raise the open files limit from %d to %d: %s", soft, hard, exc)
+    raised, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    capacity = descriptor_pool.fit_to_open_files_limit()
+    log.info(
+        "open files limit: soft %d (was %d), hard %d; at most %d segment files kept open",
+        raised,
+        soft,
+        hard,
+        capacity,
+    )
 
 
 def _replication_settings(config: BrokerConfig) -> ReplicationSettings:

@@ -105,8 +105,7 @@ def _log_start_checkpoint(log_dir: str) -> dict[TP, int]:
 
 
 def _open(path: str) -> RecordsFile:
-    fd = os.open(path, os.O_RDONLY)
-    return RecordsFile(path, fd, os.fstat(fd).st_size)
+    return RecordsFile.open(path, read_only=True)
 
 
 class PartitionFiles:

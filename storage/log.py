@@ -203,7 +203,9 @@ class Log:
         _complete_swaps(directory)
         bases = _segment_base_offsets(directory)
         if bases:
-            segments = [cls._open_segment(directory, base, config) for base in bases]
+            segments = [
+                cls._open_segment(directory, base, config, had_clean_shutdown) for base in bases
+            ]
             if not had_clean_shutdown:
                 segments = cls._recover(topic_partition, segments, recovery_point, config)
             segments[-1].make_active(config)
@@ -226,7 +228,10 @@ class Log:
         )
         changed = leader_epochs.truncate_from_end(loaded.log_end_offset)
         changed |= leader_epochs.truncate_from_start(loaded.log_start_offset)
-        if changed or not os.path.exists(leader_epochs.path):
+        # A rebuilt list is written at once; an empty one waits for its first epoch (a new
+        # partition gets it from becoming leader or follower, in the background): two fsyncs of
+        # every partition CreateTopics makes, on the event loop, were most of its time.
+        if changed or (leader_epochs.entries and not os.path.exists(leader_epochs.path)):
             leader_epochs.write()
         loaded._load_producer_state(had_clean_shutdown)
         return loaded
@@ -295,13 +300,17 @@ class Log:
         return AbortedTxn(producer_id, first_offset, marker_offset, marker_offset + 1 if others is None else others)
 
     @staticmethod
-    def _open_segment(directory: str, base_offset: int, config: LogConfig) -> LogSegment:
+    def _open_segment(
+        directory: str, base_offset: int, config: LogConfig, had_clean_shutdown: bool
+    ) -> LogSegment:
+        """Open a segment, rebuilding its indexes if missing or corrupt. After a clean shutdown
+        only their ends are checked (Kafka's check); after a crash every entry is."""
         indexes_present = all(
             os.path.exists(segment_path(directory, base_offset, suffix))
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
         )
         segment = LogSegment.open(directory, base_offset, config, active=False)
-        if not indexes_present or not segment.sanity_check_indexes():
+        if not indexes_present or not segment.sanity_check_indexes(every_entry=not had_clean_shutdown):
             log.warning("rebuilding the indexes of %s", segment.records.path)
             _recover_segment(segment, config)
         return segment

@@ -6,13 +6,14 @@ The same bytes go to consumers with sendfile, never decoded on the way.
 """
 
 import os
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from storage import descriptor_pool
+from storage.descriptor_pool import Descriptor, PooledFile
 
 _SCAN_WINDOW = 16 * 1024
 
@@ -21,12 +22,13 @@ _SCAN_WINDOW = 16 * 1024
 class FileRegion:
     """`length` bytes at `position` of a records file, to be sent with sendfile.
 
-    A region holds its file object, and the descriptor closes only when the last reference goes:
-    a segment that retention deletes while a fetch response is queued still sends the right
-    bytes, and its descriptor number cannot be reused for another file meanwhile.
+    A region holds the file's descriptor, which closes only when the last reference goes: a
+    segment that retention deletes while a fetch response is queued still sends the right
+    bytes, its descriptor number cannot be reused for another file meanwhile, and the pool
+    dropping the file's descriptor does not close it under the response.
     """
 
-    file: "RecordsFile"
+    descriptor: Descriptor
     position: int
     length: int
 
@@ -35,11 +37,11 @@ class FileRegion:
 
     @property
     def fd(self) -> int:
-        return self.file.fd
+        return self.descriptor.fd
 
     def read(self) -> bytes:
         """The region's bytes, for the few places that must look at them (tests, tools)."""
-        return self.file.read(self.position, self.length)
+        return os.pread(self.descriptor.fd, self.length, self.position)
 
 
 class BatchLocation(NamedTuple):
@@ -51,41 +53,50 @@ class BatchLocation(NamedTuple):
         return self.header.size
 
 
-class RecordsFile:
+class RecordsFile(PooledFile):
     """An append-only file of record batches.
 
     Invariants: bytes are only added at `size`; `size` is what the broker wrote, and anything
-    past it (a torn tail after a crash) is cut by `truncate_to` during recovery.
-    Thread-safety: owned by the event loop; `flush` (fsync) may run in a worker thread, since it
-    touches only the descriptor.
+    past it (a torn tail after a crash) is cut by `truncate_to` during recovery. The file holds a
+    descriptor only while among the most recently used (storage.descriptor_pool).
+
+    Thread-safety: owned by the event loop; `flush` (fsync) and the cleaner's reads may run in
+    worker threads: each operation holds its descriptor while it runs.
     """
 
-    def __init__(self, path: str, fd: int, size: int) -> None:
-        self.path = path
-        self.fd = fd
+    def __init__(self, path: str, size: int, read_only: bool = False) -> None:
+        super().__init__(read_only)
+        self._path = path
         self.size = size
-        self._close = weakref.finalize(self, os.close, fd)
+
+    @property
+    def path(self) -> str:
+        return self._path
 
     @classmethod
-    def open(cls, path: str) -> "RecordsFile":
-        """Open the file, creating it if missing."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        return cls(path, fd, os.fstat(fd).st_size)
+    def open(cls, path: str, read_only: bool = False) -> "RecordsFile":
+        """Open the file, creating it if missing (unless read-only)."""
+        flags = os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT
+        descriptor = Descriptor(os.open(path, flags, 0o644))
+        records = cls(path, os.fstat(descriptor.fd).st_size, read_only)
+        records._adopt(descriptor)
+        return records
 
     def append(self, data: bytes | memoryview) -> int:
         """Write `data` at the end; return the position it starts at."""
+        descriptor = self._fd_holder()
         position = self.size
         written = 0
         while written < len(data):
-            written += os.pwrite(self.fd, data[written:], position + written)
+            written += os.pwrite(descriptor.fd, data[written:], position + written)
         self.size += written
         return position
 
     def read(self, position: int, length: int) -> bytes:
-        return os.pread(self.fd, length, position)
+        return os.pread(self._fd_holder().fd, length, position)
 
     def region(self, position: int, length: int) -> FileRegion:
-        return FileRegion(self, position, length)
+        return FileRegion(self._fd_holder(), position, length)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchLocation]:
         """Headers of the whole batches between `start` and `end`, reading ahead in windows.
@@ -112,19 +123,25 @@ class RecordsFile:
             position += header.size
 
     def truncate_to(self, size: int) -> None:
-        os.ftruncate(self.fd, size)
+        os.ftruncate(self._fd_holder().fd, size)
         self.size = size
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        # A descriptor opened again after the pool dropped one still fsyncs every dirty page of
+        # the file: on Linux fsync writes back the inode, whichever descriptor wrote it.
+        os.fsync(self._fd_holder().fd)
 
     def rename(self, path: str) -> None:
-        os.rename(self.path, path)
-        self.path = path
+        with descriptor_pool.lock():  # a reopen by the old path would race with the rename
+            os.rename(self._path, path)
+            self._path = path
 
     def update_parent_dir(self, directory: str) -> None:
         """The directory holding the file was renamed: follow it, touching nothing on disk."""
-        self.path = os.path.join(directory, os.path.basename(self.path))
+        with descriptor_pool.lock():
+            self._path = os.path.join(directory, os.path.basename(self._path))
 
     def close(self) -> None:
-        self._close()
+        """Let go of the descriptor (it closes once no region or reader holds it); later uses
+        raise OSError (EBADF)."""
+        self._let_go()

@@ -93,7 +93,7 @@ class LogSegment:
         missing.
 
         Only the active segment (or one the cleaner writes) maps its indexes writable and
-        preallocated to segment.index.bytes; older segments map them as they are on disk.
+        extended (sparse) to segment.index.bytes; older segments map them as they are on disk.
         """
         records = RecordsFile.open(segment_path(directory, base_offset, LOG_SUFFIX + file_suffix))
         size = config.segment_index_bytes
@@ -295,10 +295,11 @@ class LogSegment:
             return False
         return crc_is_valid(self.records.read(location.position, location.size))
 
-    def sanity_check_indexes(self) -> bool:
+    def sanity_check_indexes(self, every_entry: bool = True) -> bool:
+        """Whether both indexes keep their format's invariants (see `_MappedIndex.sanity_check`)."""
         try:
-            self.offset_index.sanity_check()
-            self.time_index.sanity_check()
+            self.offset_index.sanity_check(every_entry)
+            self.time_index.sanity_check(every_entry)
         except CorruptIndexError:
             return False
         return True
@@ -357,12 +358,13 @@ class LogSegment:
             file.update_parent_dir(directory)
 
     def release(self) -> None:
-        """Unmap the indexes and close the transaction index, touching no file: for a segment
-        whose whole directory is removed, or left to the next start to remove. The .log
+        """Unmap the indexes and close the transaction index and .log, touching no file: for a
+        segment whose whole directory is removed, or left to the next start to remove. The .log
         descriptor closes once no queued fetch holds a region of it (FileRegion)."""
         self.offset_index.release()
         self.time_index.release()
         self.txn_index.close()
+        self.records.close()
 
     def delete(self) -> None:
         """Unmap the indexes and unlink every file of the segment (gone already is fine). The
@@ -374,3 +376,4 @@ class LogSegment:
             os.unlink(self.records.path)
         except FileNotFoundError:
             pass
+        self.records.close()

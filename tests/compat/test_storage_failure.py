@@ -129,8 +129,6 @@ def test_full_log_dir_fails_alone_and_its_records_survive(tmp_path):
             tmp_path / "broker",
             {
                 "log.dirs": f"{small},{big}",
-                # Indexes are preallocated: keep them from taking the tmpfs by themselves.
-                "log.index.size.max.bytes": "65536",
                 # Segments roll on the way, so the failure may come from a roll as well.
                 "log.segment.bytes": "1048576",
             },

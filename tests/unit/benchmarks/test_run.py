@@ -22,3 +22,9 @@ def test_unknown_workload_is_refused(capsys):
         parse_args(["--workloads", "wire-produce,fetch-everything"])
 
     assert "unknown workloads: fetch-everything" in capsys.readouterr().err
+
+
+def test_the_scale_part_takes_ten_thousand_partitions_or_a_thousand_when_quick():
+    assert parse_args(["--parts", "scale"]).scale_partitions == 10_000
+    assert parse_args(["--parts", "scale", "--quick"]).scale_partitions == 1_000
+    assert parse_args(["--parts", "scale", "--scale-partitions", "500"]).scale_partitions == 500

@@ -1,6 +1,10 @@
-"""The broker's listeners and connection limits, in-process, over loopback sockets."""
+"""The broker's listeners and connection limits, in-process, over loopback sockets; the open
+files limit it raises at start."""
 
 import asyncio
+import resource
+import subprocess
+import sys
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -147,3 +151,23 @@ def test_metadata_gives_the_endpoints_of_the_listener_asked(tmp_path):
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
         },
     )
+
+
+_RAISE_LIMIT_SCRIPT = """
+import logging, resource
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+from broker.server import raise_open_files_limit
+from storage import descriptor_pool
+raise_open_files_limit()
+print(resource.getrlimit(resource.RLIMIT_NOFILE), descriptor_pool.capacity())
+"""
+
+
+def test_start_raises_the_soft_open_files_limit_to_the_hard_one_and_logs_both():
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    done = subprocess.run([sys.executable, "-c", _RAISE_LIMIT_SCRIPT], capture_output=True, text=True, check=True)
+
+    assert done.stdout.split("\n")[0] == f"({hard}, {hard}) {max(64, hard // 2)}"
+    assert f"soft {hard} (was 256), hard {hard}" in done.stderr

@@ -1,9 +1,14 @@
 import bisect
+import errno
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
+from storage import descriptor_pool
 from storage.index import CorruptIndexError, IndexFullError, OffsetIndex, TimeIndex
 
 BASE = 1000
@@ -44,7 +49,7 @@ def test_time_index_writes_big_endian_timestamp_then_relative_offset(tmp_path):
     )
 
 
-def test_writable_index_is_preallocated_to_whole_entries_with_a_zero_tail(tmp_path):
+def test_writable_index_is_extended_to_whole_entries_with_a_zero_tail(tmp_path):
     index = offset_index(tmp_path, max_index_size=85)
     index.append(1001, 64)
 
@@ -388,7 +393,7 @@ def test_untrimmed_file_reopens_with_the_entries_before_the_zero_tail(tmp_path, 
     crashed = offset_index(tmp_path)
     for n in range(1, count + 1):
         crashed.append(BASE + n, 10 * n)
-    # Not closed: the file keeps its preallocated zero tail, as after a crash.
+    # Not closed: the file keeps its sparse zero tail, as after a crash.
 
     reopened = offset_index(tmp_path)
 
@@ -433,7 +438,7 @@ def test_resize_refuses_to_drop_entries(tmp_path):
     assert index.entries == 3
 
 
-def test_reopening_a_trimmed_file_writable_preallocates_it_again(tmp_path):
+def test_reopening_a_trimmed_file_writable_extends_it_again(tmp_path):
     index = time_index(tmp_path)
     index.maybe_append(10, BASE + 1)
     index.close()
@@ -505,11 +510,12 @@ def test_length_not_a_multiple_of_the_entry_size_is_corrupt(tmp_path, writable):
         bytes.fromhex("00000001 00000010  00000000 00000000  00000002 00000020"),  # hole
     ],
 )
-def test_unordered_offset_entries_are_corrupt(tmp_path, data):
+@pytest.mark.parametrize("every_entry", [True, False])
+def test_unordered_offset_entries_are_corrupt(tmp_path, data, every_entry):
     write_file(tmp_path / "00000000000000001000.index", data)
 
     with pytest.raises(CorruptIndexError):
-        offset_index(tmp_path, writable=False).sanity_check()
+        offset_index(tmp_path, writable=False).sanity_check(every_entry)
 
 
 @pytest.mark.parametrize(
@@ -520,11 +526,25 @@ def test_unordered_offset_entries_are_corrupt(tmp_path, data):
         bytes.fromhex("ffffffffffffff00 00000001"),  # negative timestamp
     ],
 )
-def test_unordered_time_entries_are_corrupt(tmp_path, data):
+@pytest.mark.parametrize("every_entry", [True, False])
+def test_unordered_time_entries_are_corrupt(tmp_path, data, every_entry):
     write_file(tmp_path / "00000000000000001000.timeindex", data)
 
     with pytest.raises(CorruptIndexError):
-        time_index(tmp_path, writable=False).sanity_check()
+        time_index(tmp_path, writable=False).sanity_check(every_entry)
+
+
+def test_an_entry_out_of_order_between_sound_ends_is_found_only_reading_every_entry(tmp_path):
+    write_file(
+        tmp_path / "00000000000000001000.index",
+        bytes.fromhex("00000001 00000010  00000009 00000090  00000005 00000050  0000000a 000000a0"),
+    )
+    index = offset_index(tmp_path, writable=False)
+
+    index.sanity_check(every_entry=False)
+    with pytest.raises(CorruptIndexError):
+        index.sanity_check(every_entry=True)
+    index.close()
 
 
 def test_bytes_after_the_entries_are_corrupt(tmp_path):
@@ -602,3 +622,124 @@ def test_flush_from_a_worker_thread_while_appending(tmp_path):
 
     assert errors == []
     assert index.path.stat().st_size == 8 * 500
+
+
+# --- disk space and descriptors --------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def allocated_bytes(path: Path) -> int:
+    return path.stat().st_blocks * 512
+
+
+def test_an_empty_writable_index_is_sparse(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+
+    assert index.path.stat().st_size == 10 * MIB
+    assert allocated_bytes(index.path) == 0
+    index.close()
+
+
+def test_appends_allocate_only_the_blocks_their_entries_take(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+    for n in range(1, 1000):
+        index.append(BASE + n, 10 * n)
+
+    assert 8 * 999 <= allocated_bytes(index.path) <= 8 * 999 + 64 * 1024
+    assert index.lookup(BASE + 500) == (BASE + 500, 5000)
+    index.close()
+
+
+def test_a_time_index_rebuilt_on_a_sparse_file_reads_back(tmp_path):
+    index = time_index(tmp_path, max_index_size=12 * 100_000)
+    for n in range(1, 2000):
+        index.maybe_append(n, BASE + n)
+    index.truncate()
+    index.maybe_append(7, BASE + 3)
+
+    assert (index.entries, index.last_entry) == (1, (7, BASE + 3))
+    assert allocated_bytes(index.path) <= 64 * 1024
+    index.sanity_check()
+    index.close()
+
+
+# A full disk, simulated with RLIMIT_FSIZE (which needs no root): with SIGXFSZ ignored, a write
+# past the limit fails with EFBIG, as one the disk cannot back fails with ENOSPC. A store into
+# a mapped page would not fail at all (or, on a full disk, kill the process with SIGBUS).
+_FULL_DISK_SCRIPT = """
+import resource, signal, sys
+from storage.index import OffsetIndex
+index = OffsetIndex(sys.argv[1], 1000, 10 << 20)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+try:
+    for n in range(1, 10_000):
+        index.append(1000 + n, 10 * n)
+except OSError as error:
+    print(error.errno, index.entries, index.last_offset, index.lookup(2000))
+"""
+
+
+def test_an_append_the_disk_cannot_take_raises_and_leaves_the_index_as_it_was(tmp_path):
+    path = tmp_path / "00000000000000001000.index"
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_SCRIPT, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(errno.EFBIG), "1024", "2024", "(2000,", "10000)"]
+    reopened = offset_index(tmp_path, writable=False)
+    reopened.sanity_check()
+    assert (reopened.entries, reopened.last_offset) == (1024, BASE + 1024)
+    reopened.close()
+
+
+def test_maps_keep_no_descriptor_and_writes_hold_at_most_the_pools(tmp_path):
+    before = len(os.listdir("/proc/self/fd"))
+    descriptor_pool.set_capacity(5)
+    try:
+        indexes = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 10 * MIB) for n in range(50)]
+        assert len(os.listdir("/proc/self/fd")) == before
+        for index in indexes:
+            index.append(index.base_offset + 1, 10)
+        assert len(os.listdir("/proc/self/fd")) <= before + 5
+        for index in indexes:
+            index.close()
+        reopened = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 0, writable=False) for n in range(50)]
+        assert [index.entries for index in reopened] == [1] * 50
+        assert len(os.listdir("/proc/self/fd")) == before
+        for index in reopened:
+            index.close()
+    finally:
+        descriptor_pool.fit_to_open_files_limit()
+
+
+def test_sanity_check_of_an_untrimmed_sparse_file_reads_only_its_data(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+    for n in range(1, 1000):
+        index.append(BASE + n, 10 * n)
+    index.release()  # as a crash leaves it: 10 MiB long, entries at the start
+
+    reopened = offset_index(tmp_path, writable=False)
+    assert reopened.path.stat().st_size == 10 * MIB
+    assert reopened._data_end <= 64 * 1024
+    assert reopened._data_ranges(reopened.size_bytes)[-1][1] <= 64 * 1024
+    reopened.sanity_check()
+    assert (reopened.entries, reopened.last_offset) == (999, BASE + 999)
+    reopened.close()
+
+
+def test_sanity_check_finds_bytes_written_far_into_the_sparse_tail(tmp_path):
+    index = offset_index(tmp_path, max_index_size=10 * MIB)
+    index.append(BASE + 1, 10)
+    index.release()
+    with open(index.path, "r+b") as file:
+        file.seek(8 * MIB)
+        file.write(bytes.fromhex("00000009 00000090"))
+
+    with pytest.raises(CorruptIndexError):
+        offset_index(tmp_path, writable=False).sanity_check()

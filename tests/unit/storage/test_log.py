@@ -250,6 +250,26 @@ def test_missing_index_is_rebuilt(open_log):
     assert [r.value[0] for r in read_all(reopened, 2)] == list(range(2, 10))
 
 
+def test_indexes_are_read_whole_at_load_only_after_a_crash(open_log):
+    config = LogConfig(segment_bytes=4000, index_interval_bytes=100)
+    log = open_log(config)
+    for i in range(20):
+        append(log, bytes([i]) * 400)
+    end = log.log_end_offset
+    path = log.segments[0].offset_index.path
+    log.close()
+    entries = [path.read_bytes()[n : n + 8] for n in range(0, path.stat().st_size, 8)]
+    assert len(entries) >= 4
+    entries[1], entries[2] = entries[2], entries[1]  # out of order between sound ends
+    path.write_bytes(b"".join(entries))
+
+    open_log(config).close()  # a clean start checks the ends only (Kafka's check)
+    assert path.read_bytes() == b"".join(entries)
+    open_log(config, had_clean_shutdown=False, recovery_point=end).close()
+    rebuilt = path.read_bytes()
+    assert [rebuilt[n : n + 8] for n in range(0, len(rebuilt), 8)][1:3] == [entries[2], entries[1]]
+
+
 @pytest.mark.parametrize(
     "topic_codec, produced, stored",
     [
@@ -639,3 +659,14 @@ def test_a_follower_copying_markers_keeps_the_lso_and_the_txn_index_as_the_leade
     assert follower.first_unstable_offset == 0
     assert sorted(follower.producer_state.ongoing_txns) == [7, 8]
     leader.close()
+
+
+def test_a_new_empty_partition_allocates_next_to_no_disk_at_the_default_index_size(open_log, tmp_path):
+    log = open_log(LogConfig())  # segment.index.bytes 10 MiB, as Kafka's default
+    log.assign_epoch_start(0, 0)
+    names = os.listdir(log.directory)
+    allocated = sum(os.stat(os.path.join(log.directory, name)).st_blocks * 512 for name in names)
+
+    assert {f"{0:020d}.index", f"{0:020d}.timeindex", f"{0:020d}.log"} <= set(names)
+    assert os.path.getsize(os.path.join(log.directory, f"{0:020d}.index")) == 10 * 1024 * 1024
+    assert allocated <= 16 * 1024

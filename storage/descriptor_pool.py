@@ -1,0 +1,155 @@
+"""Open descriptors of segment files, bounded for the whole process.
+
+Kafka keeps one descriptor per segment (.log) and maps every index, which 10,000 partitions turn
+into an EMFILE. Here a file holds a descriptor only while it is among the most recently used
+(`PooledFile`); past the pool's capacity the least recently used one lets go of its descriptor
+and opens it again by path at its next use. Index maps keep no descriptor at all
+(storage.index).
+
+Reopening by path is safe because a segment's files are unlinked only file.delete.delay.ms
+after they left their log (Kafka gives in-flight readers the same grace), or with their whole
+directory once nothing reads them; what must outlive that (a fetch response already queued)
+holds the `Descriptor` itself.
+
+Thread-safety: one lock guards the order and every open or drop: the cleaner's threads and
+fsyncs on the thread pool use these files too. Dropping only lets go of the pool's reference:
+whoever still holds a `Descriptor` keeps using it, and it closes when the last holder lets go.
+"""
+
+import errno
+import os
+import resource
+import threading
+import weakref
+from collections import OrderedDict
+
+# Never fewer open files than this, whatever the descriptor limit.
+_MIN_CAPACITY = 64
+
+
+class Descriptor:
+    """An open file descriptor that closes when the last holder lets go of it (a file, the
+    regions of it that fetch responses hold, a thread in the middle of a read)."""
+
+    __slots__ = ("fd", "_close", "__weakref__")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._close = weakref.finalize(self, os.close, fd)
+
+
+class PooledFile:
+    """A file that holds a descriptor only while among the most recently used of the process.
+
+    Subclasses keep `path` current (renames take `lock()`, so no reopen races with them) and
+    call `_let_go` when closed; a use after that raises OSError (EBADF), as a use of a closed
+    descriptor did.
+    """
+
+    def __init__(self, read_only: bool = False) -> None:
+        self._read_only = read_only
+        self._descriptor: Descriptor | None = None
+        self._let_go_already = False
+
+    @property
+    def path(self) -> str | os.PathLike[str]:
+        raise NotImplementedError
+
+    def _fd_holder(self) -> Descriptor:
+        """The file's descriptor (opened now if the pool had dropped it), held by the caller for
+        as long as it uses it."""
+        return _pool.use(self)
+
+    def _adopt(self, descriptor: Descriptor) -> None:
+        """Take a descriptor the subclass opened itself (creating the file)."""
+        self._descriptor = descriptor
+        _pool.use(self)
+
+    def _drop_descriptor(self) -> None:
+        """Give the descriptor back now (the file will not be used for a while); the next use
+        opens it again."""
+        with _pool.lock:
+            self._descriptor = None
+            _pool.forget(self)
+
+    def _let_go(self) -> None:
+        with _pool.lock:
+            self._let_go_already = True
+            self._descriptor = None
+            _pool.forget(self)
+
+
+class _Pool:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self._files: OrderedDict[int, weakref.ref[PooledFile]] = OrderedDict()
+
+    def use(self, file: PooledFile) -> Descriptor:
+        with self.lock:
+            descriptor = file._descriptor
+            if descriptor is None:
+                if file._let_go_already:
+                    raise OSError(errno.EBADF, "file is closed", str(file.path))
+                flags = os.O_RDONLY if file._read_only else os.O_RDWR
+                descriptor = file._descriptor = Descriptor(os.open(file.path, flags))
+            key = id(file)
+            if key in self._files:
+                self._files.move_to_end(key)
+            else:
+                # A dead file's entry goes with it, before its id can be reused.
+                self._files[key] = weakref.ref(file, lambda _, key=key: self._files.pop(key, None))
+                self._shrink()
+            return descriptor
+
+    def forget(self, file: PooledFile) -> None:
+        """Drop `file`'s entry; the caller holds the lock."""
+        self._files.pop(id(file), None)
+
+    def resize(self, capacity: int) -> None:
+        with self.lock:
+            self.capacity = capacity
+            self._shrink()
+
+    def _shrink(self) -> None:
+        while len(self._files) > self.capacity:
+            _, oldest = self._files.popitem(last=False)
+            file = oldest()
+            if file is not None:
+                file._descriptor = None
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+def _capacity_for(open_files_limit: int) -> int:
+    # Half the limit: the rest is for sockets, maps being set up, checkpoints, ZooKeeper.
+    return max(_MIN_CAPACITY, open_files_limit // 2)
+
+
+_pool = _Pool(_capacity_for(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+
+
+def lock() -> threading.Lock:
+    """Held while a pooled file's path changes."""
+    return _pool.lock
+
+
+def fit_to_open_files_limit() -> int:
+    """Size the pool for the current soft RLIMIT_NOFILE (the broker calls this after raising
+    it); returns the new capacity."""
+    _pool.resize(_capacity_for(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    return _pool.capacity
+
+
+def set_capacity(capacity: int) -> None:
+    """Bound the files holding a pooled descriptor at once (tests, tools)."""
+    _pool.resize(max(1, capacity))
+
+
+def capacity() -> int:
+    return _pool.capacity
+
+
+def files_holding_descriptors() -> int:
+    return len(_pool)
