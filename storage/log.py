@@ -617,7 +617,8 @@ class Log:
                     begin = location.position
                 stop = self._max_position(position, end)
                 if stop > begin:
-                    log_slice.add_file(segment.records.fd, begin, stop)
+                    region = segment.records.region(begin, stop - begin)  # its descriptor, from the pool
+                    log_slice.add_file(region.fd, begin, stop)
         except BaseException:
             log_slice.close()
             raise
