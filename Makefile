@@ -10,9 +10,11 @@ run:
 	.venv/bin/logway --config config/server.properties
 
 # check-install first: a plain `pip install .` in a throwaway venv must give a broker that serves kcat.
+# lint-imports: the package layering of docs/architecture.md (contracts in pyproject.toml).
 test:
 	bash .ci/setup test
 	bash .ci/check-install
+	.venv/bin/lint-imports
 	.venv/bin/python -m pytest -n auto -q
 
 # ZooKeeper and three brokers on 127.0.0.1 (2181; 9092-9094), data in ./data-cluster; Ctrl-C stops them.

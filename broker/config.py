@@ -25,6 +25,7 @@ from protocol.config_types import ConfigEntry, ConfigSource, ConfigSynonym, Conf
 from storage.log_config import (
     INT_MAX,
     LONG_MAX,
+    PREALLOCATE_REFUSAL,
     TOPIC_CONFIGS,
     InvalidConfigError,
     LogConfig,
@@ -504,9 +505,11 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "message.timestamp.after.max.ms.", minimum=0, dynamic=True),
     _c("log.message.downconversion.enable", _B, True,
        "Whether fetches from old consumers may get batches converted to an old format; default "
-       "of message.downconversion.enable.", dynamic=True),
+       "of message.downconversion.enable. Without effect, as in Kafka 4: every Fetch version "
+       "served reads the current format.", dynamic=True),
     _c("log.preallocate", _B, False,
-       "Reserve a new segment's full size on disk; default of the topic's preallocate.",
+       "Reserve a new segment's full size on disk; default of the topic's preallocate. logway "
+       "does not, so only false is accepted.",
        dynamic=True),
     _c("compression.type", _S, "producer",
        "Codec for stored batches (uncompressed, zstd, lz4, snappy, gzip), or producer to keep "
@@ -724,6 +727,7 @@ class BrokerConfig:
         self._check_replica_timeouts()
         self._check_connection_limits()
         _refuse_thread_counts(self._values)
+        _refuse_preallocation(self._values)
         try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
@@ -924,6 +928,12 @@ def _refuse_thread_counts(values: Mapping[str, Any]) -> None:
                 f"request on one event loop, so it has no such threads; leave {name} unset "
                 f"(or at Kafka's default, {default})"
             )
+
+
+def _refuse_preallocation(values: Mapping[str, Any]) -> None:
+    # Accepting true would accept a setting that is not acted on (topics refuse preallocate too).
+    if values["log.preallocate"]:
+        raise ConfigError(f"Invalid value true for configuration log.preallocate: {PREALLOCATE_REFUSAL}")
 
 
 def _refuse_unknown(settings: Mapping[str, str]) -> None:

@@ -376,6 +376,7 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
         retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
         flush_check_interval_ms=flush_interval,
         checkpoint_interval_ms=config.get("log.flush.offset.checkpoint.interval.ms"),
+        start_offset_checkpoint_interval_ms=config.get("log.flush.start.offset.checkpoint.interval.ms"),
         high_watermark_checkpoint_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
         recovery_threads_per_dir=config.get("num.recovery.threads.per.data.dir"),
         producer_id_expiration_ms=config.get("producer.id.expiration.ms"),

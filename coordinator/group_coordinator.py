@@ -39,7 +39,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import ControlRecordType, Record, control_batch_type, iter_records
@@ -48,6 +48,9 @@ from storage.topic_partition import TopicPartition
 
 from coordinator import records
 from coordinator.internal_topic import (
+    BrokerSettings,
+    CoordinatorReplicas,
+    CoordinatorTopics,
     Entry,
     InternalTopic,
     LoadState,
@@ -67,11 +70,6 @@ from coordinator.group import (
     Member,
     SyncResult,
 )
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.replica_manager import ReplicaManager
-    from broker.topic_manager import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +156,9 @@ def _offset_store_error(error: ErrorCode) -> ErrorCode:
 class GroupCoordinator:
     def __init__(
         self,
-        config: "BrokerConfig",
-        topics: "TopicManager",
-        replica_manager: "ReplicaManager",
+        config: BrokerSettings,
+        topics: CoordinatorTopics,
+        replica_manager: CoordinatorReplicas,
         clock: Callable[[], int] = _wall_clock_ms,
     ) -> None:
         self.clock = clock

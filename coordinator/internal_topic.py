@@ -29,18 +29,81 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import Record, build_batch
+from storage.log import Log
 from storage.log_slice import LogSlice
 from storage.topic_partition import TopicPartition
 
-if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
-    from broker.topic_manager import TopicManager
-
 log = logging.getLogger(__name__)
+
+
+# What the coordinators need of the broker, which gives them its own objects (BrokerConfig,
+# TopicManager, ReplicaManager): coordinator/ sits below broker/ and names only these.
+
+
+class BrokerSettings(Protocol):
+    def get(self, name: str) -> Any:
+        """The typed value of a broker config key (its default when unset)."""
+
+
+class LeaderReplica(Protocol):
+    """This broker's replica of a partition (replication.partition.Partition)."""
+
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+class CoordinatorReplicas(Protocol):
+    def leads(self, tp: TopicPartition) -> bool: ...
+
+    def get_partition(self, tp: TopicPartition) -> LeaderReplica:
+        """This broker's replica of `tp`; raises KafkaError when it holds none."""
+
+    async def append_committed(self, tp: TopicPartition, records: memoryview) -> object:
+        """Append `records` as the leader and return once they are committed; raises
+        KafkaError when they cannot be."""
+
+
+class TopicDescription(Protocol):
+    @property
+    def partitions(self) -> int: ...
+
+
+class CoordinatorTopics(Protocol):
+    @property
+    def topics(self) -> Mapping[str, TopicDescription]: ...
+
+    @property
+    def is_local(self) -> bool:
+        """Standalone: this broker holds every partition of every topic."""
+
+    @property
+    def live_broker_count(self) -> int: ...
+
+    def check_new_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+        default_partitions: int,
+        default_replication_factor: int,
+    ) -> tuple[int, int]:
+        """Raises KafkaError when the topic may not be created."""
+
+    async def create(
+        self, name: str, num_partitions: int, configs: Mapping[str, str], replication_factor: int = 1
+    ) -> object: ...
+
+    async def wait_for_topic(self, name: str) -> int:
+        """The topic's partition count, once this broker's metadata has it."""
 
 _INT32_MIN = -(2**31)
 Contents = TypeVar("Contents")  # what replaying one partition finds
@@ -67,7 +130,7 @@ Entry = tuple[bytes, bytes | None]  # a record's key and value (None: a tombston
 
 
 async def append_entries(
-    replica_manager: "ReplicaManager", tp: TopicPartition, entries: Sequence[Entry], now: int, **batch_fields
+    replica_manager: CoordinatorReplicas, tp: TopicPartition, entries: Sequence[Entry], now: int, **batch_fields
 ) -> ErrorCode:
     """Append the entries as one batch (`batch_fields`: producer fields of build_batch) and
     return NONE once they are committed, or the error of the append."""
@@ -105,8 +168,8 @@ class InternalTopic(Generic[Contents]):
     def __init__(
         self,
         name: str,
-        topics: "TopicManager",
-        replica_manager: "ReplicaManager",
+        topics: CoordinatorTopics,
+        replica_manager: CoordinatorReplicas,
         partition_count: int,
         replication_factor: int,
         configs: Mapping[str, str],

@@ -35,7 +35,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.records import iter_records
@@ -43,14 +43,16 @@ from storage.log_slice import LogSlice
 from storage.topic_partition import TopicPartition
 
 from coordinator import transaction_log
-from coordinator.internal_topic import InternalTopic, append_entries, coordinator_store_error
+from coordinator.internal_topic import (
+    BrokerSettings,
+    CoordinatorReplicas,
+    CoordinatorTopics,
+    InternalTopic,
+    append_entries,
+    coordinator_store_error,
+)
 from coordinator.transaction_log import TransactionLogValue, TxnState
 from coordinator.transaction_state import Decision, TransactionMetadata
-
-if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.replica_manager import ReplicaManager
-    from broker.topic_manager import TopicManager
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +123,9 @@ def read_transaction_partition(log_slice: LogSlice, buffer_bytes: int) -> dict[s
 class TransactionCoordinator:
     def __init__(
         self,
-        config: "BrokerConfig",
-        topics: "TopicManager",
-        replica_manager: "ReplicaManager",
+        config: BrokerSettings,
+        topics: CoordinatorTopics,
+        replica_manager: CoordinatorReplicas,
         markers: MarkerWriter,
         producer_ids: ProducerIdSource,
         clock: Callable[[], int] = _wall_clock_ms,

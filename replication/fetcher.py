@@ -36,9 +36,9 @@ import datetime
 import logging
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -58,8 +58,8 @@ from replication.broker_client import BrokerClient, BrokerClientError
 from replication.partition_state import LeaderEndpoint
 
 if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
     from replication.partition import Partition
+    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +125,27 @@ def truncation_for(
     return min(leader_end, follower_end), True
 
 
+class FollowerReplicas(Protocol):
+    """What the fetchers need of this broker's replicas (the broker's ReplicaManager, which
+    owns the fetcher manager): replication sits below broker/ and names only this."""
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, "Partition"]: ...
+
+    @property
+    def log_manager(self) -> "LogManager": ...
+
+    def append_as_follower(self, partition: "Partition", records: memoryview, leader_high_watermark: int) -> None: ...
+
+    def truncate(self, partition: "Partition", offset: int) -> None: ...
+
+    def truncate_fully_and_start_at(self, partition: "Partition", offset: int) -> None: ...
+
+
 class ReplicaFetcherManager:
     def __init__(
         self,
-        replica_manager: "ReplicaManager",
+        replica_manager: FollowerReplicas,
         broker_id: int,
         settings: FetcherSettings,
         client_factory: ClientFactory | None = None,
@@ -208,7 +225,7 @@ class ReplicaFetcher:
         return self.manager.settings
 
     @property
-    def _replicas(self) -> "ReplicaManager":
+    def _replicas(self) -> FollowerReplicas:
         return self.manager.replica_manager
 
     def add(self, tp: TopicPartition, state: FetchState) -> None:

@@ -617,7 +617,9 @@ class Log:
                     begin = location.position
                 stop = self._max_position(position, end)
                 if stop > begin:
-                    region = segment.records.region(begin, stop - begin)  # its descriptor, from the pool
+                    # The region holds the file's descriptor (opened again if the pool had
+                    # dropped it) while the slice duplicates it.
+                    region = segment.records.region(begin, stop - begin)
                     log_slice.add_file(region.fd, begin, stop)
         except BaseException:
             log_slice.close()

@@ -30,6 +30,7 @@ from protocol.errors import ErrorCode, KafkaError
 __all__ = [
     "INT_MAX",
     "LONG_MAX",
+    "PREALLOCATE_REFUSAL",
     "InvalidConfigError",
     "BrokerSynonym",
     "TopicConfigDef",
@@ -369,7 +370,8 @@ _DEFS: tuple[TopicConfigDef, ...] = (
     ),
     TopicConfigDef(
         "preallocate", _B, False,
-        "Reserve a segment's full size on disk when the segment is created.",
+        "Reserve a segment's full size on disk when the segment is created; logway does not, so "
+        "only false is accepted.",
         _syn("log.preallocate"),
     ),
     TopicConfigDef(
@@ -420,7 +422,9 @@ _DEFS: tuple[TopicConfigDef, ...] = (
     ),
     TopicConfigDef(
         "message.downconversion.enable", _B, True,
-        "Whether batches may be rewritten in an older format for fetches from old consumers.",
+        "Whether batches may be rewritten in an older format for fetches from old consumers. "
+        "Without effect, as in Kafka 4: every Fetch version served (4 and later) reads the "
+        "current format, so nothing is ever converted.",
         _syn("log.message.downconversion.enable"),
     ),
     TopicConfigDef(
@@ -587,6 +591,12 @@ def _check_compaction_lags(values: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+PREALLOCATE_REFUSAL = (
+    "logway does not preallocate segment files (a segment's file grows with its appends), so only "
+    "false can be honoured"
+)
+
+
 def validate_topic_overrides(overrides: Mapping[str, str]) -> None:
     """Check what a client asks to set on a topic: known names, well-typed values in range.
 
@@ -602,6 +612,10 @@ def validate_topic_overrides(overrides: Mapping[str, str]) -> None:
         if raw is not None:
             values[name] = TOPIC_CONFIGS[name].parse(raw)
     _check_compaction_lags(values)
+    if values.get("preallocate"):
+        # Refused here, where a client asks, rather than in the key's own check: a stored
+        # override (a topic made before this refusal) must not stop its topic from loading.
+        raise InvalidConfigError(_invalid("preallocate", overrides["preallocate"], PREALLOCATE_REFUSAL))
 
 
 def describe_topic_configs(

@@ -5,9 +5,12 @@ Per log dir:
 - <topic>-<partition>.<id>-delete/      a deleted partition, removed in the background
 - <topic>-<partition>.<id>-stray/       a partition of no known topic, set aside at start (kept
                                        for the operator, never loaded again)
-- recovery-point-offset-checkpoint, log-start-offset-checkpoint, cleaner-offset-checkpoint
+- recovery-point-offset-checkpoint, cleaner-offset-checkpoint
                                        (storage.checkpoint), every
                                        log.flush.offset.checkpoint.interval.ms
+- log-start-offset-checkpoint          every log.flush.start.offset.checkpoint.interval.ms
+                                       (all three also when DeleteRecords, a deletion, the
+                                       cleaner or shutdown need them on disk)
 - replication-offset-checkpoint        high watermarks, every
                                        replica.high.watermark.checkpoint.interval.ms; restored
                                        at load, capped at the log end offset
@@ -39,6 +42,7 @@ has threads of its own.
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import shutil
@@ -78,12 +82,19 @@ class LogDir:
     online: bool = True
     had_clean_shutdown: bool = False
     logs: set[TopicPartition] = field(default_factory=set)
+    # Which checkpoint files the next background write of the three covers: asked for by each
+    # caller and taken by the write that snapshots next, so that coalescing writes (see
+    # _write_in_background) loses none.
+    recovery_points_due: bool = False
+    start_offsets_due: bool = False
     # checkpoint file path -> deleted partitions that the file on disk may still list
     stale_entries: dict[str, set[TopicPartition]] = field(default_factory=dict)
 
     @property
     def checkpoint_path(self) -> str:
-        """The recovery points' file, which stands for the three written together."""
+        """The recovery points' file, which stands for the three the dir's checkpoints write
+        (recovery points, log start offsets, cleaner offsets) as the key of their background
+        writes: one at a time, or two would race over a file's temporary copy."""
         return os.path.join(self.path, RECOVERY_POINT_CHECKPOINT)
 
     @property
@@ -109,6 +120,7 @@ class LogManagerSettings:
     retention_check_interval_ms: int = 300_000
     flush_check_interval_ms: int = 2**63 - 1
     checkpoint_interval_ms: int = 60_000
+    start_offset_checkpoint_interval_ms: int = 60_000
     high_watermark_checkpoint_interval_ms: int = 5_000
     recovery_threads_per_dir: int = 1
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -162,7 +174,11 @@ class LogManager:
         schedule = [
             (self._settings.retention_check_interval_ms, self.apply_retention),
             (self._settings.flush_check_interval_ms, self._flush_by_time),
-            (self._settings.checkpoint_interval_ms, self.checkpoint),
+            (self._settings.checkpoint_interval_ms, functools.partial(self.checkpoint, start_offsets=False)),
+            (
+                self._settings.start_offset_checkpoint_interval_ms,
+                functools.partial(self.checkpoint, recovery_points=False),
+            ),
             (
                 self._settings.producer_id_expiration_check_interval_ms,
                 self.remove_expired_producers,
@@ -452,11 +468,11 @@ class LogManager:
             if now - partition_log.last_flush_ms >= partition_log.config.flush_ms:
                 partition_log.flush()
 
-    def checkpoint(self) -> None:
-        """Write the recovery points, log start offsets and cleaner offsets of every online
-        dir."""
+    def checkpoint(self, recovery_points: bool = True, start_offsets: bool = True) -> None:
+        """Write the recovery points (with the cleaner offsets) and the log start offsets of
+        every online dir, or only one of the two."""
         for log_dir in self.dirs.values():
-            self._checkpoint_dir(log_dir)
+            self._checkpoint_dir(log_dir, recovery_points, start_offsets)
 
     def checkpoint_dir_of(self, tp: TopicPartition) -> None:
         """Write the checkpoints of the dir holding `tp` (the cleaner moved its offset)."""
@@ -489,17 +505,27 @@ class LogManager:
 
         self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
 
-    def _checkpoint_dir(self, log_dir: LogDir) -> asyncio.Future:
-        """Write the dir's checkpoints; a future of the outcome (see _write_in_background)."""
+    def _checkpoint_dir(
+        self, log_dir: LogDir, recovery_points: bool = True, start_offsets: bool = True
+    ) -> asyncio.Future:
+        """Write the dir's checkpoints (the recovery points with the cleaner offsets, the log
+        start offsets, or both); a future of the outcome (see _write_in_background)."""
         if not log_dir.online or self._shutting_down:  # shutdown writes them itself
             outcome = (self._loop or asyncio.get_running_loop()).create_future()
             outcome.set_result(None if log_dir.online else OSError(f"{log_dir.path} is offline"))
             return outcome
         path = log_dir.checkpoint_path
+        log_dir.recovery_points_due |= recovery_points
+        log_dir.start_offsets_due |= start_offsets
 
         def snapshot() -> Callable[[], None]:
-            offsets = self._checkpoint_snapshot(log_dir)
-            return self._forgetting_stale(log_dir, path, lambda: _write_checkpoints(log_dir, *offsets))
+            recovery, start = log_dir.recovery_points_due, log_dir.start_offsets_due
+            log_dir.recovery_points_due = log_dir.start_offsets_due = False
+            offsets = self._checkpoint_snapshot(log_dir, recovery, start)
+            write = functools.partial(_write_checkpoints, log_dir, *offsets)
+            if recovery and start:  # a deleted partition has left the files once all are written
+                return self._forgetting_stale(log_dir, path, write)
+            return write
 
         return self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
 
@@ -533,12 +559,16 @@ class LogManager:
             raise KafkaStorageError(f"cannot write the checkpoints of {log_dir.path}: {exc}") from exc
         log_dir.stale_entries.clear()
 
-    def _checkpoint_snapshot(self, log_dir: LogDir) -> tuple[dict, dict, dict]:
+    def _checkpoint_snapshot(
+        self, log_dir: LogDir, recovery_points: bool = True, start_offsets: bool = True
+    ) -> tuple[dict | None, dict | None, dict | None]:
+        """The offsets `_write_checkpoints` writes: recovery points, log start offsets and
+        cleaner offsets, None for a file not written this time."""
         logs = {tp: self.logs[tp] for tp in log_dir.logs if tp in self.logs}
         return (
-            {tp: partition_log.recovery_point for tp, partition_log in logs.items()},
-            {tp: partition_log.log_start_offset for tp, partition_log in logs.items()},
-            self.cleaner.checkpoint_offsets(set(logs)),
+            {tp: partition_log.recovery_point for tp, partition_log in logs.items()} if recovery_points else None,
+            {tp: partition_log.log_start_offset for tp, partition_log in logs.items()} if start_offsets else None,
+            self.cleaner.checkpoint_offsets(set(logs)) if recovery_points else None,
         )
 
     def _high_watermarks(self, log_dir: LogDir) -> dict[TopicPartition, int]:
@@ -703,14 +733,15 @@ def _read_cleaner_checkpoint(log_dir: LogDir) -> dict:
 
 
 def _write_checkpoints(
-    log_dir: LogDir, recovery_points: dict, start_offsets: dict, cleaner_offsets: dict
+    log_dir: LogDir, recovery_points: dict | None, start_offsets: dict | None, cleaner_offsets: dict | None
 ) -> None:
     for name, offsets in (
         (RECOVERY_POINT_CHECKPOINT, recovery_points),
         (LOG_START_OFFSET_CHECKPOINT, start_offsets),
         (CLEANER_OFFSET_CHECKPOINT, cleaner_offsets),
     ):
-        OffsetCheckpointFile(os.path.join(log_dir.path, name)).write(offsets)
+        if offsets is not None:
+            OffsetCheckpointFile(os.path.join(log_dir.path, name)).write(offsets)
 
 
 def _partition_dirs(log_dir: LogDir) -> list[TopicPartition]:

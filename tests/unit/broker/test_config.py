@@ -203,6 +203,12 @@ def test_thread_counts_are_accepted_only_at_kafkas_defaults(name):
         BrokerConfig.from_properties({name: "16"})
 
 
+def test_log_preallocate_is_accepted_only_at_its_default():
+    assert BrokerConfig.from_properties({"log.preallocate": "false"}).get("log.preallocate") is False
+    with pytest.raises(ConfigError, match="log.preallocate: logway does not preallocate segment files"):
+        BrokerConfig.from_properties({"log.preallocate": "true"})
+
+
 def test_connection_limits():
     c = BrokerConfig()
     assert c.get("max.connections") == c.get("max.connections.per.ip") == 2**31 - 1

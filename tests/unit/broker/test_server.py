@@ -10,7 +10,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from broker.config import BrokerConfig
-from broker.server import Broker
+from broker.server import Broker, _log_manager_settings
 from protocol.api_keys import ApiKey
 from tests.kafka_wire import decode_response, encode_request
 
@@ -171,3 +171,15 @@ def test_start_raises_the_soft_open_files_limit_to_the_hard_one_and_logs_both():
 
     assert done.stdout.split("\n")[0] == f"({hard}, {hard}) {max(64, hard // 2)}"
     assert f"soft {hard} (was 256), hard {hard}" in done.stderr
+
+
+def test_the_log_checkpoint_intervals_reach_the_log_manager():
+    settings = _log_manager_settings(
+        BrokerConfig().with_overrides(
+            {
+                "log.flush.offset.checkpoint.interval.ms": "1000",
+                "log.flush.start.offset.checkpoint.interval.ms": "2000",
+            }
+        )
+    )
+    assert (settings.checkpoint_interval_ms, settings.start_offset_checkpoint_interval_ms) == (1000, 2000)

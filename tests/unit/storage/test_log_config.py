@@ -222,12 +222,12 @@ def test_first_set_broker_synonym_wins_over_later_ones():
 
 def test_overrides_beat_broker_settings():
     c = LogConfig.resolve(
-        {"segment.ms": "100", "cleanup.policy": "compact", "preallocate": "true"},
-        {"log.roll.ms": "5000", "log.cleanup.policy": "delete", "log.preallocate": "false"},
+        {"segment.ms": "100", "cleanup.policy": "compact", "message.downconversion.enable": "false"},
+        {"log.roll.ms": "5000", "log.cleanup.policy": "delete", "log.message.downconversion.enable": "true"},
     )
     assert c.segment_ms == 100
     assert c.cleanup_policy == frozenset({"compact"})
-    assert c.preallocate is True
+    assert c.message_downconversion_enable is False
 
 
 def test_resolve_types_values():
@@ -305,6 +305,7 @@ def test_validate_unknown_name():
         ("min.cleanable.dirty.ratio", "-0.1", "Value must be at least 0"),
         ("min.cleanable.dirty.ratio", "half", "Not a number of type DOUBLE"),
         ("preallocate", "yes", "Expected value to be either true or false"),
+        ("preallocate", "true", "logway does not preallocate segment files"),
         ("compression.type", "brotli", "String must be one of: uncompressed, zstd, lz4"),
         ("message.timestamp.type", "createtime", "must be one of: CreateTime, LogAppendTime"),
         ("cleanup.policy", "compact,forever", "String must be one of: compact, delete"),
@@ -319,6 +320,13 @@ def test_validate_bad_values(name, value, reason):
     message = str(info.value)
     assert message.startswith(f"Invalid value {value} for configuration {name}: ")
     assert reason in message
+
+
+def test_preallocate_is_refused_when_asked_for_but_a_stored_override_still_loads_its_topic():
+    with pytest.raises(InvalidConfigError, match="does not preallocate"):
+        validate_topic_overrides({"preallocate": "true"})
+    validate_topic_overrides({"preallocate": "false"})
+    assert LogConfig.resolve({"preallocate": "true"}, {}).preallocate is True
 
 
 def test_validate_compaction_lag_conflict():

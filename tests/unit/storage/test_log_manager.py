@@ -202,6 +202,72 @@ def test_a_checkpoint_asked_for_while_one_is_written_follows_it(tmp_path, monkey
     run(scenario())
 
 
+NEVER_MS = 2**63 - 1
+
+
+@pytest.mark.parametrize("periodic", ["recovery points", "log start offsets"])
+def test_recovery_points_and_log_start_offsets_are_checkpointed_each_at_its_interval(tmp_path, periodic):
+    # log.flush.offset.checkpoint.interval.ms and log.flush.start.offset.checkpoint.interval.ms
+    tp = TopicPartition("t", 0)
+    settings = LogManagerSettings(
+        checkpoint_interval_ms=20 if periodic == "recovery points" else NEVER_MS,
+        start_offset_checkpoint_interval_ms=20 if periodic == "log start offsets" else NEVER_MS,
+    )
+
+    async def scenario():
+        logs = LogManager([str(tmp_path)], lambda topic: LogConfig(), settings)
+        await logs.startup()
+        log = logs.create(tp, LogConfig())
+        for value in (b"a", b"b", b"c"):
+            append(log, value)
+        log.flush()
+        log.delete_records_before(2)
+        await asyncio.sleep(0.2)
+        recovery_points = OffsetCheckpointFile(str(tmp_path / "recovery-point-offset-checkpoint")).read()
+        start_offsets = OffsetCheckpointFile(str(tmp_path / "log-start-offset-checkpoint")).read()
+        await logs.shutdown()
+        return recovery_points, start_offsets
+
+    recovery_points, start_offsets = run(scenario())
+    if periodic == "recovery points":
+        assert (recovery_points, start_offsets) == ({tp: 3}, {})
+    else:
+        assert (recovery_points, start_offsets) == ({}, {tp: 2})
+
+
+def test_checkpoints_asked_for_while_one_is_written_are_all_in_the_write_that_follows(tmp_path, monkeypatch):
+    real_write = log_manager_module._write_checkpoints
+    writes, release = [], threading.Event()
+
+    def slow_write(*args):
+        release.wait(10)
+        writes.append(args)
+        real_write(*args)
+
+    monkeypatch.setattr(log_manager_module, "_write_checkpoints", slow_write)
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        tp = TopicPartition("t", 0)
+        append(logs.create(tp, LogConfig()), b"v")
+        logs.checkpoint()
+        logs.checkpoint(start_offsets=False)
+        logs.checkpoint(recovery_points=False)  # replaces the write queued above, covering it
+        await asyncio.sleep(0.1)
+        release.set()
+        for _ in range(100):
+            if len(writes) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await logs.shutdown()
+        return tp
+
+    tp = run(scenario())
+    _, recovery_points, start_offsets, cleaner_offsets = writes[1]
+    assert (recovery_points, start_offsets, cleaner_offsets) == ({tp: 0}, {tp: 0}, {})
+
+
 def test_producer_state_is_snapshotted_and_fsynced_at_shutdown_and_expires_periodically(tmp_path, monkeypatch):
     tp = TopicPartition("t", 0)
     fsynced: list[str] = []
