@@ -441,7 +441,9 @@ class LogManager:
             if self.logs.get(tp) is owner:  # a deleted partition's file may be gone: no matter
                 self.handle_io_error(tp, exc)
 
-        self._write_in_background(owner, lambda: lambda: owner.leader_epochs.write(entries), failed, path_of=tp)
+        # The file's writer is taken from the Log here, on the loop: the thread touches no Log.
+        write = functools.partial(owner.leader_epochs.write, entries)
+        self._write_in_background(owner, lambda: write, failed, path_of=tp)
 
     # ----------------------------------------------------------------------- periodic work
 
