@@ -30,6 +30,7 @@ receiver's broker epoch (the czxid of its /brokers/ids znode).
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -290,6 +291,7 @@ class Controller:
 
     async def _become_active(self) -> None:
         log.info("broker %d is the controller, epoch %d", self.broker_id, self._ctx.epoch)
+        started = time.monotonic()
         self.active = True
         self._channel = ControllerChannel(
             f"controller-{self.broker_id}", self.settings.request_timeout_s
@@ -303,13 +305,17 @@ class Controller:
         await self._read_deletions()  # before anything is sent: no LeaderAndIsr for those topics
         await self._read_states(ctx.partitions())
         await self._initialize_new_partitions(ctx.partitions())
-        await self._elect_offline(ctx.partitions())
+        elected = await self._elect_offline(ctx.partitions())
         # Kafka's replica state machine start: replicas on dead brokers leave the ISRs.
         dead = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
-        if dead:
-            await self._remove_from_isr(ctx.partitions(), dead)
+        shrunk = await self._remove_from_isr(ctx.partitions(), dead) if dead else []
         self._send_update_metadata(ctx.partitions(), ctx.brokers)
         self._send_leader_and_isr(ctx.partitions())
+        # How long partitions waited for this controller (the benchmarks' cluster-scale part
+        # reads it too): reading ZooKeeper, the elections and ISR changes, until the requests left.
+        log.info("controller: %d partition(s) of %d topic(s) loaded, %d leader(s) elected, %d ISR(s) shrunk; "
+                 "requests sent %.1f s after becoming controller",
+                 len(ctx.states), len(ctx.topics), len(elected), len(shrunk), time.monotonic() - started)
         for tp, plan in self._plans_from_topics().items():
             ctx.reassigning[tp] = plan
         await self._zk.children_or_empty(znodes.ISR_CHANGE_NOTIFICATION, self._watch("isr change", self._on_isr_change))
@@ -491,9 +497,9 @@ class Controller:
 
     async def _remove_from_isr(self, partitions: Iterable[TopicPartition], brokers: Collection[int]) -> list[TopicPartition]:
         """Take `brokers` out of the ISR of partitions they follow (Kafka's controller does it
-        for dead and stopping brokers), bumping the leader epoch."""
+        for dead and stopping brokers), bumping the leader epoch. Callers read the states just
+        before; a leader's change since then fails the compare-and-set, which reads again."""
         partitions = [tp for tp in partitions if tp.topic not in self._ctx.deleting]
-        await self._read_states(partitions)  # leaders change ISRs too: decide on the latest
 
         def decide(current: LeaderIsr) -> LeaderIsr | None:
             if current.leader in brokers or not any(r in brokers for r in current.isr):
@@ -847,6 +853,7 @@ class Controller:
         if broker_epoch != -1 and broker_epoch < ctx.broker_epochs.get(broker_id, -1):
             return ErrorCode.stale_broker_epoch, []
         ctx.shutting_down.add(broker_id)
+        await self._read_states([tp for tp in ctx.partitions() if broker_id in ctx.replicas(tp)])  # leaders change ISRs too
         hosted = [tp for tp in ctx.partitions() if broker_id in ctx.replicas(tp) and tp in ctx.states]
         decisions = {}
         for tp in hosted:
