@@ -116,7 +116,9 @@ def run(scratch: Path, partitions: int) -> ClusterScaleResult:
             result.stats[step] = {b: _process_stats(s.pid) for b, s in cluster.brokers.items() if s.running}
 
         _wait("every broker registered", lambda: len(zk.get_children("/brokers/ids")) == BROKERS, time.perf_counter(), 60)
-        admin = AdminClient({"bootstrap.servers": every, "log_level": 0})
+        # librdkafka gives up on an unanswered request after socket.timeout.ms (60 s by default;
+        # 300 s at most): the code before this part's branch took longer than 60 s.
+        admin = AdminClient({"bootstrap.servers": every, "log_level": 0, "socket.timeout.ms": 300_000})
         started = time.perf_counter()
         futures = admin.create_topics(
             [NewTopic(t, per_topic, REPLICATION) for t in topics], operation_timeout=_DEADLINE_S, request_timeout=_DEADLINE_S

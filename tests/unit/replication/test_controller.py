@@ -14,7 +14,6 @@ from replication import controller as controller_module
 from replication import znodes
 from replication.controller import Controller, ControllerSettings
 from replication.zk import ZkClient
-from storage.topic_partition import TopicPartition
 
 BROKERS = (1, 2, 3)
 TOPICS = 10
@@ -202,7 +201,7 @@ def test_requests_are_batched_per_broker_for_every_event(chroot):
             counts = recorder.counts()
             assert counts[(3, "STOP_REPLICA")] == 1
             assert all(counts[(b, "LEADER_AND_ISR")] <= 1 and counts[(b, "UPDATE_METADATA")] == 1 for b in BROKERS), counts
-            assert all(s.leader != 3 for tp, s in second._ctx.states.items() if isinstance(tp, TopicPartition))
+            assert all(s.leader != 3 for s in second._ctx.states.values())
         finally:
             for controller, zk in ((first, first_zk), (second, second_zk)):
                 if controller is not None:
