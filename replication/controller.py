@@ -311,8 +311,8 @@ class Controller:
         shrunk = await self._remove_from_isr(ctx.partitions(), dead) if dead else []
         self._send_update_metadata(ctx.partitions(), ctx.brokers)
         self._send_leader_and_isr(ctx.partitions())
-        # How long partitions waited for this controller (the benchmarks' cluster-scale part
-        # reads it too): reading ZooKeeper, the elections and ISR changes, until the requests left.
+        # How long partitions waited for this controller after a failover: reading ZooKeeper,
+        # the elections and ISR changes, until the requests left (benchmarks/RESULTS.md).
         log.info("controller: %d partition(s) of %d topic(s) loaded, %d leader(s) elected, %d ISR(s) shrunk; "
                  "requests sent %.1f s after becoming controller",
                  len(ctx.states), len(ctx.topics), len(elected), len(shrunk), time.monotonic() - started)
