@@ -70,6 +70,10 @@ _STOP_WAIT_S = 5
 # connection, so 10,000 partition states cost round trips / _ZK_IN_FLIGHT instead of one each
 # (Kafka's controller does the same, bounded by zookeeper.max.in.flight.requests).
 _ZK_IN_FLIGHT = 100
+# Partitions written in one transaction: a ZooKeeper request costs this client far more than the
+# bytes of a state (about 4,000 requests/s, against 80,000 states/s a hundred to a transaction,
+# on the 2-core VM of benchmarks/RESULTS.md), so writes of many partitions go in batches.
+_STATES_PER_TRANSACTION = 50
 
 
 @dataclass(frozen=True)
@@ -414,9 +418,35 @@ class Controller:
         return False
 
     async def _write_states(self, decisions: Mapping[TopicPartition, Callable[[LeaderIsr], LeaderIsr | None]]) -> list[TopicPartition]:
-        """`_write_state` for each partition, pipelined; returns the partitions changed, in order."""
-        written = await _pipelined(lambda tp: self._write_state(tp, decisions[tp]), decisions)
-        return [tp for tp, done in zip(decisions, written) if done]
+        """`_write_state` for each partition, in transactions of many partitions (pipelined),
+        each with the /controller_epoch check; returns the partitions changed, in order. A
+        transaction that fails (a leader changed one of its states meanwhile, or this controller
+        was deposed) is done again one partition at a time, which re-reads what lost."""
+        ctx = self._ctx
+
+        async def write(batch: list[TopicPartition]) -> list[TopicPartition]:
+            planned: dict[TopicPartition, tuple[LeaderIsr, LeaderIsr]] = {}
+            for tp in batch:
+                current = ctx.states.get(tp)
+                new = decisions[tp](current) if current is not None else None
+                if new is not None:
+                    planned[tp] = (current, replace(new, controller_epoch=ctx.epoch))
+            if not planned:
+                return []
+            try:
+                await self._zk.multi([
+                    Op("check", znodes.CONTROLLER_EPOCH, version=ctx.epoch_zk_version),
+                    *(Op("set", znodes.partition_state_path(tp), znodes.encode_partition_state(new), current.zk_version)
+                      for tp, (current, new) in planned.items()),
+                ])
+            except BadVersionError:
+                written = await _pipelined(lambda tp: self._write_state(tp, decisions[tp]), planned)
+                return [tp for tp, done in zip(planned, written) if done]
+            for tp, (current, new) in planned.items():
+                ctx.states[tp] = replace(new, zk_version=current.zk_version + 1)
+            return list(planned)
+
+        return [tp for changed in await _pipelined(write, _batches(list(decisions))) for tp in changed]
 
     async def _initialize_new_partitions(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Write the first state of partitions that have none, when a replica is alive: leader
@@ -429,8 +459,8 @@ class Controller:
             live = [r for r in ctx.replicas(tp) if r in ctx.live]
             if live:
                 first[tp] = LeaderIsr(leader=live[0], leader_epoch=0, isr=tuple(live), controller_epoch=ctx.epoch)
-        # The topics' /partitions znodes first, so that each partition then takes one
-        # transaction (Kafka's createTopicPartitionStatesRaw does the same).
+        # The topics' /partitions znodes first, so that the partitions' znodes and states can
+        # go in transactions of many partitions.
         for topic in sorted({tp.topic for tp in first}):
             try:
                 await self._zk.create(znodes.partitions_path(topic), makepath=True)
@@ -441,7 +471,6 @@ class Controller:
             path, data = znodes.partition_state_path(tp), znodes.encode_partition_state(first[tp])
             try:
                 try:
-                    # The partition's znode and its state in one round trip.
                     await self._zk.multi([Op("create", path.rsplit("/", 1)[0]), Op("create", path, data)])
                 except NodeExistsError:
                     await self._zk.create(path, data)  # the partition's znode was there
@@ -451,8 +480,23 @@ class Controller:
             ctx.states[tp] = first[tp]
             return True
 
-        created = await _pipelined(create, first)
-        return [tp for tp, done in zip(first, created) if done]
+        async def create_batch(batch: list[TopicPartition]) -> list[TopicPartition]:
+            """The partitions' znodes and states in one transaction; when one of them exists
+            already (another controller's half-done work), one partition at a time."""
+            ops = []
+            for tp in batch:
+                path = znodes.partition_state_path(tp)
+                ops += [Op("create", path.rsplit("/", 1)[0]), Op("create", path, znodes.encode_partition_state(first[tp]))]
+            try:
+                await self._zk.multi(ops)
+            except NodeExistsError:
+                created = await _pipelined(create, batch)
+                return [tp for tp, done in zip(batch, created) if done]
+            for tp in batch:
+                ctx.states[tp] = first[tp]
+            return batch
+
+        return [tp for created in await _pipelined(create_batch, _batches(list(first))) for tp in created]
 
     async def _unclean_allowed(self, topic: str) -> bool:
         if self._topic_unclean_election is not None:
@@ -1091,6 +1135,10 @@ async def _pipelined(operation: Callable[[Any], Awaitable[Any]], items: Iterable
         await asyncio.gather(*workers, return_exceptions=True)
         raise
     return results
+
+
+def _batches(items: list[Any]) -> list[list[Any]]:
+    return [items[i:i + _STATES_PER_TRANSACTION] for i in range(0, len(items), _STATES_PER_TRANSACTION)]
 
 
 def _some(partitions: list[TopicPartition], shown: int = 10) -> str:
