@@ -9,6 +9,8 @@ Measured, with Kafka's defaults (index files of 10 MiB, sparse; 18 s ZooKeeper s
   in Kafka), and until Metadata names a live leader for every partition;
 - a broker's restart: the killed broker is started again; until it listens, and until every ISR
   is full again (it caught up and the leaders took it back);
+- a controlled shutdown: SIGTERM to a broker that leads partitions and is not the controller;
+  until a Metadata answer from the other two names none of its leaderships, and until it exits;
 - RSS and open descriptors of each broker after creation and after the restart.
 
 Metadata is read from the brokers that are alive at that step (librdkafka picks one). Every
@@ -154,6 +156,25 @@ def run(scratch: Path, partitions: int) -> ClusterScaleResult:
         result.phases["restart_full_isr_s"] = _wait(
             "full ISRs after the restart", lambda: _metadata_state(every, topics, per_topic, all_ids)[1], started)
         stats("restarted")
+
+        # A clean stop (SIGTERM) of a broker that leads partitions and is not the controller:
+        # controlled shutdown moves its leaderships before it exits.
+        stopping_id = min(survivors - {_controller(zk)})
+        stopping = cluster.broker(stopping_id)
+        rest = all_ids - {stopping_id}
+        rest_bootstrap = ",".join(cluster.broker(b).bootstrap for b in sorted(rest))
+        exited: dict[str, float] = {}
+
+        def moved() -> bool:
+            if "s" not in exited and not stopping.running:
+                exited["s"] = time.perf_counter() - started
+            return _metadata_state(rest_bootstrap, topics, per_topic, rest)[0]
+
+        started = time.perf_counter()
+        stopping.terminate()
+        result.phases["shutdown_leaders_s"] = _wait("leaders moved off the stopping broker", moved, started)
+        stopping.process.wait(_DEADLINE_S)
+        result.phases["shutdown_exit_s"] = exited.get("s", time.perf_counter() - started)
         zk.stop()
         zk.close()
         zk = None

@@ -22,8 +22,8 @@ Parts (all by default):
                 CreateTopics, clean restart and restart after kill -9 to a complete Metadata
                 answer, RSS, open descriptors, allocated disk (benchmarks/scale.py).
   cluster-scale ZooKeeper and three brokers with --scale-partitions partitions at RF=3: creation,
-                controller failover (kill -9), a broker's restart, RSS and descriptors per
-                broker (benchmarks/cluster_scale.py).
+                controller failover (kill -9), a broker's restart, a controlled shutdown, RSS
+                and descriptors per broker (benchmarks/cluster_scale.py).
 
 Workloads (all by default; --workloads picks some, e.g. `--parts mock,logway --workloads
 wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers):
@@ -661,6 +661,8 @@ def run_cluster_scale(report: Report, scratch: Path, partitions: int) -> None:
         "failover_leaders_s": "  ... until Metadata names a live leader for every partition",
         "restart_listening_s": "restart of the killed broker until it listens",
         "restart_full_isr_s": "  ... until every ISR is full again",
+        "shutdown_leaders_s": "SIGTERM to another broker until Metadata shows its leaders moved",
+        "shutdown_exit_s": "  ... until it exited (polled with Metadata: +- 1 s)",
     }
     for key, label in labels.items():
         print(f"{label:<66} {result.phases[key]:>10.2f} s")
