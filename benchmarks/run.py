@@ -21,6 +21,9 @@ Parts (all by default):
   scale         one broker at Kafka's defaults with --scale-partitions one-replica partitions:
                 CreateTopics, clean restart and restart after kill -9 to a complete Metadata
                 answer, RSS, open descriptors, allocated disk (benchmarks/scale.py).
+  cluster-scale ZooKeeper and three brokers with --scale-partitions partitions at RF=3: creation,
+                controller failover (kill -9), a broker's restart, a controlled shutdown, RSS
+                and descriptors per broker (benchmarks/cluster_scale.py).
 
 Workloads (all by default; --workloads picks some, e.g. `--parts mock,logway --workloads
 wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers):
@@ -58,11 +61,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks import clients, connections, machine, scale, wire
+from benchmarks import clients, cluster_scale, connections, machine, scale, wire
 from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
-ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "connections", "scale")
+ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "connections", "scale", "cluster-scale")
 ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch")
 MiB = 1024 * 1024
 # recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
@@ -80,7 +83,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--wire-mb", type=int, help="MiB per protocol-level produce and page-cache append, twice that per fetch and sendfile run (default 512; quick 64)")
     parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
     parser.add_argument("--idle-connections", type=int, help="idle connections of the connections part (default 10,000; quick 2,000)")
-    parser.add_argument("--scale-partitions", type=int, help="partitions of the scale part (default 10,000; quick 1,000)")
+    parser.add_argument("--scale-partitions", type=int, help="partitions of the scale and cluster-scale parts (default 10,000; quick 1,000)")
     parser.add_argument("--parts", default=",".join(ALL_PARTS), help=f"comma-separated subset of {','.join(ALL_PARTS)}")
     parser.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help=f"comma-separated subset of {','.join(ALL_WORKLOADS)} (see above)")
     parser.add_argument("--deadline", type=float, help="seconds allowed per measurement (default 60; quick 20)")
@@ -647,6 +650,33 @@ def run_scale(report: Report, scratch: Path, partitions: int) -> None:
         report.values[f"scale_{name}"] = getattr(result, name)
 
 
+def run_cluster_scale(report: Report, scratch: Path, partitions: int) -> None:
+    section(f"cluster-scale: ZooKeeper and {cluster_scale.BROKERS} brokers, {partitions:,} partitions, RF={cluster_scale.REPLICATION}")
+    result = cluster_scale.run(scratch, partitions)
+    labels = {
+        "create_request_s": f"CreateTopics of {result.partitions:,} partitions ({cluster_scale.TOPICS} topics, one request)",
+        "create_leaders_s": "  ... until Metadata names every leader",
+        "create_full_isr_s": "  ... until every ISR is full",
+        "failover_new_controller_s": "kill -9 of the controller until /controller names another",
+        "failover_leaders_s": "  ... until Metadata names a live leader for every partition",
+        "restart_listening_s": "restart of the killed broker until it listens",
+        "restart_full_isr_s": "  ... until every ISR is full again",
+        "shutdown_leaders_s": "SIGTERM to another broker until Metadata shows its leaders moved",
+        "shutdown_exit_s": "  ... until it exited (polled with Metadata: +- 1 s)",
+    }
+    for key, label in labels.items():
+        print(f"{label:<66} {result.phases[key]:>10.2f} s")
+    for step, brokers in result.stats.items():
+        for broker_id, values in sorted(brokers.items()):
+            print(f"{step}: broker {broker_id} RSS (peak) MiB, descriptors{'':<21} "
+                  f"{values['rss_mib']:>5.0f} ({values['peak_rss_mib']:.0f}) {values['descriptors']:>7}")
+            report.values.update({f"cluster_scale_{step}_{broker_id}_{k}": x for k, x in values.items()})
+    for note in result.notes:
+        report.note(note)
+        print(note)
+    report.values.update({f"cluster_scale_{k}": x for k, x in result.phases.items()})
+
+
 # -------------------------------------------------------------------------------------- main
 
 
@@ -714,6 +744,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.idle_connections()
         if "scale" in args.parts:
             run_scale(report, base, args.scale_partitions)
+        if "cluster-scale" in args.parts:
+            run_cluster_scale(report, base, args.scale_partitions)
     finally:
         if broker is not None:
             broker.stop()

@@ -30,6 +30,7 @@ receiver's broker epoch (the czxid of its /brokers/ids znode).
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,6 +66,14 @@ _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_S
 _CAS_ATTEMPTS = 10
 _STOP_REPLICA_WAIT_S = 30
 _STOP_WAIT_S = 5
+# ZooKeeper operations of one event that are in flight at once: kazoo pipelines them on its one
+# connection, so 10,000 partition states cost round trips / _ZK_IN_FLIGHT instead of one each
+# (Kafka's controller does the same, bounded by zookeeper.max.in.flight.requests).
+_ZK_IN_FLIGHT = 100
+# Partitions written in one transaction: a ZooKeeper request costs this client far more than the
+# bytes of a state (about 4,000 requests/s, against 80,000 states/s a hundred to a transaction,
+# on the 2-core VM of benchmarks/RESULTS.md), so writes of many partitions go in batches.
+_STATES_PER_TRANSACTION = 50
 
 
 @dataclass(frozen=True)
@@ -286,6 +295,7 @@ class Controller:
 
     async def _become_active(self) -> None:
         log.info("broker %d is the controller, epoch %d", self.broker_id, self._ctx.epoch)
+        started = time.monotonic()
         self.active = True
         self._channel = ControllerChannel(
             f"controller-{self.broker_id}", self.settings.request_timeout_s
@@ -294,18 +304,22 @@ class Controller:
         await self._read_brokers()
         for broker_id in ctx.brokers:
             self._connect(broker_id)
-        for topic in await self._zk.get_children(znodes.BROKER_TOPICS, self._watch("topic change", self._on_topic_change)):
-            await self._load_topic(topic)
+        await _pipelined(self._load_topic, await self._zk.get_children(
+            znodes.BROKER_TOPICS, self._watch("topic change", self._on_topic_change)))
         await self._read_deletions()  # before anything is sent: no LeaderAndIsr for those topics
         await self._read_states(ctx.partitions())
         await self._initialize_new_partitions(ctx.partitions())
-        await self._elect_offline(ctx.partitions())
+        elected = await self._elect_offline(ctx.partitions())
         # Kafka's replica state machine start: replicas on dead brokers leave the ISRs.
         dead = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
-        if dead:
-            await self._remove_from_isr(ctx.partitions(), dead)
+        shrunk = await self._remove_from_isr(ctx.partitions(), dead) if dead else []
         self._send_update_metadata(ctx.partitions(), ctx.brokers)
         self._send_leader_and_isr(ctx.partitions())
+        # How long partitions waited for this controller after a failover: reading ZooKeeper,
+        # the elections and ISR changes, until the requests left (benchmarks/RESULTS.md).
+        log.info("controller: %d partition(s) of %d topic(s) loaded, %d leader(s) elected, %d ISR(s) shrunk; "
+                 "requests sent %.1f s after becoming controller",
+                 len(ctx.states), len(ctx.topics), len(elected), len(shrunk), time.monotonic() - started)
         for tp, plan in self._plans_from_topics().items():
             ctx.reassigning[tp] = plan
         await self._zk.children_or_empty(znodes.ISR_CHANGE_NOTIFICATION, self._watch("isr change", self._on_isr_change))
@@ -358,12 +372,14 @@ class Controller:
         self._watches.pop(f"partition change {topic}", None)
 
     async def _read_states(self, partitions: Iterable[TopicPartition]) -> None:
-        for tp in partitions:
+        async def read(tp: TopicPartition) -> None:
             found = await self._zk.get_or_none(znodes.partition_state_path(tp))
             if found is None:
                 self._ctx.states.pop(tp, None)
             else:
                 self._ctx.states[tp] = znodes.decode_partition_state(found[0], found[1].version)
+
+        await _pipelined(read, partitions)
 
     def _plans_from_topics(self) -> dict[TopicPartition, assignment.ReassignmentPlan]:
         plans = {}
@@ -401,26 +417,86 @@ class Controller:
         log.warning("gave up updating the state of %s after %d attempts", tp, _CAS_ATTEMPTS)
         return False
 
+    async def _write_states(self, decisions: Mapping[TopicPartition, Callable[[LeaderIsr], LeaderIsr | None]]) -> list[TopicPartition]:
+        """`_write_state` for each partition, in transactions of many partitions (pipelined),
+        each with the /controller_epoch check; returns the partitions changed, in order. A
+        transaction that fails (a leader changed one of its states meanwhile, or this controller
+        was deposed) is done again one partition at a time, which re-reads what lost."""
+        ctx = self._ctx
+
+        async def write(batch: list[TopicPartition]) -> list[TopicPartition]:
+            planned: dict[TopicPartition, tuple[LeaderIsr, LeaderIsr]] = {}
+            for tp in batch:
+                current = ctx.states.get(tp)
+                new = decisions[tp](current) if current is not None else None
+                if new is not None:
+                    planned[tp] = (current, replace(new, controller_epoch=ctx.epoch))
+            if not planned:
+                return []
+            try:
+                await self._zk.multi([
+                    Op("check", znodes.CONTROLLER_EPOCH, version=ctx.epoch_zk_version),
+                    *(Op("set", znodes.partition_state_path(tp), znodes.encode_partition_state(new), current.zk_version)
+                      for tp, (current, new) in planned.items()),
+                ])
+            except BadVersionError:
+                written = await _pipelined(lambda tp: self._write_state(tp, decisions[tp]), planned)
+                return [tp for tp, done in zip(planned, written) if done]
+            for tp, (current, new) in planned.items():
+                ctx.states[tp] = replace(new, zk_version=current.zk_version + 1)
+            return list(planned)
+
+        return [tp for changed in await _pipelined(write, _batches(list(decisions))) for tp in changed]
+
     async def _initialize_new_partitions(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Write the first state of partitions that have none, when a replica is alive: leader
         the first live replica, ISR the live replicas, leader epoch 0."""
         ctx = self._ctx
-        created = []
+        first: dict[TopicPartition, LeaderIsr] = {}
         for tp in partitions:
             if tp in ctx.states or tp.topic in ctx.deleting:
                 continue
             live = [r for r in ctx.replicas(tp) if r in ctx.live]
-            if not live:
-                continue
-            state = LeaderIsr(leader=live[0], leader_epoch=0, isr=tuple(live), controller_epoch=ctx.epoch)
+            if live:
+                first[tp] = LeaderIsr(leader=live[0], leader_epoch=0, isr=tuple(live), controller_epoch=ctx.epoch)
+        # The topics' /partitions znodes first, so that the partitions' znodes and states can
+        # go in transactions of many partitions.
+        for topic in sorted({tp.topic for tp in first}):
             try:
-                await self._zk.create(znodes.partition_state_path(tp), znodes.encode_partition_state(state), makepath=True)
+                await self._zk.create(znodes.partitions_path(topic), makepath=True)
+            except NodeExistsError:
+                pass
+
+        async def create(tp: TopicPartition) -> bool:
+            path, data = znodes.partition_state_path(tp), znodes.encode_partition_state(first[tp])
+            try:
+                try:
+                    await self._zk.multi([Op("create", path.rsplit("/", 1)[0]), Op("create", path, data)])
+                except NodeExistsError:
+                    await self._zk.create(path, data)  # the partition's znode was there
             except NodeExistsError:
                 await self._read_states([tp])
-                continue
-            ctx.states[tp] = state
-            created.append(tp)
-        return created
+                return False
+            ctx.states[tp] = first[tp]
+            return True
+
+        async def create_batch(batch: list[TopicPartition]) -> list[TopicPartition]:
+            """The partitions' znodes and states in one transaction; when one of them exists
+            already (another controller's half-done work), one partition at a time."""
+            ops = []
+            for tp in batch:
+                path = znodes.partition_state_path(tp)
+                ops += [Op("create", path.rsplit("/", 1)[0]), Op("create", path, znodes.encode_partition_state(first[tp]))]
+            try:
+                await self._zk.multi(ops)
+            except NodeExistsError:
+                created = await _pipelined(create, batch)
+                return [tp for tp, done in zip(batch, created) if done]
+            for tp in batch:
+                ctx.states[tp] = first[tp]
+            return batch
+
+        return [tp for created in await _pipelined(create_batch, _batches(list(first))) for tp in created]
 
     async def _unclean_allowed(self, topic: str) -> bool:
         if self._topic_unclean_election is not None:
@@ -432,7 +508,8 @@ class Controller:
     async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Elect leaders for partitions whose leader is not alive; returns those changed."""
         ctx = self._ctx
-        changed = []
+        decisions = {}
+        unclean_by_topic: dict[str, bool] = {}
         for tp in partitions:
             state = ctx.states.get(tp)
             if state is None or state.leader in ctx.live:
@@ -441,7 +518,9 @@ class Controller:
                 continue
             unclean = False
             if not any(r in ctx.live for r in state.isr):
-                unclean = await self._unclean_allowed(tp.topic)
+                if tp.topic not in unclean_by_topic:
+                    unclean_by_topic[tp.topic] = await self._unclean_allowed(tp.topic)
+                unclean = unclean_by_topic[tp.topic]
 
             def decide(current: LeaderIsr, tp=tp, unclean=unclean) -> LeaderIsr | None:
                 if current.leader in ctx.live:
@@ -451,33 +530,30 @@ class Controller:
                     return None
                 return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
 
-            if await self._write_state(tp, decide):
-                changed.append(tp)
-                new = ctx.states[tp]
-                if new.leader == assignment.NO_LEADER:
-                    log.warning("%s is offline: no in-sync replica is alive", tp)
-                else:
-                    log.info("%s: broker %d leads at epoch %d, ISR %s", tp, new.leader, new.leader_epoch, list(new.isr))
+            decisions[tp] = decide
+        changed = await self._write_states(decisions)
+        offline = [tp for tp in changed if ctx.states[tp].leader == assignment.NO_LEADER]
+        if offline:
+            log.warning("%d partition(s) offline, no in-sync replica alive: %s", len(offline), _some(offline))
+        if len(changed) > len(offline):
+            log.info("controller: elected leaders of %d partition(s)", len(changed) - len(offline))
         return changed
 
     async def _remove_from_isr(self, partitions: Iterable[TopicPartition], brokers: Collection[int]) -> list[TopicPartition]:
         """Take `brokers` out of the ISR of partitions they follow (Kafka's controller does it
-        for dead and stopping brokers), bumping the leader epoch."""
+        for dead and stopping brokers), bumping the leader epoch. Callers read the states just
+        before; a leader's change since then fails the compare-and-set, which reads again."""
         partitions = [tp for tp in partitions if tp.topic not in self._ctx.deleting]
-        await self._read_states(partitions)  # leaders change ISRs too: decide on the latest
-        changed = []
-        for tp in partitions:
-            def decide(current: LeaderIsr) -> LeaderIsr | None:
-                if current.leader in brokers or not any(r in brokers for r in current.isr):
-                    return None
-                isr = tuple(r for r in current.isr if r not in brokers)
-                if not isr:  # as Kafka: the last in-sync replica stays, to lead cleanly when back
-                    return None
-                return LeaderIsr(current.leader, current.leader_epoch + 1, isr, self._ctx.epoch)
 
-            if await self._write_state(tp, decide):
-                changed.append(tp)
-        return changed
+        def decide(current: LeaderIsr) -> LeaderIsr | None:
+            if current.leader in brokers or not any(r in brokers for r in current.isr):
+                return None
+            isr = tuple(r for r in current.isr if r not in brokers)
+            if not isr:  # as Kafka: the last in-sync replica stays, to lead cleanly when back
+                return None
+            return LeaderIsr(current.leader, current.leader_epoch + 1, isr, self._ctx.epoch)
+
+        return await self._write_states(dict.fromkeys(partitions, decide))
 
     # ------------------------------------------------------------------ requests to brokers
 
@@ -630,7 +706,8 @@ class Controller:
         affected = [tp for tp in ctx.partitions() if any(r in dead for r in ctx.replicas(tp))]
         await self._read_states(affected)
         changed = await self._elect_offline(affected)
-        changed += await self._remove_from_isr([tp for tp in affected if tp not in changed], dead)
+        elected = set(changed)
+        changed += await self._remove_from_isr([tp for tp in affected if tp not in elected], dead)
         self._send_leader_and_isr(changed)
         self._send_update_metadata(ctx.partitions(), ctx.brokers)
 
@@ -640,7 +717,8 @@ class Controller:
             self._connect(broker_id)
         self._send_update_metadata(ctx.partitions(), ctx.brokers)
         initialized = await self._initialize_new_partitions(ctx.partitions())
-        elected = await self._elect_offline([tp for tp in ctx.partitions() if tp not in initialized])
+        first = set(initialized)
+        elected = await self._elect_offline([tp for tp in ctx.partitions() if tp not in first])
         hosted = [tp for tp in ctx.partitions() if any(r in new for r in ctx.replicas(tp))]
         self._send_leader_and_isr(hosted, only_to=new)
         self._propagate(initialized + elected)
@@ -659,9 +737,13 @@ class Controller:
                 ctx.reassigning.pop(tp, None)
             ctx.topics.pop(gone, None)
             self._forget_topic_watch(gone)
-        for topic in sorted(names - set(ctx.topics)):
-            if await self._load_topic(topic) is not None:
-                await self._on_new_partitions(ctx.partitions_of(topic))
+        # All the new topics in one step: one LeaderAndIsr and one UpdateMetadata per broker for
+        # a CreateTopics of many topics, as Kafka's onNewPartitionCreation.
+        new_topics = sorted(names - set(ctx.topics))
+        await _pipelined(self._load_topic, new_topics)
+        created = [tp for topic in new_topics for tp in ctx.partitions_of(topic)]
+        if created:
+            await self._on_new_partitions(created)
 
     async def _on_partition_change(self, topic: str) -> None:
         """A topic's znode changed: partitions added (CreatePartitions)."""
@@ -702,7 +784,8 @@ class Controller:
                 ctx.deleting[topic] = _TopicDeletion()
                 started.extend(ctx.partitions_of(topic))
                 log.info("controller: deleting topic %s", topic)
-        self._send_update_metadata(started, ctx.brokers)
+        if started:
+            self._send_update_metadata(started, ctx.brokers)
 
     async def _resume_deletions(self) -> None:
         """StopReplica(delete) to each live broker holding replicas of a topic being deleted that
@@ -776,7 +859,8 @@ class Controller:
             return
         names = await self._zk.children_or_empty(znodes.ISR_CHANGE_NOTIFICATION, self._watch("isr change", self._on_isr_change))
         changed: set[TopicPartition] = set()
-        for name in sorted(names):
+
+        async def take(name: str) -> None:
             path = f"{znodes.ISR_CHANGE_NOTIFICATION}/{name}"
             found = await self._zk.get_or_none(path)
             if found is not None:
@@ -785,11 +869,13 @@ class Controller:
                     if tp.topic in self._ctx.topics and tp.topic not in self._ctx.deleting
                 )
             await self._delete_quietly(path)
+
+        await _pipelined(take, sorted(names))
         if not changed:
             return
         await self._read_states(changed)
         self._send_update_metadata(sorted(changed), self._ctx.brokers)
-        for tp in sorted(changed):
+        for tp in sorted(changed & set(self._ctx.reassigning)):
             await self._maybe_finish_reassignment(tp)
 
     # ------------------------------------------------------------------ controlled shutdown
@@ -811,8 +897,9 @@ class Controller:
         if broker_epoch != -1 and broker_epoch < ctx.broker_epochs.get(broker_id, -1):
             return ErrorCode.stale_broker_epoch, []
         ctx.shutting_down.add(broker_id)
+        await self._read_states([tp for tp in ctx.partitions() if broker_id in ctx.replicas(tp)])  # leaders change ISRs too
         hosted = [tp for tp in ctx.partitions() if broker_id in ctx.replicas(tp) and tp in ctx.states]
-        moved = []
+        decisions = {}
         for tp in hosted:
             if ctx.states[tp].leader != broker_id or len(ctx.replicas(tp)) == 1:
                 continue
@@ -825,9 +912,10 @@ class Controller:
                     return None
                 return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
 
-            if await self._write_state(tp, decide):
-                moved.append(tp)
-        followed = await self._remove_from_isr([tp for tp in hosted if tp not in moved], {broker_id})
+            decisions[tp] = decide
+        moved = await self._write_states(decisions)
+        moved_set = set(moved)
+        followed = await self._remove_from_isr([tp for tp in hosted if tp not in moved_set], {broker_id})
         self._propagate(moved + followed)
         # Kafka's OfflineReplica step: the stopping broker stops fetching, so its leaders do not
         # take it back into their ISRs while it goes.
@@ -853,20 +941,18 @@ class Controller:
     async def _elect_leaders(self, partitions: list[TopicPartition], unclean: bool) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         ctx = self._ctx
         results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
-        changed = []
+        electing = []
         for tp in partitions:
             if not self.active:
                 results[tp] = (ErrorCode.not_controller, None)
-                continue
-            if tp not in ctx.states or tp.topic in ctx.deleting:
+            elif tp not in ctx.states or tp.topic in ctx.deleting:
                 results[tp] = (ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
-                continue
-            error = await self._elect_one(tp, unclean)
+            else:
+                electing.append(tp)
+        for tp, error in zip(electing, await _pipelined(lambda tp: self._elect_one(tp, unclean), electing)):
             results[tp] = error
-            if error[0] is ErrorCode.none:
-                changed.append(tp)
-        self._propagate(changed)
-        return results
+        self._propagate([tp for tp in electing if results[tp][0] is ErrorCode.none])
+        return {tp: results[tp] for tp in partitions}
 
     async def _elect_one(self, tp: TopicPartition, unclean: bool) -> tuple[ErrorCode, str | None]:
         ctx = self._ctx
@@ -1026,3 +1112,36 @@ class Controller:
 
 async def _nothing() -> None:
     return None
+
+
+async def _pipelined(operation: Callable[[Any], Awaitable[Any]], items: Iterable[Any]) -> list[Any]:
+    """`operation` on every item, up to _ZK_IN_FLIGHT at once; the results in the items'
+    order. The first failure cancels the rest and is raised (the event then fails as a whole,
+    as it did one operation at a time)."""
+    items = list(items)
+    results: list[Any] = [None] * len(items)
+    pending = iter(enumerate(items))
+
+    async def work() -> None:
+        for index, item in pending:
+            results[index] = await operation(item)
+
+    workers = [asyncio.ensure_future(work()) for _ in range(min(_ZK_IN_FLIGHT, len(items)))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+    return results
+
+
+def _batches(items: list[Any]) -> list[list[Any]]:
+    return [items[i:i + _STATES_PER_TRANSACTION] for i in range(0, len(items), _STATES_PER_TRANSACTION)]
+
+
+def _some(partitions: list[TopicPartition], shown: int = 10) -> str:
+    """The first few partitions for a log line (10,000 would flood it)."""
+    text = ", ".join(str(tp) for tp in partitions[:shown])
+    return text + (f" and {len(partitions) - shown} more" if len(partitions) > shown else "")

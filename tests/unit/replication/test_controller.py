@@ -1,0 +1,232 @@
+"""replication.controller against a real ZooKeeper, its requests recorded instead of sent: each
+event sends one request per broker and kind, covering every partition, never one per partition."""
+
+import asyncio
+import uuid
+from collections import Counter
+
+import pytest
+from kazoo.client import KazooClient
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from replication import controller as controller_module
+from replication import znodes
+from replication.controller import Controller, ControllerSettings
+from replication.zk import ZkClient
+
+BROKERS = (1, 2, 3)
+TOPICS = 10
+PER_TOPIC = 20
+_WAIT_S = 20
+
+
+class RecordingChannel:
+    """The ControllerChannel's interface; requests are kept, answered with None (as for a
+    broker that went away)."""
+
+    def __init__(self, client_id: str, request_timeout_s: float) -> None:
+        self.brokers: set[int] = set()
+        self.sent: list[tuple[int, int, object]] = []
+        CHANNELS.append(self)
+
+    def add_broker(self, broker_id: int, host: str, port: int) -> None:
+        self.brokers.add(broker_id)
+
+    async def remove_broker(self, broker_id: int) -> None:
+        self.brokers.discard(broker_id)
+
+    def has_broker(self, broker_id: int) -> bool:
+        return broker_id in self.brokers
+
+    def send(self, broker_id: int, api_key: int, version: int, request: object) -> asyncio.Future:
+        self.sent.append((broker_id, api_key, request))
+        answer = asyncio.get_running_loop().create_future()
+        answer.set_result(None)
+        return answer
+
+    async def close(self) -> None:
+        pass
+
+
+CHANNELS: list[RecordingChannel] = []
+
+
+def _registration(broker_id: int) -> bytes:
+    return znodes.encode_broker(znodes.BrokerRegistration(
+        broker_id, (znodes.EndPoint("PLAINTEXT", "127.0.0.1", 9000 + broker_id),)))
+
+
+def _topic(replicas: tuple[int, ...] = BROKERS) -> bytes:
+    return znodes.encode_topic(znodes.TopicAssignment(uuid.uuid4(), {p: replicas for p in range(PER_TOPIC)}))
+
+
+def _partitions_in(request: object) -> int:
+    return sum(len(t.partition_states) for t in request.topic_states)
+
+
+class Recorder:
+    """The requests sent from a mark on, by broker and kind."""
+
+    def __init__(self, channel: RecordingChannel) -> None:
+        self.channel = channel
+        self.mark = 0
+
+    def start(self) -> None:
+        self.mark = len(self.channel.sent)
+
+    def since(self) -> list[tuple[int, int, object]]:
+        return self.channel.sent[self.mark:]
+
+    def counts(self) -> Counter:
+        return Counter((broker_id, ApiKey(api_key).name) for broker_id, api_key, _ in self.since())
+
+    async def settle(self, controller: Controller, until) -> Counter:
+        """Wait until `until(requests)` holds, then until the controller's queue is idle."""
+        for _ in range(int(_WAIT_S / 0.05)):
+            if until(self.since()):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError(f"not within {_WAIT_S} s; sent: {self.counts()}")
+        await asyncio.sleep(0.3)  # watch events still on their way from kazoo's thread
+        await controller.run("sync", _nothing, None)
+        return self.counts()
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _each_broker_once(counts: Counter, kind: str, brokers=BROKERS) -> None:
+    assert {b: counts[(b, kind)] for b in brokers} == dict.fromkeys(brokers, 1), counts
+
+
+@pytest.fixture
+def chroot(zookeeper, monkeypatch):
+    monkeypatch.setattr(controller_module, "ControllerChannel", RecordingChannel)
+    CHANNELS.clear()
+    path = f"/controller-test-{uuid.uuid4().hex[:8]}"
+    client = KazooClient(hosts=zookeeper.connect_string)
+    client.start(15)
+    client.ensure_path(path)
+    client.chroot = path
+    for persistent in (znodes.BROKER_IDS, znodes.BROKER_TOPICS, znodes.ISR_CHANGE_NOTIFICATION):
+        client.ensure_path(persistent)
+    for broker_id in BROKERS:
+        client.create(znodes.broker_path(broker_id), _registration(broker_id))
+    for n in range(TOPICS):
+        client.create(znodes.topic_path(f"t{n}"), _topic())
+    yield zookeeper.connect_string + path, client
+    client.stop()
+    client.close()
+
+
+async def _start_controller(connect: str, broker_id: int) -> tuple[Controller, ZkClient]:
+    zk = ZkClient(connect, 6000)
+    await zk.start()
+    controller = Controller(zk, ControllerSettings(broker_id=broker_id, inter_broker_listener="PLAINTEXT",
+                                                   auto_leader_rebalance=False))
+    controller.start()
+    return controller, zk
+
+
+def test_requests_are_batched_per_broker_for_every_event(chroot):
+    connect, client = chroot
+    total = TOPICS * PER_TOPIC
+
+    async def scenario():
+        first, first_zk = await _start_controller(connect, 1)
+        second = second_zk = None
+        try:
+            # Becoming active: every partition initialized, one request of each kind per broker.
+            recorder = Recorder(await _channel_of(first))
+            counts = await recorder.settle(first, lambda sent: len(sent) >= 2 * len(BROKERS))
+            _each_broker_once(counts, "LEADER_AND_ISR")
+            _each_broker_once(counts, "UPDATE_METADATA")
+            assert all(_partitions_in(r) == total for _, _, r in recorder.since())
+
+            # Failover: the first controller's session ends; the second loads what it wrote.
+            second, second_zk = await _start_controller(connect, 2)
+            await first.stop()
+            await first_zk.close()
+            recorder = Recorder(await _channel_of(second))
+            counts = await recorder.settle(second, lambda sent: len(sent) >= 2 * len(BROKERS))
+            _each_broker_once(counts, "LEADER_AND_ISR")
+            _each_broker_once(counts, "UPDATE_METADATA")
+            assert all(_partitions_in(r) == total for _, _, r in recorder.since())
+
+            # Broker 1 dies: the partitions it led get leaders; 1 leaves every ISR.
+            recorder.start()
+            client.delete(znodes.broker_path(1))
+            counts = await recorder.settle(second, lambda sent: any(api == ApiKey.UPDATE_METADATA for _, api, _ in sent))
+            _each_broker_once(counts, "LEADER_AND_ISR", (2, 3))
+            _each_broker_once(counts, "UPDATE_METADATA", (2, 3))
+            states = second._ctx.states
+            assert all(s.leader in (2, 3) and 1 not in s.isr for s in states.values())
+
+            # Broker 1 comes back: its metadata and its replicas, in a request each.
+            recorder.start()
+            client.create(znodes.broker_path(1), _registration(1))
+            counts = await recorder.settle(second, lambda sent: any(b == 1 and api == ApiKey.LEADER_AND_ISR for b, api, _ in sent))
+            assert counts[(1, "LEADER_AND_ISR")] == 1
+            assert all(counts[(b, "UPDATE_METADATA")] == 1 for b in BROKERS), counts
+            assert sum(counts.values()) == 1 + len(BROKERS), counts
+
+            # The leaders report ISR changes of every partition in two notifications.
+            recorder.start()
+            everything = sorted(states)
+            for half in (everything[: total // 2], everything[total // 2:]):
+                client.create(f"{znodes.ISR_CHANGE_NOTIFICATION}/{znodes.ISR_CHANGE_PREFIX}",
+                              znodes.encode_isr_change(half), sequence=True)
+            counts = await recorder.settle(second, lambda sent: not client.get_children(znodes.ISR_CHANGE_NOTIFICATION))
+            assert sum(counts.values()) <= 2 * len(BROKERS), counts
+            assert all(counts[(b, "UPDATE_METADATA")] >= 1 for b in BROKERS), counts
+
+            # Five topics created at once (one CreateTopics).
+            recorder.start()
+            transaction = client.transaction()
+            for n in range(5):
+                transaction.create(znodes.topic_path(f"new{n}"), _topic())
+            transaction.commit()
+            counts = await recorder.settle(second, lambda sent: len(sent) >= 2 * len(BROKERS))
+            _each_broker_once(counts, "LEADER_AND_ISR")
+            _each_broker_once(counts, "UPDATE_METADATA")
+            assert all(_partitions_in(r) == 5 * PER_TOPIC for _, _, r in recorder.since())
+
+            # Controlled shutdown of broker 3, while a leader changes one state behind the
+            # controller's back: that partition's transaction fails and is done again one
+            # partition at a time.
+            recorder.start()
+            multi = second_zk.multi
+            raced = []
+
+            async def racing_multi(ops):
+                if not raced and len(ops) > 2:
+                    raced.append(ops[1].path)
+                    client.set(ops[1].path, client.get(ops[1].path)[0])
+                return await multi(ops)
+
+            second_zk.multi = racing_multi
+            error, remaining = await second.controlled_shutdown(3, -1)
+            assert raced
+            assert (error, remaining) == (ErrorCode.none, [])
+            counts = recorder.counts()
+            assert counts[(3, "STOP_REPLICA")] == 1
+            assert all(counts[(b, "LEADER_AND_ISR")] <= 1 and counts[(b, "UPDATE_METADATA")] == 1 for b in BROKERS), counts
+            assert all(s.leader != 3 and 3 not in s.isr for s in second._ctx.states.values())
+        finally:
+            for controller, zk in ((first, first_zk), (second, second_zk)):
+                if controller is not None:
+                    await controller.stop()
+                    await zk.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+async def _channel_of(controller: Controller) -> RecordingChannel:
+    for _ in range(int(_WAIT_S / 0.05)):
+        if controller.active and controller._channel is not None:
+            return controller._channel
+        await asyncio.sleep(0.05)
+    raise AssertionError("the controller did not become active")
