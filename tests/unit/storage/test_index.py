@@ -1,5 +1,6 @@
 import bisect
 import errno
+import gc
 import os
 import subprocess
 import sys
@@ -699,11 +700,14 @@ def test_an_append_the_disk_cannot_take_raises_and_leaves_the_index_as_it_was(tm
 
 
 def test_maps_keep_no_descriptor_and_writes_hold_at_most_the_pools(tmp_path):
-    before = len(os.listdir("/proc/self/fd"))
     descriptor_pool.set_capacity(5)
+    # Counted after the pool shrank: descriptors earlier tests of this process left in it may
+    # still be evicted below, so the count can only fall by them, never grow.
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
     try:
         indexes = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 10 * MIB) for n in range(50)]
-        assert len(os.listdir("/proc/self/fd")) == before
+        assert len(os.listdir("/proc/self/fd")) <= before
         for index in indexes:
             index.append(index.base_offset + 1, 10)
         assert len(os.listdir("/proc/self/fd")) <= before + 5
@@ -711,7 +715,7 @@ def test_maps_keep_no_descriptor_and_writes_hold_at_most_the_pools(tmp_path):
             index.close()
         reopened = [OffsetIndex(tmp_path / f"{n:020d}.index", n, 0, writable=False) for n in range(50)]
         assert [index.entries for index in reopened] == [1] * 50
-        assert len(os.listdir("/proc/self/fd")) == before
+        assert len(os.listdir("/proc/self/fd")) <= before
         for index in reopened:
             index.close()
     finally:
