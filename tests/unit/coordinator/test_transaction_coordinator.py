@@ -111,6 +111,19 @@ async def fetch(client, isolation_level):
     return response.responses[0].partitions[0]
 
 
+def txn_offset_commit(pid, epoch, offset):
+    """TxnOffsetCommit of "tx" for group "g": `offset` for partition 0 of TOPIC."""
+    return TxnOffsetCommitRequest(
+        transactional_id="tx",
+        group_id="g",
+        producer_id=pid,
+        producer_epoch=epoch,
+        topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
+            TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_metadata=None),
+        )),),
+    )
+
+
 async def begun(broker):
     """A topic, and a transaction of "tx" open on its partition: (client, producer id, epoch)."""
     await broker.topics.create(TOPIC, 1, {})
@@ -316,15 +329,7 @@ async def test_transactional_offsets_become_visible_on_commit_only(tmp_path):
         async def commit_offset(pid, epoch, offset, commit):
             request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
             assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request)).error_code is ErrorCode.none
-            request = TxnOffsetCommitRequest(
-                transactional_id="tx",
-                group_id="g",
-                producer_id=pid,
-                producer_epoch=epoch,
-                topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
-                    TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_metadata=None),
-                )),),
-            )
+            request = txn_offset_commit(pid, epoch, offset)
             response = await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request)
             assert response.topics[0].partitions[0].error_code is ErrorCode.none
             committed_before = await offsets()
@@ -355,15 +360,7 @@ async def test_transactional_offsets_cancelled_during_their_write_still_wait_for
         request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
         assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request)).error_code is ErrorCode.none
         writing, written = hold_back_writes(broker, "__consumer_offsets")
-        request = TxnOffsetCommitRequest(
-            transactional_id="tx",
-            group_id="g",
-            producer_id=pid,
-            producer_epoch=epoch,
-            topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
-                TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5, committed_metadata=None),
-            )),),
-        )
+        request = txn_offset_commit(pid, epoch, 5)
         commit = asyncio.create_task(client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request))
         await writing.wait()
         commit.cancel()
@@ -565,15 +562,7 @@ async def test_a_marker_reaching_offsets_while_they_load_completes_them_once_loa
         client, pid, epoch = await begun(broker)
         request = AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g")
         assert (await client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, request)).error_code is ErrorCode.none
-        request = TxnOffsetCommitRequest(
-            transactional_id="tx",
-            group_id="g",
-            producer_id=pid,
-            producer_epoch=epoch,
-            topics=(TxnOffsetCommitRequestTopic(name=TOPIC, partitions=(
-                TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_metadata=None),
-            )),),
-        )
+        request = txn_offset_commit(pid, epoch, 3)
         assert (await client.call(ApiKey.TXN_OFFSET_COMMIT, 3, request)).topics[0].partitions[0].error_code is ErrorCode.none
     async with running_broker(tmp_path, FAST) as broker:
         groups = broker.group_coordinator
