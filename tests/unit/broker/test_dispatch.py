@@ -11,7 +11,6 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from broker.config import BrokerConfig
 from broker.handlers import HANDLERS
 from broker.server import Broker
 from protocol import legacy
@@ -20,25 +19,14 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import INT16, INT32
 from protocol.records import Record, build_batch, iter_records
 from storage.topic_partition import TopicPartition
+from tests.in_process import running_broker
 from tests.kafka_wire import decode_response, encode_request
 
 
 def with_broker(tmp_path, scenario):
     async def main():
-        broker = Broker(
-            BrokerConfig().with_overrides(
-                {
-                    "log.dirs": str(tmp_path),
-                    "listeners": "PLAINTEXT://127.0.0.1:0",
-                    "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
-                }
-            )
-        )
-        await broker.start()
-        try:
+        async with running_broker(tmp_path, None) as broker:
             await scenario(broker)
-        finally:
-            await broker.stop()
 
     asyncio.run(main())
 

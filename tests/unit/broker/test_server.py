@@ -12,6 +12,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from broker.config import BrokerConfig
 from broker.server import Broker, _log_manager_settings
 from protocol.api_keys import ApiKey
+from tests.in_process import running_broker
 from tests.kafka_wire import decode_response, encode_request
 
 API_VERSIONS = encode_request(
@@ -21,21 +22,8 @@ API_VERSIONS = encode_request(
 
 def with_broker(tmp_path, scenario, **settings):
     async def main():
-        broker = Broker(
-            BrokerConfig().with_overrides(
-                {
-                    "log.dirs": str(tmp_path),
-                    "listeners": "PLAINTEXT://127.0.0.1:0",
-                    "advertised.listeners": "PLAINTEXT://127.0.0.1:0",
-                    **settings,
-                }
-            )
-        )
-        await broker.start()
-        try:
+        async with running_broker(tmp_path, settings) as broker:
             await scenario(broker)
-        finally:
-            await broker.stop()
 
     asyncio.run(main())
 
