@@ -664,7 +664,7 @@ class BrokerConfig:
     `BrokerConfig()` is the all-default config.
     """
 
-    __slots__ = ("_settings", "_values", "_listeners", "_advertised", "_log_config")
+    __slots__ = ("_settings", "_values", "_listeners", "_advertised", "_log_config", "_protocol_map")
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
         settings = {str(k): str(v) for k, v in (props or {}).items()}
@@ -706,6 +706,7 @@ class BrokerConfig:
             for name, definition in BROKER_CONFIGS.items()
         }
         protocol_map = parse_security_protocol_map(self._values["listener.security.protocol.map"])
+        self._protocol_map = protocol_map
         self._listeners = tuple(parse_listeners(self._values["listeners"], protocol_map))
         advertised_text = self._values["advertised.listeners"]
         if advertised_text is None:
@@ -732,6 +733,10 @@ class BrokerConfig:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
             raise ConfigError(str(exc)) from None
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener, from listener.security.protocol.map."""
+        return self._protocol_map[listener_name]
 
     def _check_listener_names(self) -> None:
         names = [listener.name for listener in self._listeners]

@@ -31,6 +31,7 @@ from protocol.headers import (
 from protocol.primitives import INT16, INT32
 
 from broker.handlers import HANDLERS
+from broker.session import Session
 from broker.handlers.registry import (
     NO_RESPONSE,
     ApiHandler,
@@ -50,9 +51,7 @@ class Dispatcher:
     def __init__(self, broker: "Broker") -> None:
         self._broker = broker
 
-    def dispatch(
-        self, frame: memoryview, client_address: str, listener: str | None = None
-    ) -> Chunks | None | Awaitable[Chunks | None]:
+    def dispatch(self, frame: memoryview, session: Session) -> Chunks | None | Awaitable[Chunks | None]:
         """The response frame's chunks, None when nothing is sent, or an awaitable of either."""
         api_key, version, correlation_id = peek_request(frame)
         handler = HANDLERS.get(api_key)
@@ -68,7 +67,7 @@ class Dispatcher:
         flexible = schemas.is_flexible(api_key, version)
         header, body_start = parse_request_header(frame, flexible)
         request = self._parse(handler, version, frame, body_start)
-        context = RequestContext(self._broker, header, client_address, listener)
+        context = RequestContext(self._broker, header, session)
         response_header = encode_response_header(
             correlation_id, response_header_is_flexible(api_key, flexible)
         )

@@ -24,7 +24,7 @@ from protocol.framing import FRAME_PREFIX, FrameReader
 log = logging.getLogger(__name__)
 
 Chunks = list[bytes | Sized]
-Dispatch = Callable[[memoryview, str], "Chunks | None | Awaitable[Chunks | None]"]
+Dispatch = Callable[[memoryview], "Chunks | None | Awaitable[Chunks | None]"]
 
 _MAX_IOV = 64
 _SENDFILE_CHUNK = 4 * 1024 * 1024
@@ -202,7 +202,7 @@ class Connection:
         while self._requests and self._in_progress is None and not self.closed:
             frame = self._requests.popleft()
             try:
-                outcome = self._dispatch(frame, self.address)
+                outcome = self._dispatch(frame)
             except ProtocolError as exc:
                 self._reject(exc)
                 return

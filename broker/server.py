@@ -30,6 +30,7 @@ from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
+from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
 from broker.txn_markers import ClusterMarkerWriter, LocalMarkerWriter, RemoteMarkerSender
@@ -225,12 +226,13 @@ class Broker:
             return
         # Requests on an advertised listener are answered with brokers' endpoints on it; those
         # on a listener that is not advertised, with the client listener's.
-        advertised = listener in self._advertised_names
+        advertised = listener if listener in self._advertised_names else None
+        session = Session(address, listener, self.config.security_protocol(listener), advertised)
         connection = Connection(
             asyncio.get_running_loop(),
             sock,
             address,
-            functools.partial(self._dispatcher.dispatch, listener=listener if advertised else None),
+            functools.partial(self._dispatcher.dispatch, session=session),
             self._forget_connection,
             max_request_bytes=self.config.get("socket.request.max.bytes"),
             max_queued_requests=self.config.get("queued.max.requests"),

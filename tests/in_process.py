@@ -11,6 +11,7 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.server import Broker
+from broker.session import Session
 from coordinator.group_coordinator import OFFSETS_TOPIC
 from coordinator.records import decode_key
 from protocol.record_batch import split_batches
@@ -21,6 +22,8 @@ from tests.harness import TEST_BROKER_DEFAULTS
 from tests.kafka_wire import decode_response, encode_request
 
 CLIENT_ADDRESS = "127.0.0.1:50000"
+# A plaintext connection on the client listener.
+CLIENT_SESSION = Session(CLIENT_ADDRESS, "PLAINTEXT")
 
 
 def broker_config(tmp_path, extra: dict | None = None) -> BrokerConfig:
@@ -59,7 +62,7 @@ class Client:
         """The whole response frame, for answers kio cannot read (negative timestamps)."""
         frame = encode_request(api_key, version, request, client_id=self.client_id)
         # Writable, as a connection's receive buffer is: Produce patches batches in place.
-        chunks = self.broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_ADDRESS)
+        chunks = self.broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_SESSION)
         if inspect.isawaitable(chunks):
             chunks = await chunks
         return b"".join(_bytes(chunk) for chunk in chunks)

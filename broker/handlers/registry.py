@@ -18,6 +18,8 @@ from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.headers import RequestHeader
 
+from broker.session import Session
+
 if TYPE_CHECKING:
     from broker.server import Broker
 
@@ -25,14 +27,21 @@ if TYPE_CHECKING:
 class RequestContext(NamedTuple):
     broker: "Broker"
     header: RequestHeader
-    client_address: str
-    # The advertised listener the request came in on: Metadata, DescribeCluster and
-    # FindCoordinator give brokers' endpoints on it. None: the broker's client listener.
-    listener: str | None = None
+    session: Session
 
     @property
     def api_version(self) -> int:
         return self.header.api_version
+
+    @property
+    def client_address(self) -> str:
+        return self.session.client_address
+
+    @property
+    def listener(self) -> str | None:
+        """The advertised listener whose endpoints Metadata, DescribeCluster and FindCoordinator
+        answer with; None: the broker's client listener."""
+        return self.session.advertised_listener
 
 
 class EncodedResponse(NamedTuple):

@@ -54,6 +54,7 @@ from protocol.primitives import encode_uvarint
 from protocol.record_batch import BATCH_HEADER_SIZE
 from protocol.records import Record, build_batch, iter_records
 from storage.topic_partition import TopicPartition
+from tests.in_process import CLIENT_SESSION
 
 TOPIC = "fuzz"
 _MAX_FUZZ_PARTITIONS = 4
@@ -141,7 +142,7 @@ class InProcessBroker:
         """The response chunks for one frame (size prefix excluded), or None for no response.
 
         ProtocolError propagates; so does anything else (a bug)."""
-        outcome = self.broker._dispatcher.dispatch(memoryview(bytearray(frame_body)), "fuzz")
+        outcome = self.broker._dispatcher.dispatch(memoryview(bytearray(frame_body)), CLIENT_SESSION)
         if inspect.isawaitable(outcome):
             outcome = self._finish(outcome)
         return outcome

@@ -37,6 +37,7 @@ from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
 from storage.log_config import TOPIC_CONFIGS
 from storage.topic_partition import TopicPartition
+from tests.in_process import CLIENT_SESSION
 from tests.in_process import broker_config as settings
 from tests.kafka_wire import decode_response, encode_request
 
@@ -55,7 +56,7 @@ class Admin:
 
     async def call(self, api_key: ApiKey, version: int, request):
         frame = encode_request(api_key, version, request)
-        chunks = self.broker._dispatcher.dispatch(memoryview(frame)[4:], "test")
+        chunks = self.broker._dispatcher.dispatch(memoryview(frame)[4:], CLIENT_SESSION)
         if inspect.isawaitable(chunks):
             chunks = await chunks
         return decode_response(api_key, version, b"".join(bytes(chunk) for chunk in chunks))

@@ -19,7 +19,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import INT16, INT32
 from protocol.records import Record, build_batch, iter_records
 from storage.topic_partition import TopicPartition
-from tests.in_process import running_broker
+from tests.in_process import CLIENT_SESSION, running_broker
 from tests.kafka_wire import decode_response, encode_request
 
 
@@ -32,7 +32,7 @@ def with_broker(tmp_path, scenario):
 
 
 async def exchange(broker: Broker, frame: bytes) -> bytes | None:
-    chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], "test")
+    chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_SESSION)
     if inspect.isawaitable(chunks):
         chunks = await chunks
     return None if chunks is None else b"".join(bytes(c) for c in chunks)

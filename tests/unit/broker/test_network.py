@@ -38,7 +38,7 @@ class Harness:
         return data
 
 
-def echo(frame_view, address):
+def echo(frame_view):
     return [frame(b"re:" + bytes(frame_view))]
 
 
@@ -48,7 +48,7 @@ def test_pipelined_requests_are_answered_in_order_even_when_one_waits():
             await asyncio.sleep(0.05)
             return [frame(b"slow:" + payload)]
 
-        def dispatch(view, address):
+        def dispatch(view):
             payload = bytes(view)
             return slow(payload) if payload == b"2" else [frame(b"re:" + payload)]
 
@@ -86,7 +86,7 @@ def test_file_regions_go_out_with_sendfile(tmp_path, monkeypatch):
             os, "sendfile", lambda *a: sent_by_sendfile.append(real_sendfile(*a)) or sent_by_sendfile[-1]
         )
 
-        def dispatch(view, address):
+        def dispatch(view):
             return [INT32.pack(len(region) + 2) + b"<<", region]
 
         h = Harness(dispatch)
@@ -110,7 +110,7 @@ def test_broken_framing_closes_the_connection():
 
 def test_a_protocol_error_from_dispatch_closes_after_earlier_responses():
     async def scenario():
-        def dispatch(view, address):
+        def dispatch(view):
             if bytes(view) == b"bad":
                 raise ProtocolError("unknown api key")
             return [frame(b"ok")]
@@ -132,7 +132,7 @@ def test_reading_pauses_while_too_many_requests_wait():
             await gate.wait()
             return [frame(payload)]
 
-        def dispatch(view, address):
+        def dispatch(view):
             served.append(bytes(view))
             return wait_for_gate(bytes(view))
 
@@ -149,7 +149,7 @@ def test_reading_pauses_while_too_many_requests_wait():
 
 def test_an_unexpected_dispatch_failure_closes_only_that_connection():
     async def scenario():
-        def dispatch(view, address):
+        def dispatch(view):
             raise RuntimeError("bug")
 
         h = Harness(dispatch)
@@ -168,7 +168,7 @@ def test_reading_pauses_while_the_request_memory_pool_is_used_up_and_nothing_is_
             await gate.wait()
             return [frame(b"re:" + payload)]
 
-        def dispatch(view, address):
+        def dispatch(view):
             served.append(bytes(view))
             return wait_for_gate(bytes(view))
 
@@ -201,7 +201,7 @@ def test_a_closed_connection_gives_its_pool_memory_back():
             await never.wait()
 
         pool = RequestMemoryPool(1000)
-        h = Harness(lambda view, address: hang(), pool=pool)
+        h = Harness(lambda view: hang(), pool=pool)
         h.client.sendall(frame(b"x" * 300) + INT32.pack(500) + b"partial")
         await asyncio.sleep(0.1)
         assert pool.available == 1000 - 300 - 500
@@ -271,7 +271,7 @@ def test_a_connection_is_idle_only_while_it_serves_nothing():
             await gate.wait()
             return [frame(b"done")]
 
-        h = Harness(lambda view, address: wait_for_gate())
+        h = Harness(lambda view: wait_for_gate())
         assert h.connection.idle_since() == h.connection.last_active
         h.client.sendall(frame(b"x"))
         await asyncio.sleep(0.05)

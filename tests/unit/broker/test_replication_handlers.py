@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode
 from protocol.fetch import decode_fetch_response
 from replication.partition_state import PartitionState
 from storage.topic_partition import TopicPartition
-from tests.in_process import CLIENT_ADDRESS, Client, running_broker
+from tests.in_process import CLIENT_SESSION, Client, running_broker
 from tests.kafka_wire import encode_request
 from tests.unit.storage.conftest import batch
 
@@ -114,7 +114,7 @@ async def fetch(
         forgotten_topics_data=(),
     )
     frame = encode_request(ApiKey.FETCH, 12, request)
-    chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_ADDRESS)
+    chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_SESSION)
     if asyncio.iscoroutine(chunks) or isinstance(chunks, asyncio.Future):
         chunks = await chunks
     body = memoryview(b"".join(bytes(c) if not hasattr(c, "read") else c.read() for c in chunks))

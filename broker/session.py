@@ -1,0 +1,50 @@
+"""What the broker knows of the peer at the other end of one connection.
+
+A Session is made when a connection is accepted and lives as long as it does. The listener
+fixes the security protocol; the principal starts as User:ANONYMOUS and is what authorization
+(issue 15) decides on: a TLS client certificate's mapped subject or an authenticated SASL name
+replaces it. Handlers read it through RequestContext.session; only the connection's security
+layer (TLS handshake, SASL exchange) writes it, on the event loop.
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class KafkaPrincipal(NamedTuple):
+    """Kafka's principal: a type (always "User" for the built-in builders) and a name."""
+
+    type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> "KafkaPrincipal":
+        """"User:alice" -> KafkaPrincipal("User", "alice"); the name may hold colons."""
+        principal_type, colon, name = text.partition(":")
+        if not colon or not principal_type or not name:
+            raise ValueError(f"expected a principal of the form <type>:<name>, got {text!r}")
+        return cls(principal_type, name)
+
+
+ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
+
+
+@dataclass(slots=True)
+class Session:
+    client_address: str  # "host:port" as the socket gave it
+    listener: str  # the name of the listener the connection came in on
+    security_protocol: str = "PLAINTEXT"
+    # The advertised listener whose endpoints Metadata, DescribeCluster and FindCoordinator
+    # answer with; None: the broker's client listener (a connection on a listener that is not
+    # advertised).
+    advertised_listener: str | None = None
+    principal: KafkaPrincipal = ANONYMOUS
+
+    @property
+    def client_host(self) -> str:
+        """The client's address without its port."""
+        host, _, _port = self.client_address.rpartition(":")
+        return host
