@@ -53,6 +53,7 @@ from replication.zk_isr_writer import ZkIsrWriter
 
 from broker import meta_properties
 from broker.cluster_admin import ZkTopicAdmin
+from broker.security.zk_user_configs import ZkUserConfigs
 from broker.topic_store import TopicInfo
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class ClusterMember:
             config.get("zookeeper.session.timeout.ms"),
             config.get("zookeeper.connection.timeout.ms"),
         )
-        self.inter_broker_listener = (config.get("inter.broker.listener.name") or config.advertised_listeners[0].name).upper()
+        self.inter_broker_listener = config.inter_broker_listener
         self.broker_epoch = -1
         self.controller_epoch = 0  # the newest seen in a controller request
         self.controller = Controller(
@@ -164,6 +165,8 @@ class ClusterMember:
         topics.marked_for_deletion = self.controller.marked_for_deletion
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
+        # Read again now that changes are followed: none made since the start is missed.
+        await self.broker.scram_credentials.load()
         await self._register()
         self.isr_writer.start()
         self.controller.start()
@@ -286,6 +289,7 @@ class ClusterMember:
             await self._register()
             await self._follow_topics()
             await self._follow_config_changes()
+            await self.broker.scram_credentials.load()
         except ZkError as exc:
             log.error("cannot rejoin the cluster after session expiry: %s", exc)
             return
@@ -373,10 +377,17 @@ class ClusterMember:
                 found = await self.zk.get_or_none(f"{znodes.CONFIG_CHANGES}/{name}")
                 if found is None:
                     continue
-                entity_type, topic = znodes.decode_config_change(found[0])
+                entity_type, name = znodes.decode_config_change(found[0])
                 if entity_type == "topics":
-                    await self._read_topic(topic)
+                    await self._read_topic(name)
+                elif entity_type == "users":
+                    await self._read_user(name)
         await self._purge_obsolete_config_changes(names)
+
+    async def _read_user(self, sanitized_user: str) -> None:
+        """A user's config changed (SCRAM credentials): serve the new one at once."""
+        config = await ZkUserConfigs(self.zk).read(sanitized_user)
+        self.broker.scram_credentials.update_user(znodes.desanitize(sanitized_user), config)
 
     async def _purge_obsolete_config_changes(self, names: list[str]) -> None:
         """Kafka's purgeObsoleteNotifications: a notification older than the expiry

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from protocol.config_types import ConfigEntry, ConfigSource, ConfigSynonym, ConfigType
+from broker.security import sasl_config
 from storage.log_config import (
     INT_MAX,
     LONG_MAX,
@@ -175,7 +176,7 @@ def _read_text(path: str | os.PathLike[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+_SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
 _LISTENER_RE = re.compile(
     r"(?P<name>[^:/]*)://(?:\[(?P<v6>[0-9A-Za-z%._:-]*)\]|(?P<host>[0-9A-Za-z%._:-]*))"
     r":(?P<port>-?[0-9]+)",
@@ -232,7 +233,7 @@ def parse_listeners(
     """Parse "NAME://host:port,..." (host may be empty; IPv6 in brackets).
 
     Listener names are case-insensitive (kept upper case) and must be distinct and present in
-    `protocol_map`; a protocol other than PLAINTEXT is refused, logway has no TLS or SASL.
+    `protocol_map`; a protocol logway does not serve yet is refused.
     """
     listeners: list[Listener] = []
     for item in _split_csv(text):
@@ -260,7 +261,7 @@ def parse_listeners(
             raise ConfigError(
                 f"Invalid value {text} for configuration {config_name}: listener {name} uses "
                 f"security protocol {protocol}, which logway does not support "
-                "(only PLAINTEXT is supported)"
+                f"(supported: {', '.join(_SUPPORTED_PROTOCOLS)})"
             )
         if any(other.name == name for other in listeners):
             raise ConfigError(
@@ -388,6 +389,22 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "serves PLAINTEXT.", dynamic=True),
     _c("inter.broker.listener.name", _S, None,
        "Listener that brokers use to talk to each other; must be an advertised listener."),
+    _c("security.inter.broker.protocol", _S, "PLAINTEXT",
+       "Security protocol brokers use to talk to each other when inter.broker.listener.name is "
+       "unset: the listener named after it. Only one of the two may be set.",
+       allowed=SECURITY_PROTOCOLS),
+    # --- SASL (broker/security/sasl_config.py resolves the listener.name.<l>. prefixed keys)
+    _c("sasl.enabled.mechanisms", _LIST, ["GSSAPI"],
+       "SASL mechanisms served on SASL listeners (listener.name.<l>.sasl.enabled.mechanisms "
+       "overrides it per listener). Kafka's default GSSAPI is refused on a SASL listener: logway "
+       "serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER."),
+    _c("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
+       "SASL mechanism brokers log in to each other with when the inter-broker listener is SASL "
+       "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); the listener's JAAS entry for it gives the "
+       "username and password."),
+    _c("connections.max.reauth.ms", _L, 0,
+       "Lifetime of a SASL session (KIP-368) after which a client must re-authenticate or have "
+       "its connection closed; 0: sessions do not expire (OAUTHBEARER tokens still bound them)."),
     _c("num.network.threads", _I, 3,
        "Kafka's network threads; logway serves all connections on one event loop, so only the "
        "default is accepted.", minimum=1, dynamic=True),
@@ -664,7 +681,10 @@ class BrokerConfig:
     `BrokerConfig()` is the all-default config.
     """
 
-    __slots__ = ("_settings", "_values", "_listeners", "_advertised", "_log_config", "_protocol_map")
+    __slots__ = (
+        "_settings", "_values", "_listeners", "_advertised", "_log_config", "_protocol_map",
+        "_inter_broker_listener", "_sasl_listeners", "_inter_broker_sasl",
+    )
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
         settings = {str(k): str(v) for k, v in (props or {}).items()}
@@ -721,6 +741,7 @@ class BrokerConfig:
                 )
             )
         self._check_listener_names()
+        self._resolve_sasl(settings)
         if self._values["broker.id"] > self._values["reserved.broker.max.id"]:
             raise ConfigError("broker.id must be greater than or equal to -1 and not greater than reserved.broker.max.id")
         if not self.log_dirs:
@@ -755,6 +776,45 @@ class BrokerConfig:
                     f"advertised.listeners; {inter_broker} is not one of "
                     f"{', '.join(advertised_names)}"
                 )
+
+    def _resolve_sasl(self, settings: Mapping[str, str]) -> None:
+        inter_broker_name = self._values["inter.broker.listener.name"]
+        if inter_broker_name is not None and "security.inter.broker.protocol" in settings:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        if inter_broker_name is None and "security.inter.broker.protocol" in settings:
+            inter_broker_name = self._values["security.inter.broker.protocol"]
+            if inter_broker_name not in (listener.name for listener in self._advertised):
+                raise ConfigError(
+                    f"inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                    f"The valid options based on currently configured listeners are "
+                    f"{','.join(listener.name for listener in self._advertised)}"
+                )
+        self._inter_broker_listener = inter_broker_name.upper() if inter_broker_name else None
+        try:
+            self._sasl_listeners, self._inter_broker_sasl = sasl_config.resolve(
+                settings,
+                self.get,
+                [(listener.name, self._protocol_map[listener.name]) for listener in self._listeners],
+                # Standalone, no broker logs in to this one.
+                self.inter_broker_listener if self._values["zookeeper.connect"] else None,
+            )
+        except sasl_config.SaslConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """inter.broker.listener.name, else the listener named after security.inter.broker.protocol
+        when that is set, else the first advertised listener."""
+        return self._inter_broker_listener or self._advertised[0].name
+
+    def sasl_listener(self, listener_name: str) -> "sasl_config.SaslListener | None":
+        """The SASL settings of a SASL_* listener; None for the others."""
+        return self._sasl_listeners.get(listener_name)
+
+    @property
+    def inter_broker_sasl(self) -> "sasl_config.InterBrokerSasl | None":
+        """The login for other brokers' inter-broker listener, when it is SASL."""
+        return self._inter_broker_sasl
 
     def _check_replica_timeouts(self) -> None:
         wait = self._values["replica.fetch.wait.max.ms"]
@@ -942,12 +1002,18 @@ def _refuse_preallocation(values: Mapping[str, Any]) -> None:
 
 
 def _refuse_unknown(settings: Mapping[str, str]) -> None:
-    unknown = [name for name in settings if name not in BROKER_CONFIGS]
+    unknown = [
+        name for name in settings
+        if name not in BROKER_CONFIGS and not sasl_config.is_listener_sasl_key(name)
+    ]
     if unknown:
         raise ConfigError("; ".join(_unknown_key_reason(name) for name in unknown))
 
 
 def _unknown_key_reason(name: str) -> str:
+    sasl_refusal = sasl_config.unknown_key_reason(name)
+    if sasl_refusal is not None:
+        return sasl_refusal
     topic_config = TOPIC_CONFIGS.get(name)
     if topic_config is not None and topic_config.synonyms:
         broker_key = topic_config.synonyms[-1].name

@@ -7,6 +7,13 @@ for an unknown API key or an unsupported version of any API but ApiVersions. Api
 version beyond ours is answered UNSUPPORTED_VERSION in the v0 layout, so the client can retry
 with one we serve.
 
+On a SASL listener the session's SaslAuthenticator (broker/security/sasl_server.py) decides
+first whether a request is served: until authentication completes only ApiVersions,
+SaslHandshake and SaslAuthenticate are; after SaslHandshake v0 frames are raw SASL tokens
+(no request header) answered by raw tokens. A request refused in the middle of an exchange is
+answered ILLEGAL_SASL_STATE, and a failed exchange's answer is the connection's last
+(CloseAfterResponse).
+
 A handler that fails unexpectedly (a bug) gets its request answered UNKNOWN_SERVER_ERROR, as
 Kafka does: every error code of the response, for every entry the request named; the failure is
 logged with its traceback and the connection stays open (a ProtocolError a handler raises,
@@ -31,6 +38,9 @@ from protocol.headers import (
 from protocol.primitives import INT16, INT32
 
 from broker.handlers import HANDLERS
+from broker.handlers.sasl_handshake import answer_raw_token
+from broker.network import CloseAfterResponse
+from broker.security.sasl_server import Admission
 from broker.session import Session
 from broker.handlers.registry import (
     NO_RESPONSE,
@@ -45,6 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Chunks = list[bytes | Sized]
+_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 
 
 class Dispatcher:
@@ -53,6 +64,9 @@ class Dispatcher:
 
     def dispatch(self, frame: memoryview, session: Session) -> Chunks | None | Awaitable[Chunks | None]:
         """The response frame's chunks, None when nothing is sent, or an awaitable of either."""
+        sasl = session.sasl
+        if sasl is not None and sasl.expects_raw_token:
+            return answer_raw_token(session, frame)
         api_key, version, correlation_id = peek_request(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
@@ -64,6 +78,9 @@ class Dispatcher:
                 f"{ApiKey(api_key).name} v{version} is not supported "
                 f"(v{handler.min_version}-v{handler.max_version} are)"
             )
+        admission = Admission.SERVE if sasl is None else sasl.admit(api_key)
+        if admission is Admission.CLOSE:
+            raise ProtocolError(sasl.failure or "SASL session expired")
         flexible = schemas.is_flexible(api_key, version)
         header, body_start = parse_request_header(frame, flexible)
         request = self._parse(handler, version, frame, body_start)
@@ -71,6 +88,17 @@ class Dispatcher:
         response_header = encode_response_header(
             correlation_id, response_header_is_flexible(api_key, flexible)
         )
+        if admission is Admission.ILLEGAL_STATE:
+            response = schemas.error_response(
+                request, schemas.response_type(api_key, version), ErrorCode.illegal_sasl_state
+            )
+            raise CloseAfterResponse(sasl.failure, _frame(response_header, [schemas.encode(response)]))
+        if sasl is not None and api_key in _SASL_APIS:
+            # Synchronous handlers: a failed exchange's answer is the connection's last.
+            chunks = _encode(handler.handle(context, request), api_key, version, response_header)
+            if sasl.failed:
+                raise CloseAfterResponse(sasl.failure or "SASL authentication failed", chunks)
+            return chunks
         try:
             result = handler.handle(context, request)
             if inspect.isawaitable(result):

@@ -30,6 +30,15 @@ _MAX_IOV = 64
 _SENDFILE_CHUNK = 4 * 1024 * 1024
 
 
+class CloseAfterResponse(ProtocolError):
+    """Raised by dispatch: `response` is the connection's last answer; send it, then close
+    (a failed SASL authentication: Kafka answers, then closes)."""
+
+    def __init__(self, reason: str, response: "Chunks") -> None:
+        super().__init__(reason)
+        self.response = response
+
+
 class RequestMemoryPool:
     """queued.max.request.bytes: bytes of requests read and not yet finished, over all
     connections.
@@ -193,7 +202,11 @@ class Connection:
             self._pool.give_back(size)
 
     def _reject(self, exc: ProtocolError) -> None:
-        log.warning("closing connection from %s: %s", self.address, exc)
+        if isinstance(exc, CloseAfterResponse):
+            log.info("closing connection from %s after its answer: %s", self.address, exc)
+            self._queue(exc.response)
+        else:
+            log.warning("closing connection from %s: %s", self.address, exc)
         self._flush()
         self.close(str(exc))
 

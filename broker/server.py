@@ -30,6 +30,10 @@ from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
+from broker.security import sasl_config
+from broker.security.sasl_server import SaslAuthenticator
+from broker.security.scram_store import FileUserConfigs, ScramCredentialStore
+from broker.security.zk_user_configs import ZkUserConfigs
 from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -88,6 +92,14 @@ class Broker:
         else:
             producer_id_blocks = ZkProducerIdBlockStore(self.cluster.zk)
         self.producer_ids = ProducerIdManager(producer_id_blocks, self.broker_id)
+        self.scram_credentials = ScramCredentialStore(
+            FileUserConfigs(config.log_dirs) if self.cluster is None else ZkUserConfigs(self.cluster.zk)
+        )
+        self._sasl_mechanisms = {
+            listener.name: sasl_config.server_factories(settings, self.scram_credentials.lookup)
+            for listener in config.listeners
+            if (settings := config.sasl_listener(listener.name)) is not None
+        }
         self.markers = LocalMarkerWriter(self.replica_manager, self.group_coordinator)
         self.remote_markers: RemoteMarkerSender | None = None
         coordinator_markers: LocalMarkerWriter | ClusterMarkerWriter = self.markers
@@ -134,6 +146,7 @@ class Broker:
         await asyncio.to_thread(self.topic_store.load)
         if self.cluster is not None:
             await self.cluster.connect()
+            await self.scram_credentials.load()
             await self.log_manager.startup()
             self._listen()
             self.replica_manager.set_isr_writer(self.cluster.isr_writer)
@@ -143,6 +156,7 @@ class Broker:
             self.transaction_coordinator.start()
         else:
             await self.topic_store.save()
+            await self.scram_credentials.load()
             await self.log_manager.startup()
             self.topics.open_partitions()
             self.replica_manager.start()
@@ -227,7 +241,9 @@ class Broker:
         # Requests on an advertised listener are answered with brokers' endpoints on it; those
         # on a listener that is not advertised, with the client listener's.
         advertised = listener if listener in self._advertised_names else None
-        session = Session(address, listener, self.config.security_protocol(listener), advertised)
+        session = Session(
+            address, listener, self.config.security_protocol(listener), advertised, sasl=self._sasl_authenticator(listener)
+        )
         connection = Connection(
             asyncio.get_running_loop(),
             sock,
@@ -239,6 +255,13 @@ class Broker:
             pool=self._request_memory,
         )
         self._connections[connection] = ip
+
+    def _sasl_authenticator(self, listener: str) -> SaslAuthenticator | None:
+        """A new connection's SASL exchange, on a SASL listener."""
+        mechanisms = self._sasl_mechanisms.get(listener)
+        if mechanisms is None:
+            return None
+        return SaslAuthenticator(mechanisms, self.config.sasl_listener(listener).max_reauth_ms)
 
     def _forget_connection(self, connection: Connection) -> None:
         self._quotas.release(self._connections.pop(connection))

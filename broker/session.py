@@ -10,6 +10,8 @@ layer (TLS handshake, SASL exchange) writes it, on the event loop.
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker.security.sasl_server import SaslAuthenticator
+
 
 class KafkaPrincipal(NamedTuple):
     """Kafka's principal: a type (always "User" for the built-in builders) and a name."""
@@ -42,6 +44,9 @@ class Session:
     # advertised).
     advertised_listener: str | None = None
     principal: KafkaPrincipal = ANONYMOUS
+    # On a SASL_PLAINTEXT or SASL_SSL listener: the connection's SASL exchange and session
+    # (broker/security/sasl_server.py), which gates the requests served; None on the others.
+    sasl: SaslAuthenticator | None = None
 
     @property
     def client_host(self) -> str:

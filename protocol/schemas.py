@@ -378,7 +378,8 @@ def _all_defaults(entity: type) -> Any:
 _ANSWERS = {
     "responses": ("topics", "topic_data", "resources", "topic_names"),
     "partition_responses": ("partitions", "partition_data"),
-    "results": ("topics", "resources", "groups_names"),
+    # "a+b": the names of the entries of both, once each (AlterUserScramCredentials' users).
+    "results": ("topics", "resources", "groups_names", "deletions+upsertions"),
     "partitions": ("partition_data", "partition_indexes"),
     "results_by_topic_v3_and_below": ("v3_and_below_topics",),
     "replica_election_results": ("topic_partitions",),
@@ -432,6 +433,11 @@ def error_response(request: Any, target: type, error: ErrorCode) -> Any:
 
 def _answered_items(request: Any, name: str) -> tuple:
     for source in (name, *_ANSWERS.get(name, ())):
+        if "+" in source:
+            lists = [getattr(request, part, None) for part in source.split("+")]
+            if all(isinstance(items, (list, tuple)) for items in lists):
+                return tuple(dict.fromkeys(item.name for items in lists for item in items))
+            continue
         items = getattr(request, source, None)
         if isinstance(items, (list, tuple)):
             return tuple(items)

@@ -7,6 +7,7 @@ znodes.
 
 import base64
 import json
+import urllib.parse
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -25,6 +26,7 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"  # JSON of coordinator.producer_ids
@@ -39,6 +41,7 @@ PERSISTENT_PATHS = (
     CONFIG_TOPICS,
     CONFIG_CHANGES,
     "/config/brokers",
+    CONFIG_USERS,
 )
 
 BROKER_INFO_VERSION = 5
@@ -310,6 +313,25 @@ def decode_topic_config(data: bytes) -> dict[str, str]:
 def encode_config_change(topic: str) -> bytes:
     """Version 2 of the change notification: the changed entity's path under /config."""
     return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+
+
+def encode_user_config_change(sanitized_user: str) -> bytes:
+    """The notification of a change of /config/users/<sanitized user>."""
+    return _dump({"version": 2, "entity_path": f"users/{sanitized_user}"})
+
+
+def user_config_path(sanitized_user: str) -> str:
+    return f"{CONFIG_USERS}/{sanitized_user}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user name as a ZooKeeper node name (URL-encoded UTF-8,
+    with %20 for a space and %2A for '*')."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E").replace("*", "%2A")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
 
 
 def decode_config_change(data: bytes) -> tuple[str, str]:
