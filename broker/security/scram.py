@@ -119,7 +119,7 @@ class ScramServer:
         self.mechanism = mechanism.name
         self._scram = mechanism
         self._lookup = lookup
-        self._server_nonce = secrets.token_urlsafe(24) if nonce is None else nonce
+        self._server_nonce = _random_nonce() if nonce is None else nonce
         self._state = "first"
         self._username = ""
         self._credential: ScramCredential | None = None
@@ -181,7 +181,9 @@ class ScramServer:
         match = _CLIENT_FINAL.fullmatch(text)
         if match is None:
             raise InvalidSaslMessage("Authentication failed: Invalid client final message")
-        if match["nonce"] != self._nonce:
+        # Kafka checks only that the nonce ends with the server-first one: librdkafka before
+        # 2.1 (Debian's kcat) sends its own nonce in front of the combined one.
+        if not match["nonce"].endswith(self._nonce):
             raise InvalidSaslMessage("Invalid client nonce in the final client message.")
         if match["channel"] != base64.b64encode(self._gs2_header.encode()).decode():
             raise InvalidSaslMessage("Invalid channel binding in the final client message")
@@ -204,6 +206,17 @@ class ScramServer:
         return b"v=" + base64.b64encode(server_signature)
 
 
+def _random_nonce() -> str:
+    """Letters and digits, as Kafka's ScramFormatter.secureRandomString makes them (130 random
+    bits in base 36)."""
+    value = secrets.randbits(130)
+    digits = []
+    while value:
+        value, digit = divmod(value, 36)
+        digits.append("0123456789abcdefghijklmnopqrstuvwxyz"[digit])
+    return "".join(digits) or "0"
+
+
 def _text(token: bytes) -> str:
     try:
         return token.decode("utf-8")
@@ -218,7 +231,7 @@ class ScramClient:
         self._scram = mechanism
         self._username = username
         self._password = password
-        self._nonce = secrets.token_urlsafe(24) if nonce is None else nonce
+        self._nonce = _random_nonce() if nonce is None else nonce
         self._client_first_bare = f"n={encode_sasl_name(username)},r={self._nonce}"
         self._server_signature = b""
 

@@ -76,6 +76,20 @@ def test_an_authorization_id_other_than_the_user_fails_with_kafkas_message():
         rfc_server().evaluate(b"n,a=admin,n=user,r=abc")
 
 
+def test_a_final_message_whose_nonce_ends_with_the_servers_is_accepted_as_kafka_accepts_it():
+    # librdkafka before 2.1 puts its own nonce in front of the combined one.
+    mechanism = scram.SCRAM_SHA_256
+    server = rfc_server()
+    server_first = server.evaluate(RFC_CLIENT_FIRST).decode()
+    without_proof = "c=biws,r=rOprNGfwEbeRWgbNEkqO" + server_first[2:server_first.index(",")]
+    auth_message = f"{RFC_CLIENT_FIRST[3:].decode()},{server_first},{without_proof}".encode()
+    client_key = mechanism.hmac(scram.salted_password(mechanism, "pencil", RFC_SALT, 4096), b"Client Key")
+    signature = mechanism.hmac(mechanism.hash(client_key), auth_message)
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    server.evaluate(f"{without_proof},p={proof}".encode())
+    assert server.complete
+
+
 def test_a_final_message_with_another_nonce_fails():
     server = rfc_server()
     server.evaluate(RFC_CLIENT_FIRST)
