@@ -121,6 +121,7 @@ class ClusterMember:
                 rebalance_interval_s=config.get("leader.imbalance.check.interval.seconds"),
                 imbalance_percentage=config.get("leader.imbalance.per.broker.percentage"),
                 request_timeout_s=config.get("controller.socket.timeout.ms") / 1000,
+                sasl=broker.inter_broker_sasl,
             ),
             self._topic_unclean_election,
         )
@@ -256,7 +257,9 @@ class ClusterMember:
         endpoint = cache.endpoint(cache.controller_id, self.inter_broker_listener)
         if endpoint is None:
             return ErrorCode.not_controller, 0
-        client = BrokerClient(endpoint[0], endpoint[1], f"broker-{self.broker_id}-shutdown", 5, 30)
+        client = BrokerClient(
+            endpoint[0], endpoint[1], f"broker-{self.broker_id}-shutdown", 5, 30, sasl=self.broker.inter_broker_sasl
+        )
         try:
             response = await client.send(
                 ApiKey.CONTROLLED_SHUTDOWN,

@@ -30,7 +30,7 @@ from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
-from broker.security import sasl_config
+from broker.security import sasl_clients, sasl_config
 from broker.security.sasl_server import SaslAuthenticator
 from broker.security.scram_store import FileUserConfigs, ScramCredentialStore
 from broker.security.zk_user_configs import ZkUserConfigs
@@ -42,6 +42,7 @@ from broker.zk_producer_ids import ZkProducerIdBlockStore
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
+from replication.broker_client import SaslClientFactory
 from replication.fetcher import FetcherSettings
 from storage import descriptor_pool
 from storage.cleaner import CleanerConfig
@@ -68,6 +69,10 @@ class Broker:
         """`broker_id`: the id chosen at start (`serve`), stored or generated in cluster mode;
         else broker.id (standalone, -1 is 0)."""
         self.config = config
+        # The SASL exchange of this broker's connections to the others' inter-broker listener.
+        self.inter_broker_sasl = (
+            None if config.inter_broker_sasl is None else sasl_clients.client_factory(config.inter_broker_sasl)
+        )
         self.broker_id = max(config.broker_id, 0) if broker_id is None else broker_id
         self.broker_id_chosen = broker_id is not None or config.broker_id >= 0
         self.started_at_ms = int(time.time() * 1000)
@@ -77,7 +82,7 @@ class Broker:
         )
         self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
         self.replica_manager = ReplicaManager(
-            self.log_manager, self.broker_id, _replication_settings(config), self.metadata_cache
+            self.log_manager, self.broker_id, _replication_settings(config, self.inter_broker_sasl), self.metadata_cache
         )
         self.topics = TopicManager(
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
@@ -109,6 +114,7 @@ class Broker:
                 self.cluster.inter_broker_listener,
                 f"broker-{self.broker_id}-txn-markers",
                 config.get("controller.socket.timeout.ms") / 1000,
+                sasl=self.inter_broker_sasl,
             )
             coordinator_markers = ClusterMarkerWriter(
                 self.broker_id, self.metadata_cache, self.markers, self.remote_markers.send
@@ -377,7 +383,7 @@ def raise_open_files_limit() -> None:
     )
 
 
-def _replication_settings(config: BrokerConfig) -> ReplicationSettings:
+def _replication_settings(config: BrokerConfig, sasl: SaslClientFactory | None = None) -> ReplicationSettings:
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
@@ -389,6 +395,7 @@ def _replication_settings(config: BrokerConfig) -> ReplicationSettings:
             response_max_bytes=config.get("replica.fetch.response.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            sasl=sasl,
         ),
     )
 

@@ -33,7 +33,13 @@ from coordinator.group_coordinator import OFFSETS_TOPIC
 from coordinator.transaction_coordinator import Marker
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
-from replication.broker_client import BrokerClient, BrokerClientError, BrokerConnectionError, BrokerRequestTimeoutError
+from replication.broker_client import (
+    BrokerClient,
+    BrokerClientError,
+    BrokerConnectionError,
+    BrokerRequestTimeoutError,
+    SaslClientFactory,
+)
 from storage.log import AppendResult
 from storage.topic_partition import TopicPartition
 
@@ -154,8 +160,14 @@ class RemoteMarkerSender:
     (connected again when the broker's endpoint changes)."""
 
     def __init__(
-        self, metadata_cache: "MetadataCache", listener_name: str, client_id: str, request_timeout_s: float
+        self,
+        metadata_cache: "MetadataCache",
+        listener_name: str,
+        client_id: str,
+        request_timeout_s: float,
+        sasl: SaslClientFactory | None = None,
     ) -> None:
+        self._sasl = sasl
         self._metadata_cache = metadata_cache
         self._listener_name = listener_name
         self._client_id = client_id
@@ -176,7 +188,7 @@ class RemoteMarkerSender:
             asyncio.get_running_loop().create_task(known[1].close())
         client = BrokerClient(
             endpoint[0], endpoint[1], self._client_id,
-            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s,
+            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s, sasl=self._sasl,
         )
         self._clients[broker_id] = (endpoint, client)
         return client

@@ -18,17 +18,30 @@ is lost (every request in flight on it fails), `BrokerRequestTimeoutError` when 
 longer than request_timeout_s; a timeout closes the connection, as Kafka's NetworkClient does,
 since later responses on it could not be matched any more. The next `send` connects again.
 
+With `sasl` (the inter-broker listener is SASL_PLAINTEXT or SASL_SSL), each new connection
+authenticates before its first request: SaslHandshake v1 with the mechanism, then
+SaslAuthenticate v2 with the tokens of a fresh `SaslClient` the factory makes (the broker builds
+it from broker/security: replication does not know the mechanisms). A failed authentication
+is a BrokerConnectionError. When the broker answered a session lifetime (KIP-368), a connection
+whose session is past 90% of it is replaced by a newly authenticated one before the next
+request, while none is in flight on it, rather than re-authenticated in place.
+
 Not thread-safe: used from the event loop.
 """
 
 import asyncio
 import itertools
 import logging
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
-from protocol.errors import ProtocolError
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.fetch import decode_fetch_response
 from protocol.framing import FrameReader
 from protocol.headers import encode_request_header, parse_response_header, response_header_is_flexible
@@ -49,6 +62,25 @@ class BrokerConnectionError(BrokerClientError):
 
 class BrokerRequestTimeoutError(BrokerClientError):
     pass
+
+
+class SaslClient(Protocol):
+    """The client side of one SASL exchange."""
+
+    mechanism: str
+
+    def first_token(self) -> bytes:
+        """The first token the client sends."""
+
+    def next_token(self, challenge: bytes) -> bytes | None:
+        """The answer to the server's token, or None once the exchange is done (raising when the
+        server's last token is wrong)."""
+
+
+SaslClientFactory = Callable[[], SaslClient]
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_VERSION = 2
+_REAUTH_AT = 0.9  # of the session lifetime
 
 
 class _Pending:
@@ -92,8 +124,11 @@ class BrokerClient:
         client_id: str,
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 30.0,
+        sasl: SaslClientFactory | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self._sasl = sasl
+        self._session_renewal_at: float | None = None  # monotonic time to re-authenticate
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -108,7 +143,9 @@ class BrokerClient:
 
     async def send(self, api_key: int, version: int, request: Any) -> Any:
         """The decoded response to `request` sent as `version` of `api_key`."""
-        transport = await self._connected()
+        return await self._request(await self._connected(), api_key, version, request)
+
+    async def _request(self, transport: asyncio.Transport, api_key: int, version: int, request: Any) -> Any:
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
         flexible = schemas.is_flexible(api_key, version)
         header = encode_request_header(api_key, version, correlation_id, self.client_id, flexible)
@@ -143,6 +180,9 @@ class BrokerClient:
 
     async def _connected(self) -> asyncio.Transport:
         async with self._connecting:
+            if self._transport is not None and self._session_renewal_at is not None:
+                if time.monotonic() >= self._session_renewal_at and not self._pending:
+                    self._disconnect(self._transport, BrokerConnectionError("SASL session renewed"))
             if self._transport is not None and not self._transport.is_closing():
                 return self._transport
             loop = asyncio.get_running_loop()
@@ -160,7 +200,40 @@ class BrokerClient:
                 raise BrokerConnectionError(f"cannot connect to {self.address}: {exc or 'timed out'}") from exc
             holder.append(transport)
             self._transport = transport
+            self._session_renewal_at = None
+            if self._sasl is not None:
+                await self._authenticate(transport)
             return transport
+
+    async def _authenticate(self, transport: asyncio.Transport) -> None:
+        client = self._sasl()
+        handshake = await self._request(
+            transport, ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, SaslHandshakeRequest(mechanism=client.mechanism)
+        )
+        if handshake.error_code != ErrorCode.none:
+            self._fail_authentication(
+                transport, f"SaslHandshake {client.mechanism}: {ErrorCode(handshake.error_code).name}, "
+                f"enabled: {', '.join(handshake.mechanisms)}"
+            )
+        token: bytes | None = client.first_token()
+        while token is not None:
+            answer = await self._request(
+                transport, ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION, SaslAuthenticateRequest(auth_bytes=token)
+            )
+            if answer.error_code != ErrorCode.none:
+                self._fail_authentication(transport, answer.error_message or ErrorCode(answer.error_code).name)
+            try:
+                token = client.next_token(answer.auth_bytes)
+            except Exception as exc:  # noqa: BLE001 - the mechanism refused the server's answer
+                self._fail_authentication(transport, str(exc))
+        lifetime_ms = answer.session_lifetime.total_seconds() * 1000
+        if lifetime_ms > 0:
+            self._session_renewal_at = time.monotonic() + lifetime_ms * _REAUTH_AT / 1000
+
+    def _fail_authentication(self, transport: asyncio.Transport, reason: str) -> None:
+        failure = BrokerConnectionError(f"SASL authentication to {self.address} failed: {reason}")
+        self._disconnect(transport, failure)
+        raise failure
 
     def _on_frame(self, frame: memoryview) -> None:
         try:

@@ -51,6 +51,7 @@ from protocol.legacy import (
     UpdateMetadataTopicState,
 )
 from replication import assignment, znodes
+from replication.broker_client import SaslClientFactory
 from replication.controller_channel import ControllerChannel
 from replication.znodes import BrokerRegistration, LeaderIsr, TopicAssignment
 from replication.zk import BadVersionError, NodeExistsError, NoNodeError, Op, WatchEvent, ZkClient, ZkError
@@ -85,6 +86,7 @@ class ControllerSettings:
     rebalance_interval_s: float = 300
     imbalance_percentage: int = 10
     request_timeout_s: float = 30
+    sasl: SaslClientFactory | None = None  # the inter-broker listener's SASL login
 
 
 @dataclass
@@ -298,7 +300,7 @@ class Controller:
         started = time.monotonic()
         self.active = True
         self._channel = ControllerChannel(
-            f"controller-{self.broker_id}", self.settings.request_timeout_s
+            f"controller-{self.broker_id}", self.settings.request_timeout_s, sasl=self.settings.sasl
         )
         ctx = self._ctx
         await self._read_brokers()

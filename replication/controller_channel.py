@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
-from replication.broker_client import BrokerClient, BrokerClientError
+from replication.broker_client import BrokerClient, BrokerClientError, SaslClientFactory
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,11 @@ class _Sender:
 
 
 class ControllerChannel:
-    def __init__(self, client_id: str, request_timeout_s: float, retry_backoff_s: float = 0.1) -> None:
+    def __init__(
+        self, client_id: str, request_timeout_s: float, retry_backoff_s: float = 0.1, sasl: SaslClientFactory | None = None
+    ) -> None:
         self._client_id = client_id
+        self._sasl = sasl
         self._request_timeout_s = request_timeout_s
         self._retry_backoff_s = retry_backoff_s
         self._senders: dict[int, _Sender] = {}
@@ -73,7 +76,7 @@ class ControllerChannel:
             return
         client = BrokerClient(
             host, port, self._client_id,
-            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s,
+            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s, sasl=self._sasl,
         )
         self._senders[broker_id] = _Sender(broker_id, client, self._retry_backoff_s)
 

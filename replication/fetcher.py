@@ -54,7 +54,7 @@ from protocol.fetch import PartitionResult
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.topic_partition import TopicPartition
 
-from replication.broker_client import BrokerClient, BrokerClientError
+from replication.broker_client import BrokerClient, BrokerClientError, SaslClientFactory
 from replication.partition_state import LeaderEndpoint
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ class FetcherSettings:
     response_max_bytes: int = 10_485_760
     backoff_ms: int = 1_000
     socket_timeout_ms: int = 30_000
+    sasl: SaslClientFactory | None = None  # the inter-broker listener's SASL login
 
 
 @dataclass
@@ -160,7 +161,9 @@ class ReplicaFetcherManager:
 
     def _default_client(self, source: LeaderEndpoint, client_id: str) -> BrokerClient:
         timeout_s = (self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000
-        return BrokerClient(source.host, source.port, client_id, self.settings.socket_timeout_ms / 1000, timeout_s)
+        return BrokerClient(
+            source.host, source.port, client_id, self.settings.socket_timeout_ms / 1000, timeout_s, sasl=self.settings.sasl
+        )
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         return zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % self.settings.num_fetchers

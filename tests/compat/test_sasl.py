@@ -209,8 +209,9 @@ def test_kafka_python_as_a_0_10_client_authenticates_with_raw_tokens(sasl_broker
     consumer = KafkaConsumer(bootstrap_servers=sasl_broker.bootstrap, api_version=(0, 10, 1), **python_client_settings(mechanism))
     try:
         # topics() retries without end while authentication fails: bounded here.
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            assert topic in pool.submit(consumer.topics).result(timeout=TIMEOUT_S)
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        assert topic in pool.submit(consumer.topics).result(timeout=TIMEOUT_S)
+        pool.shutdown(wait=False)
     finally:
         consumer.close()
 
