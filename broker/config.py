@@ -385,8 +385,8 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "listeners; an empty or wildcard host is replaced by this machine's hostname.",
        dynamic=True),
     _c("listener.security.protocol.map", _S, _DEFAULT_PROTOCOL_MAP,
-       "NAME:PROTOCOL pairs giving the security protocol of each listener name. logway only "
-       "serves PLAINTEXT.", dynamic=True),
+       "NAME:PROTOCOL pairs giving the security protocol of each listener name. logway serves "
+       "PLAINTEXT and SASL_PLAINTEXT.", dynamic=True),
     _c("inter.broker.listener.name", _S, None,
        "Listener that brokers use to talk to each other; must be an advertised listener."),
     _c("security.inter.broker.protocol", _S, "PLAINTEXT",

@@ -4,7 +4,7 @@ import asyncio
 import os
 import socket
 
-from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
+from broker.network import CloseAfterResponse, Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 from storage.records_file import RecordsFile
@@ -118,6 +118,22 @@ def test_a_protocol_error_from_dispatch_closes_after_earlier_responses():
         h = Harness(dispatch)
         h.client.sendall(frame(b"good") + frame(b"bad") + frame(b"never"))
         assert await h.receive(100) == frame(b"ok")
+        assert h.closed.is_set()
+
+    asyncio.run(scenario())
+
+
+def test_a_last_answer_is_sent_before_the_connection_closes():
+    # A failed SASL authentication: Kafka answers it, then closes.
+    async def scenario():
+        def dispatch(view):
+            if bytes(view) == b"wrong password":
+                raise CloseAfterResponse("authentication failed", [frame(b"failed")])
+            return [frame(b"ok")]
+
+        h = Harness(dispatch)
+        h.client.sendall(frame(b"first") + frame(b"wrong password") + frame(b"never"))
+        assert await h.receive(100) == frame(b"ok") + frame(b"failed")
         assert h.closed.is_set()
 
     asyncio.run(scenario())

@@ -196,3 +196,56 @@ def test_a_write_on_a_connection_closed_underneath_fails_as_a_connection_error_a
         assert answer.error_code == ErrorCode.none
 
     asyncio.run(main())
+
+
+SASL_LISTENER = {
+    "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+    "advertised.listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required user_broker="broker-secret";'
+    ),
+    "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    ),
+}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_a_sasl_login_authenticates_each_connection_before_its_first_request(tmp_path, mechanism):
+    from broker.security import scram
+    from broker.security.sasl_clients import client_factory
+    from broker.security.sasl_config import InterBrokerSasl
+    from broker.security.scram_store import Upsertion
+
+    async def main():
+        async with running_broker(tmp_path, SASL_LISTENER) as broker:
+            salted = scram.salted_password(scram.SCRAM_SHA_512, "broker-secret", b"salt", 4096)
+            await broker.scram_credentials.alter([Upsertion("broker", 2, 4096, b"salt", salted)], [])
+            login = client_factory(InterBrokerSasl(mechanism, "broker", "broker-secret"))
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5, sasl=login)
+            metadata = await client.send(ApiKey.METADATA, 12, METADATA)
+            await client.close()
+            again = await client.send(ApiKey.METADATA, 12, METADATA)  # a new connection, authenticated again
+            await client.close()
+            return metadata, again
+
+    metadata, again = asyncio.run(main())
+    assert metadata.brokers and again.brokers
+
+
+def test_a_refused_sasl_login_is_a_connection_error(tmp_path):
+    from broker.security.sasl_clients import client_factory
+    from broker.security.sasl_config import InterBrokerSasl
+
+    async def main():
+        async with running_broker(tmp_path, SASL_LISTENER) as broker:
+            client = BrokerClient(
+                "127.0.0.1", broker.port, "test-client", 5, 5,
+                sasl=client_factory(InterBrokerSasl("PLAIN", "broker", "wrong")),
+            )
+            with pytest.raises(BrokerConnectionError, match="Invalid username or password"):
+                await client.send(ApiKey.METADATA, 12, METADATA)
+            await client.close()
+
+    asyncio.run(main())
