@@ -34,9 +34,15 @@ def free_port() -> int:
 
 class BrokerProcess:
     def __init__(
-        self, data_dir: Path, overrides: dict[str, str] | None = None, max_open_files: int | None = None
+        self,
+        data_dir: Path,
+        overrides: dict[str, str] | None = None,
+        max_open_files: int | None = None,
+        log_level: str = "INFO",
     ) -> None:
-        """`max_open_files`: the broker's RLIMIT_NOFILE, for tests of running out of descriptors."""
+        """`max_open_files`: the broker's RLIMIT_NOFILE, for tests of running out of descriptors;
+        `log_level`: the broker's --log-level, for tests that read its debug lines."""
+        self.log_level = log_level
         self.data_dir = Path(data_dir)
         self.max_open_files = max_open_files
         self.port = free_port()
@@ -55,7 +61,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        command = [sys.executable, "-m", "broker", "--config", str(SERVER_PROPERTIES)]
+        command = [sys.executable, "-m", "broker", "--config", str(SERVER_PROPERTIES), "--log-level", self.log_level]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
         log = open(self.log_path, "ab")

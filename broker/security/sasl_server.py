@@ -135,6 +135,7 @@ class SaslAuthenticator:
         return self._last_reauth_start_ns == 0 or now_ns - self._last_reauth_start_ns >= _MIN_REAUTH_INTERVAL_NS
 
     def _begin_reauthentication(self, now_ns: int) -> None:
+        log.debug("SASL re-authentication of %s begins", self.authorization_id)
         self._last_reauth_start_ns = now_ns
         self._reauthenticating = True
         self.state = State.HANDSHAKE

@@ -60,8 +60,8 @@ def sasl_overrides(port: int, **extra: str) -> dict[str, str]:
     }
 
 
-def start_sasl_broker(data_dir, **extra: str) -> BrokerProcess:
-    broker = BrokerProcess(data_dir)
+def start_sasl_broker(data_dir, log_level: str = "INFO", **extra: str) -> BrokerProcess:
+    broker = BrokerProcess(data_dir, log_level=log_level)
     broker.overrides.update(sasl_overrides(broker.port, **extra))
     return broker.start()
 
@@ -320,3 +320,41 @@ def test_a_session_past_connections_max_reauth_ms_is_closed_at_its_next_request(
         assert connection.closed_by_broker()
     finally:
         broker.stop()
+
+
+def test_a_session_re_authenticated_in_time_goes_on_past_its_first_lifetime(tmp_path):
+    broker = start_sasl_broker(tmp_path / "data", **{"connections.max.reauth.ms": "1500"})
+    try:
+        connection = RawConnection(broker)
+        for _ in range(2):  # the first authentication, then a re-authentication on the connection
+            assert connection.call(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code is ErrorCode.none
+            done = connection.call(ApiKey.SASL_AUTHENTICATE, 1, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
+            assert (done.error_code, done.session_lifetime.total_seconds()) == (ErrorCode.none, 1.5)
+            time.sleep(1.0)
+        # 2 s after the first authentication, 1 s after the second: the renewed session serves.
+        assert connection.call(ApiKey.METADATA, 12, METADATA).brokers
+    finally:
+        broker.stop()
+
+
+def test_confluent_kafka_and_kafka_python_re_authenticate_before_their_sessions_expire(tmp_path):
+    from kafka import KafkaProducer
+
+    broker = start_sasl_broker(tmp_path / "data", log_level="DEBUG", **{"connections.max.reauth.ms": "2000"})
+    try:
+        create_topic(broker, "reauth")
+        create_scram_user(broker, SCRAM_USER, ["SCRAM-SHA-256"])
+        librdkafka = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, **librdkafka_settings("PLAIN")})
+        kafka_python = KafkaProducer(bootstrap_servers=broker.bootstrap, **python_client_settings("SCRAM-SHA-256"))
+        for _ in range(10):  # 5 s: past two session lifetimes
+            librdkafka.produce("reauth", b"x")
+            assert librdkafka.flush(TIMEOUT_S) == 0
+            kafka_python.send("reauth", b"y").get(timeout=TIMEOUT_S)
+            time.sleep(0.5)
+        kafka_python.close()
+    finally:
+        broker.stop()
+    log = broker.log()
+    assert log.count("SASL re-authentication of alice begins") >= 2
+    assert log.count(f"SASL re-authentication of {SCRAM_USER[0]} begins") >= 2
+    assert "SASL session expired" not in log
