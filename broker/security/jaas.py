@@ -55,7 +55,12 @@ def parse_jaas_config(text: str) -> list[JaasEntry]:
                 break
             if kind != "word":
                 raise JaasConfigError(f"Unexpected {value!r} in JAAS config entry for {module}")
-            if position + 2 >= len(tokens) or tokens[position + 1][0] != "=" or tokens[position + 2][0] not in ("word", "quoted"):
+            has_value = (
+                position + 2 < len(tokens)
+                and tokens[position + 1][0] == "="
+                and tokens[position + 2][0] in ("word", "quoted")
+            )
+            if not has_value:
                 raise JaasConfigError(f"Value not specified for key '{value}' in JAAS config")
             options[value] = tokens[position + 2][1]
             position += 3

@@ -67,7 +67,9 @@ class UnsecuredValidator:
         """(principal name, expiry in epoch ms) of a valid token; TokenInvalid otherwise."""
         parts = token.split(".")
         if len(parts) != 3:
-            raise TokenInvalid(f"An unsecured JWS must have 3 dot-separated Base64URL-encoded values, found {len(parts)}")
+            raise TokenInvalid(
+                f"An unsecured JWS must have 3 dot-separated Base64URL-encoded values, found {len(parts)}"
+            )
         if parts[2]:
             raise TokenInvalid("Unsecured JWS must not contain a digital signature")
         header, claims = _json_part(parts[0]), _json_part(parts[1])
@@ -93,7 +95,9 @@ class UnsecuredValidator:
                     f"plus allowable clock skew ({self.clock_skew_ms} ms)"
                 )
             if expiry <= issued:
-                raise TokenInvalid(f"The Expiration Time time ({expiry} seconds) was not after the Issued At time ({issued} seconds)")
+                raise TokenInvalid(
+                    f"The Expiration Time time ({expiry} seconds) was not after the Issued At time ({issued} seconds)"
+                )
         if now_ms - self.clock_skew_ms >= expiry * 1000:
             raise TokenInvalid(
                 f"The indicated time ({now_ms} ms) minus allowable clock skew ({self.clock_skew_ms} ms) "
@@ -128,7 +132,9 @@ def _json_part(part: str) -> dict:
 class OAuthBearerServer:
     mechanism = MECHANISM
 
-    def __init__(self, validator: UnsecuredValidator, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+    def __init__(
+        self, validator: UnsecuredValidator, clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+    ) -> None:
         self._validator = validator
         self._clock_ms = clock_ms
         self._principal: str | None = None

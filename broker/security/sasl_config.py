@@ -186,7 +186,9 @@ def _max_reauth(settings: Mapping[str, str], get: Callable[[str], object], prefi
             try:
                 return int(raw.strip())
             except ValueError:
-                raise SaslConfigError(f"Invalid value {raw} for configuration {key}: Not a number of type LONG") from None
+                raise SaslConfigError(
+                    f"Invalid value {raw} for configuration {key}: Not a number of type LONG"
+                ) from None
     return int(get("connections.max.reauth.ms"))  # type: ignore[arg-type]
 
 

@@ -78,15 +78,20 @@ def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, itera
     return hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode(), salt, iterations)
 
 
-def credential_from_salted_password(mechanism: ScramMechanism, salted: bytes, salt: bytes, iterations: int) -> ScramCredential:
+def credential_from_salted_password(
+    mechanism: ScramMechanism, salted: bytes, salt: bytes, iterations: int
+) -> ScramCredential:
     """What AlterUserScramCredentials carries (the client salts) turned into what is stored."""
     client_key = mechanism.hmac(salted, b"Client Key")
     return ScramCredential(salt, mechanism.hash(client_key), mechanism.hmac(salted, b"Server Key"), iterations)
 
 
-def credential_from_password(mechanism: ScramMechanism, password: str, iterations: int, salt: bytes | None = None) -> ScramCredential:
+def credential_from_password(
+    mechanism: ScramMechanism, password: str, iterations: int, salt: bytes | None = None
+) -> ScramCredential:
     salt = secrets.token_bytes(32) if salt is None else salt
-    return credential_from_salted_password(mechanism, salted_password(mechanism, password, salt, iterations), salt, iterations)
+    salted = salted_password(mechanism, password, salt, iterations)
+    return credential_from_salted_password(mechanism, salted, salt, iterations)
 
 
 _SASL_NAME = r"(?:[\x21-\x2b\x2d-\x3c\x3e-\x7e\x80-\U0010ffff]|=2C|=3D)+"
@@ -95,7 +100,8 @@ _CLIENT_FIRST = re.compile(
     r"r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)(?P<extensions>(?:,[A-Za-z]+=[^,]*)*))"
 )
 _CLIENT_FINAL = re.compile(
-    r"c=(?P<channel>[A-Za-z0-9+/=]*),r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)(?:,[A-Za-z]+=[^,]*)*?,p=(?P<proof>[A-Za-z0-9+/=]+)"
+    r"c=(?P<channel>[A-Za-z0-9+/=]*),r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+)"
+    r"(?:,[A-Za-z]+=[^,]*)*?,p=(?P<proof>[A-Za-z0-9+/=]+)"
 )
 
 

@@ -154,7 +154,9 @@ class ScramCredentialStore:
         pairs += [(d.user, d.mechanism) for d in deletions if d.user not in illegal]
         duplicated = {user for user, mechanism in pairs if pairs.count((user, mechanism)) > 1}
         results.extend(
-            UserResult(user, ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request")
+            UserResult(
+                user, ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request"
+            )
             for user in dict.fromkeys(user for user, _ in pairs if user in duplicated)
         )
         candidates = list(dict.fromkeys(user for user, _ in pairs if user not in duplicated))
