@@ -1018,7 +1018,7 @@ class BrokerConfig:
         found: list[ConfigSynonym] = []
         for member in group:
             if member in self._settings:
-                raw = self._settings[member]
+                raw = None if BROKER_CONFIGS[member].type is ConfigType.PASSWORD else self._settings[member]
                 found.append(ConfigSynonym(member, raw, ConfigSource.STATIC_BROKER_CONFIG))
         for member in group:
             definition = BROKER_CONFIGS[member]

@@ -21,6 +21,7 @@ import logging
 import resource
 import signal
 import socket
+import ssl
 import time
 from dataclasses import dataclass
 
@@ -394,7 +395,7 @@ def raise_open_files_limit() -> None:
     )
 
 
-def _replication_settings(config: BrokerConfig, ssl_context) -> ReplicationSettings:
+def _replication_settings(config: BrokerConfig, ssl_context: ssl.SSLContext | None = None) -> ReplicationSettings:
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
