@@ -15,6 +15,7 @@ import errno
 import ipaddress
 import logging
 import os
+import re
 import socket
 import ssl
 from collections import deque
@@ -631,9 +632,12 @@ class TlsConnection(Connection):
 
 
 def _tls_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's words for a failed handshake: "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert
+    unknown ca" (the client did not trust the broker), or why a client certificate failed."""
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"certificate verify failed: {exc.verify_message}"
-    return exc.reason or str(exc)
+        return f"client certificate verify failed: {exc.verify_message}"
+    text = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], str) else str(exc)
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", text)
 
 
 class Listener:
