@@ -172,6 +172,11 @@ def _check_keystore_combination(settings: Mapping[str, Any]) -> None:
         raise ConfigError("SSL key store is not specified, but key store password is specified.")
     elif location is not None and password is None:
         raise ConfigError("SSL key store is specified, but key store password is not specified.")
+    elif location is not None and settings["ssl.key.password"] not in (None, password):
+        raise ConfigError(
+            "ssl.key.password differs from ssl.keystore.password: logway reads a PKCS12 keystore "
+            "and its key with one password (the usual case); leave ssl.key.password unset"
+        )
 
 
 def _check_truststore_combination(settings: Mapping[str, Any]) -> None:
