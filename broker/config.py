@@ -466,6 +466,10 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("ssl.principal.mapping.rules", _S, "DEFAULT",
        "Rules mapping a client certificate's subject DN to its principal name (Kafka's syntax: "
        "RULE:pattern/replacement/[LU], DEFAULT)."),
+    _c("ssl.allow.dn.changes", _B, False,
+       "Whether a keystore changed at runtime may carry a certificate of another subject DN."),
+    _c("ssl.allow.san.changes", _B, False,
+       "Whether a keystore changed at runtime may drop subject alternative names."),
     _c("ssl.keymanager.algorithm", _S, "SunX509",
        "Java's key manager; logway (OpenSSL) has none, so only the default is accepted."),
     _c("ssl.trustmanager.algorithm", _S, "PKIX",

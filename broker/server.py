@@ -23,6 +23,7 @@ import signal
 import socket
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.cluster import ClusterMember, resolve_broker_id
@@ -32,7 +33,6 @@ from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security import tls
-from broker.security.ssl_principal_mapper import SslPrincipalMapper
 from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -77,13 +77,11 @@ class Broker:
         self.started_at_ms = int(time.time() * 1000)
         # TLS contexts are built (keystores read) before anything else: a bad one stops the start.
         self._tls_listeners = {
-            listener.name: (
-                tls.server_context(config.ssl_settings(listener.name)),
-                SslPrincipalMapper(config.ssl_settings(listener.name)["ssl.principal.mapping.rules"]),
-            )
+            listener.name: tls.ListenerTls(config.ssl_settings(listener.name))
             for listener in config.listeners
             if config.security_protocol(listener.name) == "SSL"
         }
+        self._dynamic_tls: dict[str, str] = {}  # keystore and truststore keys changed at runtime
         inter_broker = config.inter_broker_listener_name
         self.inter_broker_ssl_context = (
             tls.client_context(config.ssl_settings(inter_broker))
@@ -271,15 +269,42 @@ class Broker:
         if tls_listener is None:
             connection: Connection = Connection(*connection_args, **limits)
         else:
-            context, mapper = tls_listener
             connection = TlsConnection(
                 *connection_args,
-                context=context,
-                on_handshake=functools.partial(tls.authenticate, session, mapper),
+                context=tls_listener.context,
+                on_handshake=functools.partial(tls.authenticate, session, tls_listener.mapper),
                 handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
                 **limits,
             )
         self._connections[connection] = ip
+
+    def reconfigure_tls(self, changes: Mapping[str, str | None], validate_only: bool) -> None:
+        """IncrementalAlterConfigs of keystore and truststore keys (tls.RECONFIGURABLE, plain
+        or listener.name.<l>.*) on this broker: a value, or None to drop an earlier change.
+        Every SSL listener whose settings or files changed gets a new context, used by the
+        connections accepted from then on (those open keep theirs, as in Kafka); all or none.
+        ConfigError (nothing changed) when the new settings or stores are refused.
+
+        The changes live in memory: a restart goes back to server.properties (Kafka keeps them
+        in ZooKeeper); the inter-broker client keeps the context it started with."""
+        dynamic = dict(self._dynamic_tls)
+        for key, value in changes.items():
+            if value is None:
+                dynamic.pop(key, None)
+            else:
+                dynamic[key] = value
+        config = BrokerConfig({**self.config.explicit_settings, **dynamic})
+        rebuilt = {}
+        for name, listener_tls in self._tls_listeners.items():
+            new = listener_tls.reloaded(config.ssl_settings(name))
+            if new is not None:
+                rebuilt[name] = new
+        if validate_only:
+            return
+        self._dynamic_tls = dynamic
+        self._tls_listeners.update(rebuilt)
+        for name in rebuilt:
+            log.info("listener %s: TLS keystore and truststore reloaded", name)
 
     def _forget_connection(self, connection: Connection) -> None:
         self._quotas.release(self._connections.pop(connection))

@@ -3,6 +3,7 @@
     context = server_context(config.ssl_settings("SSL"))    # a listener's
     context = client_context(config.ssl_settings("SSL"))    # the inter-broker client's
     authenticate(session, mapper, ssl_object)                # after a listener's handshake
+    listener = ListenerTls(settings); listener.reloaded(new_settings)   # dynamic keystores
 
 `settings` maps Kafka's key names (ssl.keystore.type, ...) to typed values, as
 BrokerConfig.ssl_settings resolves them for one listener. What Kafka's DefaultSslEngineFactory
@@ -22,6 +23,7 @@ Private keys reach OpenSSL through an anonymous in-memory file (memfd) holding t
 encrypted with a one-time password, never through a file on disk.
 """
 
+import hashlib
 import os
 import secrets
 import ssl
@@ -37,6 +39,14 @@ from cryptography.x509.oid import NameOID
 from broker.config import ConfigError
 from broker.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
 from broker.session import KafkaPrincipal, Session
+
+# What IncrementalAlterConfigs may change on a running broker (Kafka's
+# SslConfigs.RECONFIGURABLE_CONFIGS), plain or per listener.
+RECONFIGURABLE = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+})
 
 PEM = "PEM"
 PKCS12 = "PKCS12"
@@ -57,19 +67,98 @@ _TLS13_SUITES = frozenset({"TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA2
 def server_context(settings: Mapping[str, Any]) -> ssl.SSLContext:
     """The context of a listener: its keystore (required), client authentication as
     ssl.client.auth says, client certificates checked against the truststore."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    _common(context, settings)
-    keystore = load_keystore(settings)
-    if keystore is None:
-        raise ConfigError(
-            "SSL key store is not specified: a listener with security protocol SSL needs "
-            "ssl.keystore.location, or ssl.keystore.key and ssl.keystore.certificate.chain"
-        )
-    _load_key_and_chain(context, *keystore)
-    context.verify_mode = _CLIENT_AUTH[settings["ssl.client.auth"]]
-    if context.verify_mode != ssl.CERT_NONE:
-        _load_trust(context, settings, ssl.Purpose.CLIENT_AUTH)
-    return context
+    return ListenerTls(settings).context
+
+
+class ListenerTls:
+    """A listener's TLS: its context, its principal mapper, and what a reload compares.
+
+    `reloaded(settings)` serves dynamic reconfiguration (IncrementalAlterConfigs), with Kafka's
+    rules (SslFactory): nothing is rebuilt when the settings are the same and the keystore and
+    truststore files are unmodified; otherwise the new keystore must keep the old certificate's
+    subject DN (unless ssl.allow.dn.changes) and all its subject alternative names (unless
+    ssl.allow.san.changes), and a truststore cannot be added to a listener that had none.
+    """
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = dict(settings)
+        self._stamps = _file_stamps(settings)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        _common(context, settings)
+        keystore = load_keystore(settings)
+        if keystore is None:
+            raise ConfigError(
+                "SSL key store is not specified: a listener with security protocol SSL needs "
+                "ssl.keystore.location, or ssl.keystore.key and ssl.keystore.certificate.chain"
+            )
+        _load_key_and_chain(context, *keystore)
+        self.certificate = keystore[1][0]
+        self.has_truststore = _truststore_given(settings)
+        context.verify_mode = _CLIENT_AUTH[settings["ssl.client.auth"]]
+        if context.verify_mode != ssl.CERT_NONE:
+            _load_trust(context, settings, ssl.Purpose.CLIENT_AUTH)
+        self.context = context
+        self.mapper = SslPrincipalMapper(settings["ssl.principal.mapping.rules"])
+
+    def reloaded(self, settings: Mapping[str, Any]) -> "ListenerTls | None":
+        """This listener's TLS built anew from `settings`, or None when nothing changed;
+        ConfigError (Kafka's words) when the new keystore or truststore cannot replace the old."""
+        if dict(settings) == self.settings and _file_stamps(settings) == self._stamps:
+            return None
+        try:
+            new = ListenerTls(settings)
+            if not self.has_truststore and new.has_truststore:
+                raise ConfigError(
+                    "Cannot add SSL truststore to an existing listener for which no truststore was configured."
+                )
+            _ensure_compatible(self.certificate, new.certificate, settings)
+        except ConfigError as exc:
+            raise ConfigError(f"Validation of dynamic config update of SSLFactory failed: {exc}") from None
+        return new
+
+
+def _file_stamps(settings: Mapping[str, Any]) -> tuple:
+    """The keystore and truststore files' digests: a reload with the same settings rebuilds the
+    context if either file changed (Kafka looks at their modification times, which a quick
+    rewrite can leave unchanged)."""
+    stamps = []
+    for key in ("ssl.keystore.location", "ssl.truststore.location"):
+        location = settings[key]
+        try:
+            with open(location, "rb") as file:
+                stamps.append(hashlib.sha256(file.read()).digest())
+        except (OSError, TypeError):  # TypeError: no file configured
+            stamps.append(None)
+    return tuple(stamps)
+
+
+def _truststore_given(settings: Mapping[str, Any]) -> bool:
+    return settings["ssl.truststore.location"] is not None or settings["ssl.truststore.certificates"] is not None
+
+
+def _ensure_compatible(old: x509.Certificate, new: x509.Certificate, settings: Mapping[str, Any]) -> None:
+    if not settings["ssl.allow.dn.changes"]:
+        old_dn = subject_dn(old.public_bytes(serialization.Encoding.DER))
+        new_dn = subject_dn(new.public_bytes(serialization.Encoding.DER))
+        if old_dn.lower() != new_dn.lower():
+            raise ConfigError(
+                f"Keystore DistinguishedName does not match:  existing={{DN={old_dn}}}, new={{DN={new_dn}}}"
+            )
+    if not settings["ssl.allow.san.changes"]:
+        old_names, new_names = _subject_alt_names(old), _subject_alt_names(new)
+        if not old_names <= new_names:
+            raise ConfigError(
+                f"Keystore SubjectAltNames do not match:  existing={{SAN={sorted(old_names)}}}, "
+                f"new={{SAN={sorted(new_names)}}}"
+            )
+
+
+def _subject_alt_names(certificate: x509.Certificate) -> set[str]:
+    try:
+        extension = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return set()
+    return {f"{type(name).__name__}:{name.value}" for name in extension.value}
 
 
 def client_context(settings: Mapping[str, Any]) -> ssl.SSLContext:

@@ -300,3 +300,79 @@ def test_a_wrong_keystore_password_stops_the_start_with_kafkas_message(tmp_path,
     with pytest.raises(RuntimeError, match="broker exited with 1"):
         broker.start()
     assert f"Failed to load SSL keystore {keystore} of type PKCS12: keystore password was incorrect" in broker.log()
+
+
+# ------------------------------------------------------------------------------ reloading
+
+
+def serving_serial(port: int, ca_pem: str) -> int:
+    """The serial number of the certificate a new TLS connection to `port` is served."""
+    import socket
+    import ssl
+
+    from cryptography import x509
+
+    context = ssl.create_default_context(cafile=ca_pem)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            return x509.load_der_x509_certificate(sock.getpeercert(binary_form=True)).serial_number
+
+
+def test_incremental_alter_configs_reloads_a_listeners_keystore(tmp_path, files):
+    """What `kafka-configs --entity-type brokers --entity-name 0 --alter --add-config
+    listener.name.ssl.ssl.keystore.location=...` sends; new connections get the new certificate."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    def broker_cert(unit="brokers"):
+        cert = files.ca.issue_cert("localhost", "127.0.0.1", common_name="broker", organization_unit_name=unit)
+        return cert, cert.private_key_and_cert_chain_pem.bytes()
+
+    first, first_pem = broker_cert()
+    (tmp_path / "first.pem").write_bytes(first_pem)
+    broker = BrokerProcess(tmp_path / "data")
+    broker.overrides.update(
+        {
+            "listeners": f"SSL://127.0.0.1:{broker.port}",
+            "advertised.listeners": f"SSL://127.0.0.1:{broker.port}",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(tmp_path / "first.pem"),
+        }
+    )
+    with broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL",
+                             "ssl.ca.location": files.ca_pem})
+
+        def alter(location: str):
+            resource = ConfigResource(
+                ResourceType.BROKER, "0",
+                incremental_configs=[ConfigEntry("listener.name.ssl.ssl.keystore.location", location,
+                                                 incremental_operation=AlterConfigOpType.SET)],
+            )
+            admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT_S)
+
+        def serial(cert) -> int:
+            from cryptography import x509
+
+            return x509.load_pem_x509_certificate(cert.cert_chain_pems[0].bytes()).serial_number
+
+        assert serving_serial(broker.port, files.ca_pem) == serial(first)
+        renewed, renewed_pem = broker_cert()
+        (tmp_path / "renewed.pem").write_bytes(renewed_pem)
+        alter(str(tmp_path / "renewed.pem"))
+        assert serving_serial(broker.port, files.ca_pem) == serial(renewed)
+
+        # Kafka's rule: the certificate's subject must stay.
+        _, other_pem = broker_cert(unit="elsewhere")
+        (tmp_path / "other.pem").write_bytes(other_pem)
+        from confluent_kafka import KafkaException
+
+        with pytest.raises(KafkaException, match="Keystore DistinguishedName does not match"):
+            alter(str(tmp_path / "other.pem"))
+        assert serving_serial(broker.port, files.ca_pem) == serial(renewed)
+
+        # A file replaced in place is read again when the same location is set.
+        again, again_pem = broker_cert()
+        (tmp_path / "renewed.pem").write_bytes(again_pem)
+        alter(str(tmp_path / "renewed.pem"))
+        assert serving_serial(broker.port, files.ca_pem) == serial(again)
+    assert "listener SSL: TLS keystore and truststore reloaded" in broker.log()

@@ -405,3 +405,65 @@ def test_authenticate_refuses_a_dn_no_rule_maps(tmp_path, ca, server_cert):
     refused = tls.authenticate(session, SslPrincipalMapper("RULE:^CN=alice$/alice/"), server_side)
     assert refused.startswith("No rules apply to CN=mallory")
     assert session.principal == ANONYMOUS
+
+
+# ------------------------------------------------------------------------------ reloading
+
+
+def named_cert(ca, *names, unit="brokers"):
+    return ca.issue_cert(*names, common_name="broker", organization_name="Example", organization_unit_name=unit)
+
+
+def write_keystore(path, cert):
+    cert.private_key_and_cert_chain_pem.write_to_path(str(path))
+    return str(path)
+
+
+def test_reload_with_the_same_settings_and_files_builds_nothing(tmp_path, ca):
+    location = write_keystore(tmp_path / "a.pem", named_cert(ca, "localhost"))
+    values = settings(ssl_keystore_type="PEM", ssl_keystore_location=location)
+    assert tls.ListenerTls(values).reloaded(values) is None
+
+
+def test_reload_takes_a_new_keystore_with_the_same_subject_and_names(tmp_path, ca):
+    old = tls.ListenerTls(
+        settings(ssl_keystore_type="PEM", ssl_keystore_location=write_keystore(tmp_path / "a.pem", named_cert(ca, "localhost")))
+    )
+    renewed = named_cert(ca, "localhost", "127.0.0.1")  # a name more is allowed
+    new_settings = settings(ssl_keystore_type="PEM", ssl_keystore_location=write_keystore(tmp_path / "b.pem", renewed))
+    new = old.reloaded(new_settings)
+    assert new.certificate.serial_number == x509.load_pem_x509_certificate(renewed.cert_chain_pems[0].bytes()).serial_number
+    handshake(new.context, client_trusting(ca))
+
+
+def test_reload_of_a_keystore_file_replaced_in_place(tmp_path, ca):
+    path = tmp_path / "a.pem"
+    values = settings(ssl_keystore_type="PEM", ssl_keystore_location=write_keystore(path, named_cert(ca, "localhost")))
+    old = tls.ListenerTls(values)
+    write_keystore(path, named_cert(ca, "localhost"))
+    new = old.reloaded(values)
+    assert new is not None and new.certificate.serial_number != old.certificate.serial_number
+
+
+def test_reload_refuses_another_subject_or_fewer_names_as_kafka_does(tmp_path, ca):
+    old = tls.ListenerTls(
+        settings(ssl_keystore_type="PEM", ssl_keystore_location=write_keystore(tmp_path / "a.pem", named_cert(ca, "localhost", "127.0.0.1")))
+    )
+    other_dn = settings(ssl_keystore_type="PEM", ssl_keystore_location=write_keystore(tmp_path / "b.pem", named_cert(ca, "localhost", "127.0.0.1", unit="other")))
+    with pytest.raises(ConfigError, match="Validation of dynamic config update of SSLFactory failed: Keystore DistinguishedName does not match"):
+        old.reloaded(other_dn)
+    assert old.reloaded({**other_dn, "ssl.allow.dn.changes": True}) is not None
+    fewer_names = settings(ssl_keystore_type="PEM", ssl_keystore_location=write_keystore(tmp_path / "c.pem", named_cert(ca, "localhost")))
+    with pytest.raises(ConfigError, match="Keystore SubjectAltNames do not match"):
+        old.reloaded(fewer_names)
+    assert old.reloaded({**fewer_names, "ssl.allow.san.changes": True}) is not None
+
+
+def test_reload_cannot_add_a_truststore(tmp_path, ca):
+    location = write_keystore(tmp_path / "a.pem", named_cert(ca, "localhost"))
+    old = tls.ListenerTls(settings(ssl_keystore_type="PEM", ssl_keystore_location=location))
+    with pytest.raises(ConfigError, match="Cannot add SSL truststore to an existing listener"):
+        old.reloaded(
+            settings(ssl_keystore_type="PEM", ssl_keystore_location=location, ssl_truststore_type="PEM",
+                     ssl_truststore_certificates=ca.cert_pem.bytes().decode())
+        )
