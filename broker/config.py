@@ -40,6 +40,7 @@ __all__ = [
     "ConfigError",
     "Listener",
     "SECURITY_PROTOCOLS",
+    "TLS_PROTOCOLS",
     "parse_security_protocol_map",
     "parse_listeners",
     "BrokerConfigDef",
@@ -177,7 +178,7 @@ def _read_text(path: str | os.PathLike[str]) -> str:
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SSL")
-_TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # the security protocols whose listeners speak TLS
 _LISTENER_RE = re.compile(
     r"(?P<name>[^:/]*)://(?:\[(?P<v6>[0-9A-Za-z%._:-]*)\]|(?P<host>[0-9A-Za-z%._:-]*))"
     r":(?P<port>-?[0-9]+)",
@@ -854,7 +855,7 @@ class BrokerConfig:
                     f"Invalid value {settings['ssl.principal.mapping.rules']} for configuration "
                     f"ssl.principal.mapping.rules: {exc}"
                 ) from None
-            if self._protocol_map[listener.name] in _TLS_PROTOCOLS and not tls.keystore_given(settings):
+            if self._protocol_map[listener.name] in TLS_PROTOCOLS and not tls.keystore_given(settings):
                 raise ConfigError(
                     f"Listener {listener.name} uses security protocol {self._protocol_map[listener.name]} "
                     "but has no keystore: set ssl.keystore.location (or ssl.keystore.key and "

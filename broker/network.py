@@ -507,6 +507,8 @@ class TlsConnection(Connection):
 
     def _on_readable(self) -> None:
         self._buffered_read = None
+        if self.closed:  # a buffered read scheduled before the connection closed
+            return
         if not self._handshaken:
             self._handshake()
             return

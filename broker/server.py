@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.cluster import ClusterMember, resolve_broker_id
-from broker.config import BrokerConfig
+from broker.config import TLS_PROTOCOLS, BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
@@ -79,13 +79,13 @@ class Broker:
         self._tls_listeners = {
             listener.name: tls.ListenerTls(config.ssl_settings(listener.name))
             for listener in config.listeners
-            if config.security_protocol(listener.name) == "SSL"
+            if config.security_protocol(listener.name) in TLS_PROTOCOLS
         }
         self._dynamic_tls: dict[str, str] = {}  # keystore and truststore keys changed at runtime
         inter_broker = config.inter_broker_listener_name
         self.inter_broker_ssl_context = (
             tls.client_context(config.ssl_settings(inter_broker))
-            if config.security_protocol(inter_broker) == "SSL"
+            if config.security_protocol(inter_broker) in TLS_PROTOCOLS
             else None
         )
         self.topic_store = TopicStore(config.log_dirs)
