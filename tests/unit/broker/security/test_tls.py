@@ -467,3 +467,22 @@ def test_reload_cannot_add_a_truststore(tmp_path, ca):
             settings(ssl_keystore_type="PEM", ssl_keystore_location=location, ssl_truststore_type="PEM",
                      ssl_truststore_certificates=ca.cert_pem.bytes().decode())
         )
+
+
+def test_inline_pem_written_across_properties_continuation_lines(tmp_path, ca, server_cert):
+    """server.properties holds a multi-line value with a backslash at each line's end, which
+    Java's Properties (and logway's reader) joins into one line without the line breaks."""
+    from broker.config import parse_properties
+
+    def continued(pem: str) -> str:
+        return "\\\n    ".join(pem.strip().splitlines())
+
+    text = (
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.key={continued(server_cert.private_key_pem.bytes().decode())}\n"
+        f"ssl.keystore.certificate.chain={continued(server_cert.cert_chain_pems[0].bytes().decode())}\n"
+    )
+    props = parse_properties(text)
+    assert "\n" not in props["ssl.keystore.key"]
+    context = tls.server_context(settings(**{k.replace(".", "_"): v for k, v in props.items()}))
+    handshake(context, client_trusting(ca))
