@@ -3,7 +3,8 @@ controller's requests, follower fetches and WriteTxnMarkers go over TLS, each br
 its own keystore as client certificate (as Kafka does). Clients use the PLAINTEXT listener, so
 the shared client helpers serve; replication can only work if the TLS listener and the
 inter-broker TLS client both do. An acks=all producer goes on through the leader's death with
-every acknowledged record kept."""
+every acknowledged record kept, and a transaction over partitions led by every broker commits
+(its markers sent to the other brokers over TLS)."""
 
 import trustme
 from confluent_kafka import Producer
@@ -66,3 +67,21 @@ def test_replication_over_ssl_survives_a_leader_kill_with_acks_all(cluster_facto
     produce(values[100:])
     assert delivered == [None] * len(values)
     assert read_values(cluster.broker(survivors[0]).bootstrap, topic, len(values)) == values
+
+
+def test_transaction_markers_reach_the_other_brokers_over_ssl(cluster_factory, tmp_path):
+    cluster = ssl_inter_broker_cluster(cluster_factory, tmp_path)
+    topic = unique_topic("tls-txn")
+    create_topic(cluster, topic, 3, 3)
+    agreed = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 3), TIMEOUT_S, "metadata agreement")
+    assert sorted(leader for leader, _, _ in agreed.values()) == [1, 2, 3]  # whoever coordinates, two are remote
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": unique_topic("tid")})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    values = [b"committed-%d" % p for p in range(3)]
+    for partition, value in enumerate(values):
+        producer.produce(topic, value, partition=partition)
+    producer.commit_transaction(TIMEOUT_S)
+    read = read_values(cluster.bootstrap, topic, len(values), range(3), "read_committed")
+    assert sorted(read) == values
