@@ -428,17 +428,16 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "host:count or ip:count pairs, comma separated, overriding max.connections.per.ip.",
        dynamic=True),
     # --- TLS (Kafka's names and defaults; broker.security.tls builds the contexts). Each may be
-    # overridden for one listener as listener.name.<lower-case listener name>.<key>.
+    # overridden for one listener as listener.name.<lower-case listener name>.<key>. Dynamic:
+    # the keystore and truststore keys, which IncrementalAlterConfigs may change at runtime.
     _c("ssl.protocol", _S, "TLSv1.3",
        "Kafka's SSLContext protocol (TLS, TLSv1.2, TLSv1.3, ...). As in Kafka, which versions "
        "are offered is ssl.enabled.protocols'; this one is only checked."),
     _c("ssl.enabled.protocols", _LIST, ["TLSv1.2", "TLSv1.3"],
-       "TLS versions offered: consecutive ones among TLSv1, TLSv1.1, TLSv1.2, TLSv1.3.",
-       dynamic=True),
+       "TLS versions offered: consecutive ones among TLSv1, TLSv1.1, TLSv1.2, TLSv1.3."),
     _c("ssl.cipher.suites", _LIST, None,
        "Cipher suites, by IANA (Java) or OpenSSL name; unset, OpenSSL's defaults. Without a TLS "
-       "1.3 suite TLS 1.3 is off (as in Java); TLS 1.3 suites can only be listed all together.",
-       dynamic=True),
+       "1.3 suite TLS 1.3 is off (as in Java); TLS 1.3 suites can only be listed all together."),
     _c("ssl.keystore.type", _S, "JKS",
        "PEM or PKCS12. JKS (Kafka's default) cannot be read: set one of the others.", dynamic=True),
     _c("ssl.keystore.location", _S, None,
