@@ -107,7 +107,7 @@ class ClusterMember:
             config.get("zookeeper.session.timeout.ms"),
             config.get("zookeeper.connection.timeout.ms"),
         )
-        self.inter_broker_listener = (config.get("inter.broker.listener.name") or config.advertised_listeners[0].name).upper()
+        self.inter_broker_listener = config.inter_broker_listener_name
         self.broker_epoch = -1
         self.controller_epoch = 0  # the newest seen in a controller request
         self.controller = Controller(
@@ -120,6 +120,7 @@ class ClusterMember:
                 rebalance_interval_s=config.get("leader.imbalance.check.interval.seconds"),
                 imbalance_percentage=config.get("leader.imbalance.per.broker.percentage"),
                 request_timeout_s=config.get("controller.socket.timeout.ms") / 1000,
+                ssl_context=broker.inter_broker_ssl_context,
             ),
             self._topic_unclean_election,
         )
@@ -253,7 +254,10 @@ class ClusterMember:
         endpoint = cache.endpoint(cache.controller_id, self.inter_broker_listener)
         if endpoint is None:
             return ErrorCode.not_controller, 0
-        client = BrokerClient(endpoint[0], endpoint[1], f"broker-{self.broker_id}-shutdown", 5, 30)
+        client = BrokerClient(
+            endpoint[0], endpoint[1], f"broker-{self.broker_id}-shutdown", 5, 30,
+            ssl_context=self.broker.inter_broker_ssl_context,
+        )
         try:
             response = await client.send(
                 ApiKey.CONTROLLED_SHUTDOWN,

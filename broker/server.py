@@ -21,15 +21,18 @@ import logging
 import resource
 import signal
 import socket
+import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.cluster import ClusterMember, resolve_broker_id
-from broker.config import BrokerConfig
+from broker.config import TLS_PROTOCOLS, BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
-from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
+from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
+from broker.security import tls
 from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -47,6 +50,11 @@ log = logging.getLogger(__name__)
 
 _DRAIN_TIMEOUT_S = 10.0
 _QUIET_S = 1.0  # a connection this long without traffic gives its receive buffer up
+# A TLS handshake not done this long after the accept closes the connection. Kafka has no such
+# bound (only connections.max.idle.ms); 30 s is what Kafka's and librdkafka's clients give
+# connection setup themselves (socket.connection.setup.timeout.max.ms), so a client that is
+# still trying is not cut off.
+_TLS_HANDSHAKE_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -67,13 +75,29 @@ class Broker:
         self.broker_id = max(config.broker_id, 0) if broker_id is None else broker_id
         self.broker_id_chosen = broker_id is not None or config.broker_id >= 0
         self.started_at_ms = int(time.time() * 1000)
+        # TLS contexts are built (keystores read) before anything else: a bad one stops the start.
+        self._tls_listeners = {
+            listener.name: tls.ListenerTls(config.ssl_settings(listener.name))
+            for listener in config.listeners
+            if config.security_protocol(listener.name) in TLS_PROTOCOLS
+        }
+        self._dynamic_tls: dict[str, str] = {}  # keystore and truststore keys changed at runtime
+        inter_broker = config.inter_broker_listener_name
+        self.inter_broker_ssl_context = (
+            tls.client_context(config.ssl_settings(inter_broker))
+            if config.security_protocol(inter_broker) in TLS_PROTOCOLS
+            else None
+        )
         self.topic_store = TopicStore(config.log_dirs)
         self.log_manager = LogManager(
             config.log_dirs, self._log_config_for, _log_manager_settings(config)
         )
         self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
         self.replica_manager = ReplicaManager(
-            self.log_manager, self.broker_id, _replication_settings(config), self.metadata_cache
+            self.log_manager,
+            self.broker_id,
+            _replication_settings(config, self.inter_broker_ssl_context),
+            self.metadata_cache,
         )
         self.topics = TopicManager(
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
@@ -97,6 +121,7 @@ class Broker:
                 self.cluster.inter_broker_listener,
                 f"broker-{self.broker_id}-txn-markers",
                 config.get("controller.socket.timeout.ms") / 1000,
+                self.inter_broker_ssl_context,
             )
             coordinator_markers = ClusterMarkerWriter(
                 self.broker_id, self.metadata_cache, self.markers, self.remote_markers.send
@@ -228,17 +253,58 @@ class Broker:
         # on a listener that is not advertised, with the client listener's.
         advertised = listener if listener in self._advertised_names else None
         session = Session(address, listener, self.config.security_protocol(listener), advertised)
-        connection = Connection(
+        connection_args = (
             asyncio.get_running_loop(),
             sock,
             address,
             functools.partial(self._dispatcher.dispatch, session=session),
             self._forget_connection,
-            max_request_bytes=self.config.get("socket.request.max.bytes"),
-            max_queued_requests=self.config.get("queued.max.requests"),
-            pool=self._request_memory,
         )
+        limits = {
+            "max_request_bytes": self.config.get("socket.request.max.bytes"),
+            "max_queued_requests": self.config.get("queued.max.requests"),
+            "pool": self._request_memory,
+        }
+        tls_listener = self._tls_listeners.get(listener)
+        if tls_listener is None:
+            connection: Connection = Connection(*connection_args, **limits)
+        else:
+            connection = TlsConnection(
+                *connection_args,
+                context=tls_listener.context,
+                on_handshake=functools.partial(tls.authenticate, session, tls_listener.mapper),
+                handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
+                **limits,
+            )
         self._connections[connection] = ip
+
+    def reconfigure_tls(self, changes: Mapping[str, str | None], validate_only: bool) -> None:
+        """IncrementalAlterConfigs of keystore and truststore keys (tls.RECONFIGURABLE, plain
+        or listener.name.<l>.*) on this broker: a value, or None to drop an earlier change.
+        Every SSL listener whose settings or files changed gets a new context, used by the
+        connections accepted from then on (those open keep theirs, as in Kafka); all or none.
+        ConfigError (nothing changed) when the new settings or stores are refused.
+
+        The changes live in memory: a restart goes back to server.properties (Kafka keeps them
+        in ZooKeeper); the inter-broker client keeps the context it started with."""
+        dynamic = dict(self._dynamic_tls)
+        for key, value in changes.items():
+            if value is None:
+                dynamic.pop(key, None)
+            else:
+                dynamic[key] = value
+        config = BrokerConfig({**self.config.explicit_settings, **dynamic})
+        rebuilt = {}
+        for name, listener_tls in self._tls_listeners.items():
+            new = listener_tls.reloaded(config.ssl_settings(name))
+            if new is not None:
+                rebuilt[name] = new
+        if validate_only:
+            return
+        self._dynamic_tls = dynamic
+        self._tls_listeners.update(rebuilt)
+        for name in rebuilt:
+            log.info("listener %s: TLS keystore and truststore reloaded", name)
 
     def _forget_connection(self, connection: Connection) -> None:
         self._quotas.release(self._connections.pop(connection))
@@ -354,7 +420,7 @@ def raise_open_files_limit() -> None:
     )
 
 
-def _replication_settings(config: BrokerConfig) -> ReplicationSettings:
+def _replication_settings(config: BrokerConfig, ssl_context: ssl.SSLContext | None = None) -> ReplicationSettings:
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
@@ -366,6 +432,7 @@ def _replication_settings(config: BrokerConfig) -> ReplicationSettings:
             response_max_bytes=config.get("replica.fetch.response.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            ssl_context=ssl_context,
         ),
     )
 

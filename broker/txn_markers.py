@@ -23,6 +23,7 @@ Thread-safety: owned by the event loop.
 """
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -154,9 +155,16 @@ class RemoteMarkerSender:
     (connected again when the broker's endpoint changes)."""
 
     def __init__(
-        self, metadata_cache: "MetadataCache", listener_name: str, client_id: str, request_timeout_s: float
+        self,
+        metadata_cache: "MetadataCache",
+        listener_name: str,
+        client_id: str,
+        request_timeout_s: float,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """`ssl_context`: the inter-broker client's, when the inter-broker listener is SSL."""
         self._metadata_cache = metadata_cache
+        self._ssl_context = ssl_context
         self._listener_name = listener_name
         self._client_id = client_id
         self._request_timeout_s = request_timeout_s
@@ -177,6 +185,7 @@ class RemoteMarkerSender:
         client = BrokerClient(
             endpoint[0], endpoint[1], self._client_id,
             connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s,
+            ssl_context=self._ssl_context,
         )
         self._clients[broker_id] = (endpoint, client)
         return client

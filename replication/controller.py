@@ -30,6 +30,7 @@ receiver's broker epoch (the czxid of its /brokers/ids znode).
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -85,6 +86,7 @@ class ControllerSettings:
     rebalance_interval_s: float = 300
     imbalance_percentage: int = 10
     request_timeout_s: float = 30
+    ssl_context: ssl.SSLContext | None = None  # the inter-broker listener is SSL
 
 
 @dataclass
@@ -298,7 +300,8 @@ class Controller:
         started = time.monotonic()
         self.active = True
         self._channel = ControllerChannel(
-            f"controller-{self.broker_id}", self.settings.request_timeout_s
+            f"controller-{self.broker_id}", self.settings.request_timeout_s,
+            ssl_context=self.settings.ssl_context,
         )
         ctx = self._ctx
         await self._read_brokers()

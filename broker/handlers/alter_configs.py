@@ -109,7 +109,7 @@ async def replace_topic_configs(
 
 def refuse_broker_change(ctx: RequestContext, name: str) -> None:
     if name:
-        _check_own_node_id(ctx, name)
+        check_own_node_id(ctx, name)
     raise KafkaError(
         "Dynamic broker configs are not supported: this standalone broker reads its "
         "configuration from server.properties only. Set the value there and restart the broker.",
@@ -117,7 +117,7 @@ def refuse_broker_change(ctx: RequestContext, name: str) -> None:
     )
 
 
-def _check_own_node_id(ctx: RequestContext, name: str) -> None:
+def check_own_node_id(ctx: RequestContext, name: str) -> None:
     try:
         node_id = int(name)
     except ValueError:

@@ -1,0 +1,1 @@
+"""Security: TLS contexts and TLS principals (tls, ssl_principal_mapper)."""
