@@ -22,9 +22,15 @@ when a /config/changes notification names the topic. Notifications older than 15
 (`config_change_expiration_ms`) are deleted as the notifications are read, as Kafka does. Partitions are served on the
 controller's LeaderAndIsr requests.
 
-Session: EXPIRED ends the controllership; the CONNECTED that follows (a new session)
-re-registers the broker (new broker epoch), re-reads the topics and re-arms the watches, and
-runs for controller again.
+Session: EXPIRED ends the controllership and every leadership of this broker: once ZooKeeper
+has dropped the session, the controller takes this broker for dead and moves its leaderships
+(or marks the partitions offline), so what this broker still leads is stale. It answers
+NOT_LEADER_OR_FOLLOWER for them until the controller's LeaderAndIsr says otherwise, rather than
+serve clients from a stale log (an idempotent producer sent there is told its next sequence is
+out of order, which librdkafka takes as fatal). Kafka's ZooKeeper-mode brokers keep leading
+until the controller's request comes. The CONNECTED that follows (a new session) re-registers
+the broker (new broker epoch), which makes the controller send it LeaderAndIsr for all its
+partitions, re-reads the topics and re-arms the watches, and runs for controller again.
 
 Stop: with controlled.shutdown.enable, ask the controller to move this broker's leaderships
 away (ControlledShutdown, up to controlled.shutdown.max.retries more times while partitions
@@ -281,6 +287,7 @@ class ClusterMember:
             self._session_expired = True
             self._watched_topics.clear()
             self.controller.on_session_expired()
+            self.broker.replica_manager.resign_leaderships("its ZooKeeper session expired")
         elif event is SessionEvent.CONNECTED and self._session_expired:
             self._session_expired = False
             asyncio.get_running_loop().create_task(self._rejoin())

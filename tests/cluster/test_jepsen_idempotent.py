@@ -61,6 +61,7 @@ import os
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,8 +243,12 @@ class _Nemesis:
 
 
 def _counts(history: History) -> str:
-    return f"sent {len(history.sent)}, acked {len(history.acked)}, failed {len(history.failed)}, " \
-           f"unknown {len(history.unknown)}"
+    counts = f"sent {len(history.sent)}, acked {len(history.acked)}, failed {len(history.failed)}, " \
+             f"unknown {len(history.unknown)}"
+    if history.failed:
+        reasons = Counter(history.failed.values()).most_common(3)
+        counts += " (failures: " + "; ".join(f"{n} x {reason}" for reason, n in reasons) + ")"
+    return counts
 
 
 def _copies(cluster: Cluster, topic: str, history: History, verdict, limit: int = 5) -> list[str]:
