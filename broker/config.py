@@ -634,6 +634,17 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "Wait between controlled shutdown attempts.", minimum=0),
     _c("controller.socket.timeout.ms", _I, 30000,
        "Timeout of the controller's requests to brokers.", minimum=0),
+    # --- authorization (broker/security/authorizer.py)
+    _c("authorizer.class.name", _S, "",
+       "kafka.security.authorizer.AclAuthorizer (or its alias logway.acl) authorizes every "
+       "request by ACLs; empty authorizes nothing (everything is allowed). Other classes are "
+       "refused."),
+    _c("super.users", _S, None,
+       "Semicolon separated principals (User:admin;User:ANONYMOUS) allowed everything by the "
+       "ACL authorizer."),
+    _c("allow.everyone.if.no.acl.found", _B, False,
+       "With the ACL authorizer: a resource no ACL applies to is open to everyone (else to "
+       "nobody but super users)."),
 )
 
 BROKER_CONFIGS: Mapping[str, BrokerConfigDef] = MappingProxyType({d.name: d for d in _DEFS})
@@ -729,6 +740,7 @@ class BrokerConfig:
         self._check_connection_limits()
         _refuse_thread_counts(self._values)
         _refuse_preallocation(self._values)
+        _check_authorizer(self._values, settings)
         try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
@@ -939,6 +951,24 @@ def _refuse_preallocation(values: Mapping[str, Any]) -> None:
     # Accepting true would accept a setting that is not acted on (topics refuse preallocate too).
     if values["log.preallocate"]:
         raise ConfigError(f"Invalid value true for configuration log.preallocate: {PREALLOCATE_REFUSAL}")
+
+
+def _check_authorizer(values: Mapping[str, Any], settings: Mapping[str, str]) -> None:
+    from broker.security.authorizer import authorizer_enabled, parse_super_users
+
+    try:
+        enabled = authorizer_enabled(values["authorizer.class.name"])
+        parse_super_users(values["super.users"])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not enabled:
+        # Kafka passes these to the authorizer; without one they would be set and not honoured.
+        unused = [name for name in ("super.users", "allow.everyone.if.no.acl.found") if name in settings]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)} cannot be honoured without an authorizer: set "
+                "authorizer.class.name=kafka.security.authorizer.AclAuthorizer, or leave them unset"
+            )
 
 
 def _refuse_unknown(settings: Mapping[str, str]) -> None:

@@ -1,0 +1,1 @@
+"""Security: authorization (ACLs) today; TLS and SASL join it (issue 15)."""

@@ -1,0 +1,155 @@
+"""broker.security.acl_store: ACLs in ZooKeeper in Kafka's layout and JSON (against a real
+ZooKeeper), change notifications that make every broker's authorizer follow at once, and the
+file of standalone mode."""
+
+import asyncio
+import json
+import os
+
+from broker.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation as Op,
+    AclPermissionType,
+    MATCH_ALL,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from broker.security.acl_store import ACL_FILE, FileAclStore, ZkAclStore, decode_change
+from broker.security.authorizer import AclAuthorizer
+from broker.session import KafkaPrincipal, Session
+from replication.zk import ZkClient
+
+ALICE = Session("10.0.0.1:5000", "PLAINTEXT", principal=KafkaPrincipal("User", "alice"))
+READ = AccessControlEntry("User:alice", "*", Op.READ, AclPermissionType.ALLOW)
+TOPIC = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+PREFIXED_GROUP = ResourcePattern(ResourceType.GROUP, "app-", PatternType.PREFIXED)
+TXN = ResourcePattern(ResourceType.TRANSACTIONAL_ID, "tx", PatternType.LITERAL)
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 60))
+
+
+async def started(connect: str) -> tuple[ZkClient, AclAuthorizer]:
+    client = ZkClient(connect, 6000)
+    await client.start()
+    authorizer = AclAuthorizer(ZkAclStore(client))
+    await authorizer.start()
+    return client, authorizer
+
+
+async def eventually(condition, timeout_s: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+def test_acls_are_written_in_kafkas_znodes_with_change_notifications(zookeeper):
+    async def scenario():
+        client, authorizer = await started(zookeeper.connect_string + "/layout")
+        try:
+            assert await authorizer.create_acls([
+                AclBinding(TOPIC, READ), AclBinding(PREFIXED_GROUP, READ._replace(operation=Op.DELETE)), AclBinding(TXN, READ._replace(operation=Op.WRITE)),
+            ]) == [None, None, None]
+            data, _ = await client.get("/kafka-acl/Topic/orders")
+            assert json.loads(data) == {
+                "version": 1,
+                "acls": [{"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}],
+            }
+            data, _ = await client.get("/kafka-acl-extended/prefixed/Group/app-")
+            assert json.loads(data)["acls"][0]["operation"] == "Delete"
+            assert await client.exists("/kafka-acl/TransactionalId/tx") is not None
+            literal_changes = await client.get_children("/kafka-acl-changes")
+            assert all(name.startswith("acl_changes_") for name in literal_changes)
+            contents = sorted([(await client.get(f"/kafka-acl-changes/{n}"))[0] for n in literal_changes])
+            assert contents == [b"TOPIC:orders", b"TRANSACTIONAL_ID:tx"]
+            (extended,) = await client.get_children("/kafka-acl-extended-changes")
+            event = json.loads((await client.get(f"/kafka-acl-extended-changes/{extended}"))[0])
+            assert event == {"version": 1, "resourceType": "GROUP", "name": "app-", "patternType": "PREFIXED"}
+            # Kafka creates every resource type's parent path
+            assert "Cluster" in await client.get_children("/kafka-acl")
+        finally:
+            await client.close()
+
+    run(scenario())
+
+
+def test_a_change_made_through_one_broker_reaches_another_at_once(zookeeper):
+    async def scenario():
+        connect = zookeeper.connect_string + "/two"
+        client_a, a = await started(connect)
+        client_b, b = await started(connect)
+        try:
+            assert not b.authorize(ALICE, Op.READ, TOPIC)
+            await a.create_acls([AclBinding(TOPIC, READ), AclBinding(PREFIXED_GROUP, READ)])
+            await eventually(lambda: b.authorize(ALICE, Op.READ, TOPIC))
+            await eventually(lambda: b.authorize(ALICE, Op.READ, ResourcePattern(ResourceType.GROUP, "app-1")))
+            await a.delete_acls([MATCH_ALL])
+            await eventually(lambda: not b.acls(MATCH_ALL))
+            # the emptied resources' znodes are gone, as Kafka removes them
+            assert await client_a.exists("/kafka-acl/Topic/orders") is None
+        finally:
+            await client_a.close()
+            await client_b.close()
+
+    run(scenario())
+
+
+def test_acls_written_as_kafka_writes_them_are_loaded(zookeeper):
+    async def scenario():
+        client = ZkClient(zookeeper.connect_string + "/kafka-written", 6000)
+        await client.start()
+        document = {"version": 1, "acls": [{"principal": "User:*", "permissionType": "Deny", "operation": "Write", "host": "10.0.0.1"}]}
+        await client.create("/kafka-acl/Topic/*", json.dumps(document).encode(), makepath=True)
+        await client.close()
+        client, authorizer = await started(zookeeper.connect_string + "/kafka-written")
+        try:
+            (binding,) = authorizer.acls(MATCH_ALL)
+            assert binding == AclBinding(
+                ResourcePattern(ResourceType.TOPIC, "*", PatternType.LITERAL),
+                AccessControlEntry("User:*", "10.0.0.1", Op.WRITE, AclPermissionType.DENY),
+            )
+        finally:
+            await client.close()
+
+    run(scenario())
+
+
+def test_concurrent_creations_on_one_resource_are_all_kept(zookeeper):
+    async def scenario():
+        connect = zookeeper.connect_string + "/race"
+        clients = [await started(connect) for _ in range(3)]
+        try:
+            entries = [READ._replace(principal=f"User:u{n}") for n in range(3)]
+            await asyncio.gather(*(a.create_acls([AclBinding(TOPIC, e)]) for (_, a), e in zip(clients, entries)))
+            data, _ = await clients[0][0].get("/kafka-acl/Topic/orders")
+            assert {item["principal"] for item in json.loads(data)["acls"]} == {"User:u0", "User:u1", "User:u2"}
+        finally:
+            for client, _ in clients:
+                await client.close()
+
+    run(scenario())
+
+
+def test_literal_change_notifications_name_the_type_in_any_case():
+    assert decode_change("/kafka-acl-changes", b"Topic:a:b") == ResourcePattern(ResourceType.TOPIC, "a:b", PatternType.LITERAL)
+
+
+def test_the_file_store_keeps_the_newest_generation_in_every_log_dir(tmp_path):
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+
+    async def scenario():
+        store = FileAclStore(dirs)
+        assert await store.load() == {}
+        await store.update(TOPIC, lambda acls: acls | {READ})
+        await store.update(TXN, lambda acls: acls | {READ})
+        await store.update(TXN, lambda acls: frozenset())
+        return await FileAclStore(dirs).load()
+
+    assert run(scenario()) == {TOPIC: frozenset({READ})}
+    generations = [json.load(open(os.path.join(d, ACL_FILE)))["generation"] for d in dirs]
+    assert generations == [3, 3]
