@@ -740,7 +740,7 @@ class BrokerConfig:
         self._check_connection_limits()
         _refuse_thread_counts(self._values)
         _refuse_preallocation(self._values)
-        _check_authorizer(self._values, settings)
+        _check_authorizer(self._values)
         try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
@@ -953,7 +953,7 @@ def _refuse_preallocation(values: Mapping[str, Any]) -> None:
         raise ConfigError(f"Invalid value true for configuration log.preallocate: {PREALLOCATE_REFUSAL}")
 
 
-def _check_authorizer(values: Mapping[str, Any], settings: Mapping[str, str]) -> None:
+def _check_authorizer(values: Mapping[str, Any]) -> None:
     from broker.security.authorizer import authorizer_enabled, parse_super_users
 
     try:
@@ -963,7 +963,10 @@ def _check_authorizer(values: Mapping[str, Any], settings: Mapping[str, str]) ->
         raise ConfigError(str(exc)) from None
     if not enabled:
         # Kafka passes these to the authorizer; without one they would be set and not honoured.
-        unused = [name for name in ("super.users", "allow.everyone.if.no.acl.found") if name in settings]
+        unused = [name for name, active in (
+            ("super.users", bool((values["super.users"] or "").strip())),
+            ("allow.everyone.if.no.acl.found", values["allow.everyone.if.no.acl.found"]),
+        ) if active]
         if unused:
             raise ConfigError(
                 f"{', '.join(unused)} cannot be honoured without an authorizer: set "

@@ -580,3 +580,16 @@ def test_reserved_broker_ids_bound_the_configured_one():
     with pytest.raises(ConfigError, match="not greater than reserved.broker.max.id"):
         BrokerConfig({"broker.id": "1001"})
     assert BrokerConfig({"broker.id": "1001", "reserved.broker.max.id": "2000"}).broker_id == 1001
+
+
+def test_the_acl_authorizer_is_the_only_authorizer_and_its_keys_need_it():
+    config = BrokerConfig.from_properties(
+        {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
+    )
+    assert config.get("super.users") == "User:admin"
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig.from_properties({"authorizer.class.name": "com.example.MyAuthorizer"})
+    with pytest.raises(ConfigError, match="without an authorizer"):
+        BrokerConfig.from_properties({"allow.everyone.if.no.acl.found": "true"})
+    with pytest.raises(ConfigError, match="super.users"):
+        BrokerConfig.from_properties({"authorizer.class.name": "logway.acl", "super.users": "admin"})

@@ -1,0 +1,119 @@
+"""Authorization for request handlers, as Kafka's AuthHelper: one place for every check.
+
+Handlers ask through the request context; without an authorizer (authorizer.class.name unset)
+everything is allowed and nothing is logged. The decisions come from an `Authorizer`
+(broker/security/authorizer.py), never from the rest of the broker.
+
+- `authorized`: may the caller do an operation on one named resource (CLUSTER when no name)?
+- `authorized_names`: the subset of names the caller may (Kafka's filterByAuthorized); with
+  `audit=False` the denials are only traced (filters such as Metadata of all topics).
+- `authorized_by_type`: an operation on some resource of a type (authorizeByResourceType).
+- `authorized_operations`: the 32-bit field of operations allowed on a resource, for the
+  include_*_authorized_operations of Metadata, DescribeGroups and DescribeCluster.
+- `cluster_action` and `cluster_operation`: decorators for handlers Kafka refuses as a whole
+  without an operation on the cluster (CLUSTER_AUTHORIZATION_FAILED everywhere in the answer,
+  Kafka's authorizeClusterOperation and getErrorResponse).
+"""
+
+import functools
+from collections.abc import Iterable
+
+from protocol import schemas
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode, KafkaError
+
+from broker.handlers.registry import RequestContext
+from broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
+from broker.security.authorizer import Authorizer
+
+AUTHORIZATION_ERRORS = {
+    ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
+    ResourceType.GROUP: ErrorCode.group_authorization_failed,
+    ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
+}
+# Kafka's default for an authorized-operations field the client did not ask for.
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def _authorizer(ctx: RequestContext) -> Authorizer | None:
+    return ctx.broker.authorizer
+
+
+def _request_name(ctx: RequestContext) -> str:
+    try:
+        return ApiKey(ctx.header.api_key).name
+    except ValueError:
+        return str(ctx.header.api_key)
+
+
+def authorized(
+    ctx: RequestContext,
+    operation: AclOperation,
+    resource_type: ResourceType = ResourceType.CLUSTER,
+    name: str = CLUSTER_NAME,
+    *,
+    audit: bool = True,
+) -> bool:
+    authorizer = _authorizer(ctx)
+    if authorizer is None:
+        return True
+    return authorizer.authorize(
+        ctx.session, operation, ResourcePattern(resource_type, name), request=_request_name(ctx), audit=audit
+    )
+
+
+def authorized_names(
+    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *, audit: bool = True
+) -> set[str]:
+    names = set(names)
+    if _authorizer(ctx) is None:
+        return names
+    return {name for name in names if authorized(ctx, operation, resource_type, name, audit=audit)}
+
+
+def authorized_by_type(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
+    authorizer = _authorizer(ctx)
+    if authorizer is None:
+        return True
+    return authorizer.authorize_by_resource_type(ctx.session, operation, resource_type, request=_request_name(ctx))
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+    """Bit i set when the operation of code i is allowed (Kafka's Utils.to32BitField)."""
+    field = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if authorized(ctx, operation, resource_type, name, audit=False):
+            field |= 1 << operation
+    return field
+
+
+def denial(resource_type: ResourceType, message: str = "") -> KafkaError:
+    """The authorization failure of a resource type, as a KafkaError to answer with."""
+    return KafkaError(message, AUTHORIZATION_ERRORS[resource_type])
+
+
+def refused(ctx: RequestContext, request, error: ErrorCode):
+    """The request answered with `error` everywhere (Kafka's getErrorResponse)."""
+    return schemas.error_response(request, schemas.response_type(ctx.header.api_key, ctx.api_version), error)
+
+
+def cluster_operation(operation: AclOperation):
+    """Refuse the whole request with CLUSTER_AUTHORIZATION_FAILED unless the caller may do
+    `operation` on the cluster."""
+
+    def decorate(handle):
+        @functools.wraps(handle)
+        def checked(ctx: RequestContext, request):
+            if not authorized(ctx, operation):
+                return refused(ctx, request, ErrorCode.cluster_authorization_failed)
+            return handle(ctx, request)
+
+        return checked
+
+    return decorate
+
+
+# Inter-broker requests (LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown,
+# WriteTxnMarkers): the brokers' own principal must be a super user or hold CLUSTER_ACTION.
+cluster_action = cluster_operation(AclOperation.CLUSTER_ACTION)
