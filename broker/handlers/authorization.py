@@ -10,9 +10,9 @@ everything is allowed and nothing is logged. The decisions come from an `Authori
 - `authorized_by_type`: an operation on some resource of a type (authorizeByResourceType).
 - `authorized_operations`: the 32-bit field of operations allowed on a resource, for the
   include_*_authorized_operations of Metadata, DescribeGroups and DescribeCluster.
-- `cluster_action` and `cluster_operation`: decorators for handlers Kafka refuses as a whole
-  without an operation on the cluster (CLUSTER_AUTHORIZATION_FAILED everywhere in the answer,
-  Kafka's authorizeClusterOperation and getErrorResponse).
+- `requires`, `cluster_operation`, `group_operation`, `cluster_action`: decorators for handlers
+  Kafka refuses as a whole without an operation on the cluster or the request's group
+  (CLUSTER_ or GROUP_AUTHORIZATION_FAILED everywhere in the answer, as Kafka's getErrorResponse).
 """
 
 import functools
@@ -98,15 +98,17 @@ def refused(ctx: RequestContext, request, error: ErrorCode):
     return schemas.error_response(request, schemas.response_type(ctx.header.api_key, ctx.api_version), error)
 
 
-def cluster_operation(operation: AclOperation):
-    """Refuse the whole request with CLUSTER_AUTHORIZATION_FAILED unless the caller may do
-    `operation` on the cluster."""
+def requires(operation: AclOperation, resource_type: ResourceType = ResourceType.CLUSTER, name_of=None):
+    """Refuse the whole request with the resource type's authorization error (everywhere in
+    the answer) unless the caller may do `operation` on the resource: the cluster, or the one
+    `name_of(request)` names (the group of JoinGroup, ...)."""
 
     def decorate(handle):
         @functools.wraps(handle)
         def checked(ctx: RequestContext, request):
-            if not authorized(ctx, operation):
-                return refused(ctx, request, ErrorCode.cluster_authorization_failed)
+            name = CLUSTER_NAME if name_of is None else name_of(request)
+            if not authorized(ctx, operation, resource_type, name):
+                return refused(ctx, request, AUTHORIZATION_ERRORS[resource_type])
             return handle(ctx, request)
 
         return checked
@@ -114,6 +116,17 @@ def cluster_operation(operation: AclOperation):
     return decorate
 
 
-# Inter-broker requests (LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown,
-# WriteTxnMarkers): the brokers' own principal must be a super user or hold CLUSTER_ACTION.
+def cluster_operation(operation: AclOperation):
+    """Kafka's authorizeClusterOperation: CLUSTER_AUTHORIZATION_FAILED unless the caller may do
+    `operation` on the cluster."""
+    return requires(operation)
+
+
+def group_operation(operation: AclOperation):
+    """GROUP_AUTHORIZATION_FAILED unless the caller may do `operation` on the request's group."""
+    return requires(operation, ResourceType.GROUP, lambda request: request.group_id)
+
+
+# Inter-broker requests (LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown): the
+# brokers' own principal must be a super user or hold CLUSTER_ACTION.
 cluster_action = cluster_operation(AclOperation.CLUSTER_ACTION)
