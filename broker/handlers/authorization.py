@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
+from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode, KafkaError
 
 from broker.handlers.registry import RequestContext
@@ -130,3 +131,15 @@ def group_operation(operation: AclOperation):
 # Inter-broker requests (LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown): the
 # brokers' own principal must be a super user or hold CLUSTER_ACTION.
 cluster_action = cluster_operation(AclOperation.CLUSTER_ACTION)
+
+
+def check_config_access(ctx: RequestContext, operation: AclOperation, resource_type: int, name: str) -> None:
+    """DescribeConfigs (DESCRIBE_CONFIGS) and AlterConfigs (ALTER_CONFIGS): a topic's configs need
+    the operation on the topic (TOPIC_AUTHORIZATION_FAILED), a broker's and its loggers' on the
+    cluster (CLUSTER_AUTHORIZATION_FAILED); Kafka's messages are empty."""
+    if resource_type == ConfigResourceType.TOPIC:
+        if not authorized(ctx, operation, ResourceType.TOPIC, name):
+            raise denial(ResourceType.TOPIC)
+    elif resource_type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
+        if not authorized(ctx, operation):
+            raise denial(ResourceType.CLUSTER)
