@@ -153,3 +153,30 @@ def test_the_file_store_keeps_the_newest_generation_in_every_log_dir(tmp_path):
     assert run(scenario()) == {TOPIC: frozenset({READ})}
     generations = [json.load(open(os.path.join(d, ACL_FILE)))["generation"] for d in dirs]
     assert generations == [3, 3]
+
+
+def test_change_notifications_past_their_expiry_are_deleted_as_they_are_read(zookeeper):
+    async def scenario():
+        connect = zookeeper.connect_string + "/purge"
+        client_a, a = await started(connect)
+        client_b = ZkClient(connect, 6000)
+        await client_b.start()
+        store_b = ZkAclStore(client_b)
+        store_b.change_expiration_ms = 0  # every notification read is already old
+        b = AclAuthorizer(store_b)
+        await b.start()
+        try:
+            await a.create_acls([AclBinding(TOPIC, READ)])
+            await eventually(lambda: b.authorize(ALICE, Op.READ, TOPIC))
+            await a.create_acls([AclBinding(TXN, READ)])
+            await eventually(lambda: b.authorize(ALICE, Op.READ, TXN))
+            # each read deletes the notifications it finds, past an expiry of 0: at most the newest
+            # (created within the same millisecond as the read) is left
+            await a.create_acls([AclBinding(TOPIC, READ._replace(operation=Op.WRITE))])
+            await eventually(lambda: b.authorize(ALICE, Op.WRITE, TOPIC))
+            assert len(await client_a.get_children("/kafka-acl-changes")) <= 1
+        finally:
+            await client_a.close()
+            await client_b.close()
+
+    run(scenario())
