@@ -18,16 +18,17 @@ Authorization (with an authorizer, as Kafka's KafkaApis): a topic the caller may
 is left out of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED (no id, no
 partitions; whether it exists is not disclosed) when named. Auto-creation needs CREATE on the
 cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. With include_topic_authorized_operations
-(v8+) each described topic carries the operations the caller may do on it.
+(v8+) each described topic carries the operations the caller may do on it, and with
+include_cluster_authorized_operations (v8-10) the response the cluster's.
 
 Version notes: v1 adds controller, racks and is_internal; v2 cluster id; v3 throttle time; v5
-offline replicas; v7 leader epochs; v8 authorized operations (the cluster's, asked in v8-10, are
-not computed: the request is read as v12, which dropped the flag; DescribeCluster answers them);
-v9 is flexible; v10 topic ids.
+offline replicas; v7 leader epochs; v8 authorized operations (the cluster's only until v10, 0
+without DESCRIBE on the cluster); v9 is flexible; v10 topic ids.
 """
 
 import dataclasses
 import datetime
+import inspect
 import uuid
 
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -38,19 +39,44 @@ from kio.schema.metadata.v12.response import (
     MetadataResponseTopic,
 )
 
+from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.authorization import authorized, authorized_names, authorized_operations
-from broker.handlers.registry import RequestContext, api
+from broker.handlers.registry import RequestContext, api, as_sent
 from broker.security.acl import AclOperation, ResourceType
 from broker.metadata_cache import PartitionInfo
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
 
 
-@api(ApiKey.METADATA, versions=(0, 12))
-def handle_metadata(ctx: RequestContext, request: MetadataRequest):
+# v8-10's include_cluster_authorized_operations is not in the newest version: the request is kept
+# as sent to read it, and adapted for the rest.
+@api(ApiKey.METADATA, versions=(0, 12), parse=as_sent(ApiKey.METADATA))
+def handle_metadata(ctx: RequestContext, sent):
+    request = schemas.adapt(sent, MetadataRequest)
+    response = _answer_request(ctx, request)
+    if not getattr(sent, "include_cluster_authorized_operations", False):
+        return response
+    if inspect.isawaitable(response):
+        return _with_cluster_operations(ctx, response)
+    return _cluster_operations_added(ctx, response)
+
+
+async def _with_cluster_operations(ctx: RequestContext, pending):
+    return _cluster_operations_added(ctx, await pending)
+
+
+def _cluster_operations_added(ctx: RequestContext, response: MetadataResponse):
+    """v8-10: the operations the caller may do on the cluster (0 without DESCRIBE on it), in the
+    response class of the client's version, which has the field."""
+    operations = authorized_operations(ctx, ResourceType.CLUSTER) if authorized(ctx, AclOperation.DESCRIBE) else 0
+    answer = schemas.adapt(response, schemas.response_type(ApiKey.METADATA, ctx.api_version))
+    return dataclasses.replace(answer, cluster_authorized_operations=operations)
+
+
+def _answer_request(ctx: RequestContext, request: MetadataRequest):
     wanted_all = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if wanted_all:
         names = ctx.broker.metadata_cache.topic_names()

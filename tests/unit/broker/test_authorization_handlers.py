@@ -4,6 +4,7 @@ User:alice are denied, then granted, per resource type (topic, group, cluster, t
 id), as Kafka's KafkaApis answers."""
 
 import asyncio
+import dataclasses
 import datetime
 
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
@@ -17,6 +18,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.list_groups.v4.request import ListGroupsRequest
+from kio.schema.metadata.v10.request import MetadataRequest as MetadataV10
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequest,
@@ -281,6 +283,22 @@ def test_describe_cluster_reports_the_callers_cluster_operations(tmp_path):
         await grant(admin, ResourceType.CLUSTER, "kafka-cluster", Op.ALTER)
         answer = await alice.call(ApiKey.DESCRIBE_CLUSTER, 1, request)
         assert answer.cluster_authorized_operations == (1 << Op.ALTER) | (1 << Op.DESCRIBE)
+
+    scenario(tmp_path, body)
+
+
+def test_metadata_v10_reports_the_callers_cluster_operations_when_asked(tmp_path):
+    async def body(admin, alice):
+        request = MetadataV10(
+            topics=None, allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=True, include_topic_authorized_operations=False,
+        )
+        assert (await alice.call(ApiKey.METADATA, 10, request)).cluster_authorized_operations == 0
+        await grant(admin, ResourceType.CLUSTER, "kafka-cluster", Op.DESCRIBE)
+        answer = await alice.call(ApiKey.METADATA, 10, request)
+        assert answer.cluster_authorized_operations == 1 << Op.DESCRIBE
+        unasked = await alice.call(ApiKey.METADATA, 10, dataclasses.replace(request, include_cluster_authorized_operations=False))
+        assert unasked.cluster_authorized_operations == -(2**31)
 
     scenario(tmp_path, body)
 
