@@ -6,6 +6,8 @@ import asyncio
 import json
 import os
 
+from kazoo.client import KazooClient
+
 from broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -175,6 +177,36 @@ def test_change_notifications_past_their_expiry_are_deleted_as_they_are_read(zoo
             await a.create_acls([AclBinding(TOPIC, READ._replace(operation=Op.WRITE))])
             await eventually(lambda: b.authorize(ALICE, Op.WRITE, TOPIC))
             assert len(await client_a.get_children("/kafka-acl-changes")) <= 1
+        finally:
+            await client_a.close()
+            await client_b.close()
+
+    run(scenario())
+
+
+def _expire(connect: str, session: tuple[int, bytes]) -> None:
+    """ZooKeeper's way to expire a session from outside: open it again elsewhere and close it."""
+    other = KazooClient(hosts=connect, client_id=session, timeout=4)
+    other.start(10)
+    other.stop()
+    other.close()
+
+
+def test_after_a_session_expiry_every_acl_is_read_again_and_changes_followed(zookeeper):
+    async def scenario():
+        connect = zookeeper.connect_string + "/expiry"
+        client_a, a = await started(connect)
+        client_b, b = await started(connect)
+        try:
+            await a.create_acls([AclBinding(TOPIC, READ)])
+            await eventually(lambda: b.authorize(ALICE, Op.READ, TOPIC))
+            # removed without a notification: only a full read can tell
+            await client_a.delete("/kafka-acl/Topic/orders")
+            await asyncio.to_thread(_expire, zookeeper.connect_string + "/expiry", client_b.session_id)
+            await eventually(lambda: not b.authorize(ALICE, Op.READ, TOPIC))
+            # and the watches are armed again in the new session
+            await a.create_acls([AclBinding(TXN, READ)])
+            await eventually(lambda: b.authorize(ALICE, Op.READ, TXN))
         finally:
             await client_a.close()
             await client_b.close()
