@@ -7,17 +7,34 @@ import asyncio
 import dataclasses
 import datetime
 
+from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kio.schema.alter_configs.v2.request import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
+from kio.schema.alter_partition_reassignments.v0.request import AlterPartitionReassignmentsRequest
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.end_txn.v3.request import EndTxnRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.incremental_alter_configs.v1.request import AlterConfigsResource as IncrementalResource
+from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.leave_group.v5.request import LeaveGroupRequest, MemberIdentity
 from kio.schema.list_groups.v4.request import ListGroupsRequest
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 from kio.schema.metadata.v10.request import MetadataRequest as MetadataV10
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v8.request import (
@@ -25,7 +42,21 @@ from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.sync_group.v5.request import SyncGroupRequest
+from kio.schema.txn_offset_commit.v3.request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 
 from broker.security.acl import AclOperation as Op
 from broker.security.acl import AclPermissionType, PatternType, ResourceType
@@ -33,7 +64,14 @@ from broker.session import KafkaPrincipal, Session
 from protocol.api_keys import ApiKey
 from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
-from protocol.legacy import UpdateMetadataBroker, UpdateMetadataEndpoint, UpdateMetadataRequest
+from protocol.legacy import (
+    ControlledShutdownRequest,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataRequest,
+)
 from protocol.records import Record, build_batch
 from tests.in_process import CLIENT_ADDRESS, Client, running_broker
 
@@ -340,3 +378,92 @@ def test_without_an_authorizer_everything_is_allowed(tmp_path):
             assert await fetch(alice, "orders") == ErrorCode.none
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------------ every API
+
+
+def _every_api_denied() -> list:
+    """(api key, version, request, the answer's error code, expected) for the APIs not shown
+    above: a caller without any ACL is refused by each, with its resource type's error."""
+    topic, group, cluster, txn = (
+        ErrorCode.topic_authorization_failed, ErrorCode.group_authorization_failed,
+        ErrorCode.cluster_authorization_failed, ErrorCode.transactional_id_authorization_failed,
+    )
+    return [
+        (ApiKey.DELETE_RECORDS, 2, DeleteRecordsRequest(timeout=MINUTE, topics=(DeleteRecordsTopic(
+            name="orders", partitions=(DeleteRecordsPartition(partition_index=0, offset=0),)),)),
+         lambda r: r.topics[0].partitions[0].error_code, topic),
+        (ApiKey.CREATE_PARTITIONS, 3, CreatePartitionsRequest(topics=(CreatePartitionsTopic(
+            name="orders", count=2, assignments=None),), timeout=MINUTE, validate_only=True),
+         lambda r: r.results[0].error_code, topic),
+        (ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(topics=(TopicRequest(name="orders", partition_indexes=(0,)),)),
+         lambda r: r.topics[0].partitions[0].error_code, topic),
+        (ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+            name="orders", partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)),
+         lambda r: r.topics[0].partitions[0].error_code, topic),
+        (ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, OffsetForLeaderEpochRequest(replica_id=-1, topics=(OffsetForLeaderTopic(
+            topic="orders", partitions=(OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0),)),)),
+         lambda r: r.topics[0].partitions[0].error_code, topic),
+        (ApiKey.ALTER_CONFIGS, 2, AlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=ConfigResourceType.TOPIC, resource_name="orders",
+            configs=(AlterableConfig(name="retention.ms", value="1000"),)),), validate_only=True),
+         lambda r: r.responses[0].error_code, topic),
+        (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IncrementalAlterConfigsRequest(resources=(IncrementalResource(
+            resource_type=ConfigResourceType.BROKER, resource_name="0", configs=()),), validate_only=True),
+         lambda r: r.responses[0].error_code, cluster),
+        (ApiKey.SYNC_GROUP, 5, SyncGroupRequest(group_id="app", generation_id=1, member_id="m", group_instance_id=None,
+                                                protocol_type=None, protocol_name=None, assignments=()),
+         lambda r: r.error_code, group),
+        (ApiKey.HEARTBEAT, 4, HeartbeatRequest(group_id="app", generation_id=1, member_id="m", group_instance_id=None),
+         lambda r: r.error_code, group),
+        (ApiKey.LEAVE_GROUP, 5, LeaveGroupRequest(group_id="app", members=(MemberIdentity(member_id="m", group_instance_id=None, reason=None),)),
+         lambda r: r.error_code, group),
+        (ApiKey.OFFSET_FETCH, 8, OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id="app", topics=None),), require_stable=False),
+         lambda r: r.groups[0].error_code, group),
+        (ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=("app",), include_authorized_operations=False),
+         lambda r: r.groups[0].error_code, group),
+        (ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=("app",)), lambda r: r.results[0].error_code, group),
+        (ApiKey.OFFSET_DELETE, 0, OffsetDeleteRequest(group_id="app", topics=()), lambda r: r.error_code, group),
+        (ApiKey.DESCRIBE_TRANSACTIONS, 0, DescribeTransactionsRequest(transactional_ids=("tx",)),
+         lambda r: r.transaction_states[0].error_code, txn),
+        (ApiKey.ADD_PARTITIONS_TO_TXN, 3, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="tx", v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+            v3_and_below_topics=(AddPartitionsToTxnTopic(name="orders", partitions=(0,)),)),
+         lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code, txn),
+        (ApiKey.ADD_OFFSETS_TO_TXN, 3, AddOffsetsToTxnRequest(transactional_id="tx", producer_id=1, producer_epoch=0, group_id="app"),
+         lambda r: r.error_code, txn),
+        (ApiKey.TXN_OFFSET_COMMIT, 3, TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="app", producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+            group_instance_id=None, topics=(TxnOffsetCommitRequestTopic(name="orders", partitions=(
+                TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                                committed_metadata=None),)),)),
+         lambda r: r.topics[0].partitions[0].error_code, txn),
+        (ApiKey.ELECT_LEADERS, 2, ElectLeadersRequest(election_type=0, topic_partitions=(
+            TopicPartitions(topic="orders", partitions=(0,)),), timeout=MINUTE),
+         lambda r: r.error_code, cluster),
+        (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, AlterPartitionReassignmentsRequest(timeout=MINUTE, topics=()),
+         lambda r: r.error_code, cluster),
+        (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, ListPartitionReassignmentsRequest(timeout=MINUTE, topics=None),
+         lambda r: r.error_code, cluster),
+        (ApiKey.WRITE_TXN_MARKERS, 1, WriteTxnMarkersRequest(markers=(WritableTxnMarker(
+            producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+            topics=(WritableTxnMarkerTopic(name="orders", partition_indexes=(0,)),)),)),
+         lambda r: r.markers[0].topics[0].partitions[0].error_code, cluster),
+        (ApiKey.LEADER_AND_ISR, 3, LeaderAndIsrRequest(controller_id=1, controller_epoch=1, topic_states=(), live_leaders=()),
+         lambda r: r.error_code, cluster),
+        (ApiKey.STOP_REPLICA, 1, StopReplicaRequest(controller_id=1, controller_epoch=1, delete_partitions=False, topics=()),
+         lambda r: r.error_code, cluster),
+        (ApiKey.CONTROLLED_SHUTDOWN, 2, ControlledShutdownRequest(broker_id=1), lambda r: r.error_code, cluster),
+    ]
+
+
+def test_every_api_refuses_a_caller_without_acls_with_its_resource_types_error(tmp_path):
+    async def body(admin, alice):
+        answers = []
+        for api_key, version, request, error_of, _expected in _every_api_denied():
+            answers.append((api_key.name, error_of(await alice.call(api_key, version, request))))
+        return answers
+
+    answers = scenario(tmp_path, body)
+    assert answers == [(api_key.name, expected) for api_key, _, _, _, expected in _every_api_denied()]
