@@ -6,7 +6,7 @@ everything is allowed and nothing is logged. The decisions come from an `Authori
 
 - `authorized`: may the caller do an operation on one named resource (CLUSTER when no name)?
 - `authorized_names`: the subset of names the caller may (Kafka's filterByAuthorized); with
-  `audit=False` the denials are only traced (filters such as Metadata of all topics).
+  `log_denied=False` the denials are only traced (filters such as Metadata of all topics).
 - `authorized_by_type`: an operation on some resource of a type (authorizeByResourceType).
 - `authorized_operations`: the 32-bit field of operations allowed on a resource, for the
   include_*_authorized_operations of Metadata, DescribeGroups and DescribeCluster.
@@ -54,23 +54,25 @@ def authorized(
     resource_type: ResourceType = ResourceType.CLUSTER,
     name: str = CLUSTER_NAME,
     *,
-    audit: bool = True,
+    log_denied: bool = True,
+    log_allowed: bool = True,
 ) -> bool:
     authorizer = _authorizer(ctx)
     if authorizer is None:
         return True
     return authorizer.authorize(
-        ctx.session, operation, ResourcePattern(resource_type, name), request=_request_name(ctx), audit=audit
+        ctx.session, operation, ResourcePattern(resource_type, name), request=_request_name(ctx),
+        log_if_allowed=log_allowed, log_if_denied=log_denied,
     )
 
 
 def authorized_names(
-    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *, audit: bool = True
+    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, names: Iterable[str], *, log_denied: bool = True
 ) -> set[str]:
     names = set(names)
     if _authorizer(ctx) is None:
         return names
-    return {name for name in names if authorized(ctx, operation, resource_type, name, audit=audit)}
+    return {name for name in names if authorized(ctx, operation, resource_type, name, log_denied=log_denied)}
 
 
 def authorized_by_type(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
@@ -84,7 +86,7 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
     """Bit i set when the operation of code i is allowed (Kafka's Utils.to32BitField)."""
     field = 0
     for operation in SUPPORTED_OPERATIONS[resource_type]:
-        if authorized(ctx, operation, resource_type, name, audit=False):
+        if authorized(ctx, operation, resource_type, name, log_denied=False, log_allowed=False):
             field |= 1 << operation
     return field
 

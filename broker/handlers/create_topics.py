@@ -47,11 +47,11 @@ from broker.security.acl import AclOperation, ResourceType
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
     names = {topic.name for topic in request.topics if counts[topic.name] == 1}
-    if authorized(ctx, AclOperation.CREATE, audit=False):
+    if authorized(ctx, AclOperation.CREATE, log_denied=False):
         creatable = names
     else:
         creatable = authorized_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
-    configs_visible = authorized_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, audit=False)
+    configs_visible = authorized_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_denied=False)
     results = []
     for topic in request.topics:
         try:

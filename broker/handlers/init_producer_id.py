@@ -55,7 +55,7 @@ async def handle_init_producer_id(
     if request.transactional_id is not None:
         if not authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
             return _response(ErrorCode.transactional_id_authorization_failed)
-    elif not authorized(ctx, AclOperation.IDEMPOTENT_WRITE, audit=False) and not authorized_by_type(
+    elif not authorized(ctx, AclOperation.IDEMPOTENT_WRITE, log_denied=False) and not authorized_by_type(
         ctx, AclOperation.WRITE, ResourceType.TOPIC
     ):
         return _response(ErrorCode.cluster_authorization_failed)

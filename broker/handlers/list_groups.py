@@ -27,8 +27,8 @@ from broker.security.acl import AclOperation, ResourceType
 @api(ApiKey.LIST_GROUPS, versions=(0, 4))
 def handle_list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     error, groups = ctx.broker.group_coordinator.list_groups(request.states_filter)
-    if not authorized(ctx, AclOperation.DESCRIBE, audit=False):
-        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups), audit=False)
+    if not authorized(ctx, AclOperation.DESCRIBE, log_denied=False):
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups), log_denied=False)
         groups = [group for group in groups if group.group_id in visible]
     return ListGroupsResponse(
         throttle_time=datetime.timedelta(0),

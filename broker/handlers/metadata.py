@@ -80,7 +80,7 @@ def _answer_request(ctx: RequestContext, request: MetadataRequest):
     wanted_all = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if wanted_all:
         names = ctx.broker.metadata_cache.topic_names()
-        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names, audit=False)
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_denied=False)
         return _response(ctx, request, [_describe(ctx, name) for name in names if name in visible])
     if ctx.api_version < 12 and any(t.name is None for t in request.topics):
         # v10-11 carry topic ids but answer by name: Kafka refuses a request without names.
@@ -88,7 +88,7 @@ def _answer_request(ctx: RequestContext, request: MetadataRequest):
     named = {name for name in (_requested_name(ctx, t) for t in request.topics) if name is not None}
     denied = named - authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, named)
     missing = _missing_to_create(ctx, request, denied)
-    if missing and not authorized(ctx, AclOperation.CREATE, audit=False):
+    if missing and not authorized(ctx, AclOperation.CREATE, log_denied=False):
         creatable = authorized_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, missing)
         denied |= set(missing) - creatable
         missing = [name for name in missing if name in creatable]

@@ -50,7 +50,7 @@ def handle_offset_for_leader_epoch(
 ) -> OffsetForLeaderEpochResponse:
     leader_only = request.replica_id != DEBUGGING_REPLICA_ID
     names = {topic.topic for topic in request.topics}
-    if authorized(ctx, AclOperation.CLUSTER_ACTION, audit=False):
+    if authorized(ctx, AclOperation.CLUSTER_ACTION, log_denied=False):
         visible = names
     else:
         visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)

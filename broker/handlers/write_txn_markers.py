@@ -43,7 +43,7 @@ from broker.txn_markers import LocalMarkerWriter
 
 @api(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    if not authorized(ctx, AclOperation.ALTER, audit=False) and not authorized(ctx, AclOperation.CLUSTER_ACTION):
+    if not authorized(ctx, AclOperation.ALTER, log_denied=False) and not authorized(ctx, AclOperation.CLUSTER_ACTION):
         return refused(ctx, request, ErrorCode.cluster_authorization_failed)
     results = await asyncio.gather(*(_write(ctx.broker.markers, wanted) for wanted in request.markers))
     return WriteTxnMarkersResponse(markers=tuple(results))

@@ -19,9 +19,10 @@ used for idempotent producers' WRITE on any topic) follows Kafka's authorizeByRe
 
 Each decision is logged on the logger `kafka.authorizer.logger` in Kafka's words ("Principal =
 User:alice is Denied Operation = Read from host = 10.0.0.1 on resource = Topic:LITERAL:orders
-for request = Fetch with resourceRefCount = 1"): allowed requests at DEBUG, denied ones at INFO;
-decisions that only filter (Metadata of all topics, ListGroups, authorized operations) at
-DEBUG-5 ("trace"), as Kafka logs them at TRACE.
+for request = FETCH with resourceRefCount = 1"): allowed requests at DEBUG, denied ones at INFO;
+as Kafka's Action flags say, a denial that only filters an answer (Metadata of all topics,
+ListGroups) and both outcomes of computing authorized operations go to DEBUG-5 instead, where
+Kafka logs them at TRACE.
 
 ACLs live in an `AclStore` (broker/security/acl_store.py: a file in standalone mode,
 ZooKeeper in cluster mode); the authorizer keeps them all in memory and the store tells it of
@@ -115,7 +116,7 @@ class Authorizer(Protocol):
 
     def authorize(
         self, session: Session, operation: AclOperation, resource: ResourcePattern,
-        *, request: str = "", audit: bool = True,
+        *, request: str = "", log_if_allowed: bool = True, log_if_denied: bool = True,
     ) -> bool: ...
 
     def authorize_by_resource_type(
@@ -167,17 +168,18 @@ class AclAuthorizer:
 
     def authorize(
         self, session: Session, operation: AclOperation, resource: ResourcePattern,
-        *, request: str = "", audit: bool = True,
+        *, request: str = "", log_if_allowed: bool = True, log_if_denied: bool = True,
     ) -> bool:
         """Whether the session's principal may do `operation` on the (literal) resource.
-        `audit`: the caller asked for this resource (denials logged at INFO); False when the
-        answer only filters what the caller sees."""
+        As Kafka's Action: `log_if_allowed` when an allowance grants access (logged at DEBUG,
+        else TRACE), `log_if_denied` when the caller asked for this resource (a denial logged at
+        INFO, else TRACE: the answer only filters what the caller sees)."""
         if resource.pattern_type is not PatternType.LITERAL:
             raise ValueError(f"Only literal resources are supported. Got: {resource.pattern_type.name}")
         principal = session.principal
         host = acl_host(session.client_host)
         allowed = principal in self.super_users or self._acls_allow(str(principal), host, operation, resource)
-        self._audit(session, host, operation, resource, allowed, request, audit)
+        self._audit(session, host, operation, resource, allowed, request, log_if_allowed if allowed else log_if_denied)
         return allowed
 
     def _acls_allow(self, principal: str, host: str, operation: AclOperation, resource: ResourcePattern) -> bool:
@@ -218,7 +220,8 @@ class AclAuthorizer:
         host = acl_host(session.client_host)
         allowed = principal in self.super_users or self._type_allows(str(principal), host, operation, resource_type)
         if principal not in self.super_users:
-            self._audit(session, host, operation, ResourcePattern(resource_type, "NONE", PatternType.UNKNOWN), allowed, request, True)
+            pattern = ResourcePattern(resource_type, "NONE", PatternType.UNKNOWN)
+            self._audit(session, host, operation, pattern, allowed, request, True)
         return allowed
 
     def _type_allows(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
@@ -248,9 +251,9 @@ class AclAuthorizer:
 
     def _audit(
         self, session: Session, host: str, operation: AclOperation, resource: ResourcePattern,
-        allowed: bool, request: str, audit: bool,
+        allowed: bool, request: str, loud: bool,
     ) -> None:
-        level = (logging.DEBUG if allowed else logging.INFO) if audit else TRACE
+        level = (logging.DEBUG if allowed else logging.INFO) if loud else TRACE
         if audit_log.isEnabledFor(level):
             audit_log.log(
                 level,
