@@ -41,6 +41,11 @@ def _authorizer(ctx: RequestContext) -> Authorizer | None:
     return ctx.broker.authorizer
 
 
+def enabled(ctx: RequestContext) -> bool:
+    """Whether requests are authorized at all (for checks that cost something to prepare)."""
+    return _authorizer(ctx) is not None
+
+
 def _request_name(ctx: RequestContext) -> str:
     try:
         return ApiKey(ctx.header.api_key).name

@@ -50,6 +50,7 @@ from protocol.produce import PartitionResponse, encode_produce_response, parse_p
 from protocol.record_batch import ATTRIBUTES, MAGIC, TRANSACTIONAL_FLAG
 from storage.topic_partition import TopicPartition
 
+from broker.handlers import authorization
 from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import NO_RESPONSE, EncodedResponse, RequestContext, api
 from broker.security.acl import AclOperation, ResourceType
@@ -61,7 +62,7 @@ VALID_ACKS = (-1, 0, 1)
 @api(ApiKey.PRODUCE, versions=(0, 9), parse=parse_produce_request)
 def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
     replica_manager = ctx.broker.replica_manager
-    if _has_transactional_records(request) and (
+    if authorization.enabled(ctx) and _has_transactional_records(request) and (
         request.transactional_id is None
         or not authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     ):
