@@ -34,6 +34,8 @@ from storage.log_config import (
     parse_value,
 )
 
+from broker.security.authorizer import authorizer_enabled, parse_super_users
+
 __all__ = [
     "parse_properties",
     "ConfigError",
@@ -954,8 +956,6 @@ def _refuse_preallocation(values: Mapping[str, Any]) -> None:
 
 
 def _check_authorizer(values: Mapping[str, Any]) -> None:
-    from broker.security.authorizer import authorizer_enabled, parse_super_users
-
     try:
         enabled = authorizer_enabled(values["authorizer.class.name"])
         parse_super_users(values["super.users"])
