@@ -35,6 +35,8 @@ from storage.log_config import (
     parse_value,
 )
 
+from broker.security.authorizer import authorizer_enabled, parse_super_users
+
 __all__ = [
     "parse_properties",
     "ConfigError",
@@ -693,6 +695,17 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "Wait between controlled shutdown attempts.", minimum=0),
     _c("controller.socket.timeout.ms", _I, 30000,
        "Timeout of the controller's requests to brokers.", minimum=0),
+    # --- authorization (broker/security/authorizer.py)
+    _c("authorizer.class.name", _S, "",
+       "kafka.security.authorizer.AclAuthorizer (or its alias logway.acl) authorizes every "
+       "request by ACLs; empty authorizes nothing (everything is allowed). Other classes are "
+       "refused."),
+    _c("super.users", _S, None,
+       "Semicolon separated principals (User:admin;User:ANONYMOUS) allowed everything by the "
+       "ACL authorizer."),
+    _c("allow.everyone.if.no.acl.found", _B, False,
+       "With the ACL authorizer: a resource no ACL applies to is open to everyone (else to "
+       "nobody but super users)."),
 )
 
 BROKER_CONFIGS: Mapping[str, BrokerConfigDef] = MappingProxyType({d.name: d for d in _DEFS})
@@ -793,6 +806,7 @@ class BrokerConfig:
         self._check_connection_limits()
         _refuse_thread_counts(self._values)
         _refuse_preallocation(self._values)
+        _check_authorizer(self._values)
         try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
@@ -1083,6 +1097,25 @@ _LISTENER_OVERRIDE_RE = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<ke
 def _is_listener_override(name: str) -> bool:
     match = _LISTENER_OVERRIDE_RE.fullmatch(name)
     return match is not None and match["key"] in BROKER_CONFIGS
+
+
+def _check_authorizer(values: Mapping[str, Any]) -> None:
+    try:
+        enabled = authorizer_enabled(values["authorizer.class.name"])
+        parse_super_users(values["super.users"])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not enabled:
+        # Kafka passes these to the authorizer; without one they would be set and not honoured.
+        unused = [name for name, active in (
+            ("super.users", bool((values["super.users"] or "").strip())),
+            ("allow.everyone.if.no.acl.found", values["allow.everyone.if.no.acl.found"]),
+        ) if active]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)} cannot be honoured without an authorizer: set "
+                "authorizer.class.name=kafka.security.authorizer.AclAuthorizer, or leave them unset"
+            )
 
 
 def _refuse_unknown(settings: Mapping[str, str]) -> None:

@@ -33,6 +33,8 @@ from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security import tls
+from broker.security.acl_store import FileAclStore, ZkAclStore
+from broker.security.authorizer import AclAuthorizer, authorizer_enabled, parse_super_users
 from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -132,6 +134,7 @@ class Broker:
         self.replica_manager.add_leadership_listener(
             self.transaction_coordinator.on_become_leader, self.transaction_coordinator.on_resign
         )
+        self.authorizer = _make_authorizer(config, self.cluster)
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
@@ -159,6 +162,8 @@ class Broker:
         await asyncio.to_thread(self.topic_store.load)
         if self.cluster is not None:
             await self.cluster.connect()
+            if self.authorizer is not None:
+                await self.authorizer.start()
             await self.log_manager.startup()
             self._listen()
             self.replica_manager.set_isr_writer(self.cluster.isr_writer)
@@ -168,6 +173,8 @@ class Broker:
             self.transaction_coordinator.start()
         else:
             await self.topic_store.save()
+            if self.authorizer is not None:
+                await self.authorizer.start()
             await self.log_manager.startup()
             self.topics.open_partitions()
             self.replica_manager.start()
@@ -351,6 +358,8 @@ class Broker:
         for connection in list(self._connections):
             connection.close("broker shutting down")
         await self.replica_manager.shutdown()
+        if self.authorizer is not None:
+            await self.authorizer.close()
         if self.cluster is not None:
             await self.cluster.stop()
         await self.log_manager.shutdown()
@@ -380,6 +389,17 @@ async def serve(config: BrokerConfig) -> None:
     raise_open_files_limit()
     broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
     await Broker(config, broker_id).run_until_signalled()
+
+
+def _make_authorizer(config: BrokerConfig, cluster: ClusterMember | None) -> AclAuthorizer | None:
+    """The ACL authorizer authorizer.class.name asks for, its ACLs in ZooKeeper (cluster mode)
+    or in the log dirs (standalone); None without one."""
+    if not authorizer_enabled(config.get("authorizer.class.name")):
+        return None
+    store = FileAclStore(config.log_dirs) if cluster is None else ZkAclStore(cluster.zk)
+    return AclAuthorizer(
+        store, parse_super_users(config.get("super.users")), config.get("allow.everyone.if.no.acl.found")
+    )
 
 
 def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:

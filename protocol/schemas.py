@@ -378,7 +378,8 @@ def _all_defaults(entity: type) -> Any:
 _ANSWERS = {
     "responses": ("topics", "topic_data", "resources", "topic_names"),
     "partition_responses": ("partitions", "partition_data"),
-    "results": ("topics", "resources", "groups_names"),
+    "results": ("topics", "resources", "groups_names", "creations"),
+    "filter_results": ("filters",),
     "partitions": ("partition_data", "partition_indexes"),
     "results_by_topic_v3_and_below": ("v3_and_below_topics",),
     "replica_election_results": ("topic_partitions",),

@@ -25,6 +25,10 @@ operation, or a null value for an operation other than DELETE. With validate_onl
 changes but the answer is the same.
 
 Version notes: v1 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): ALTER_CONFIGS on the topic (else
+TOPIC_AUTHORIZATION_FAILED) or, for a broker or its loggers, on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED); checked in alter_configs.alter_each.
 """
 
 import datetime

@@ -1,1 +1,2 @@
-"""Security: TLS contexts and TLS principals (tls, ssl_principal_mapper)."""
+"""Security: TLS contexts and principals (tls, ssl_principal_mapper), authorization (ACLs:
+acl, acl_store, authorizer)."""

@@ -695,3 +695,16 @@ def test_passwords_are_never_described():
     assert entry.value is None and entry.is_sensitive
     assert [synonym.value for synonym in entry.synonyms] == [None]
     assert entry.source is ConfigSource.STATIC_BROKER_CONFIG
+
+
+def test_the_acl_authorizer_is_the_only_authorizer_and_its_keys_need_it():
+    config = BrokerConfig.from_properties(
+        {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
+    )
+    assert config.get("super.users") == "User:admin"
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig.from_properties({"authorizer.class.name": "com.example.MyAuthorizer"})
+    with pytest.raises(ConfigError, match="without an authorizer"):
+        BrokerConfig.from_properties({"allow.everyone.if.no.acl.found": "true"})
+    with pytest.raises(ConfigError, match="super.users"):
+        BrokerConfig.from_properties({"authorizer.class.name": "logway.acl", "super.users": "admin"})
