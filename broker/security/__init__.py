@@ -1,0 +1,1 @@
+"""Security (issue 15): TLS, SASL, ACLs and client quotas."""
