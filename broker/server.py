@@ -30,6 +30,8 @@ from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
+from broker.security.quota_store import FileQuotaStore, QuotaConfigs, ZkQuotaStore
+from broker.security.quotas import ClientQuotas, WindowConfig
 from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -88,6 +90,13 @@ class Broker:
         else:
             producer_id_blocks = ZkProducerIdBlockStore(self.cluster.zk)
         self.producer_ids = ProducerIdManager(producer_id_blocks, self.broker_id)
+        self.client_quotas = ClientQuotas(
+            WindowConfig(config.get("quota.window.num"), config.get("quota.window.size.seconds") * 1000)
+        )
+        self.quota_configs = QuotaConfigs(
+            self.client_quotas,
+            FileQuotaStore(config.log_dirs) if self.cluster is None else ZkQuotaStore(self.cluster.zk),
+        )
         self.markers = LocalMarkerWriter(self.replica_manager, self.group_coordinator)
         self.remote_markers: RemoteMarkerSender | None = None
         coordinator_markers: LocalMarkerWriter | ClusterMarkerWriter = self.markers
@@ -143,6 +152,7 @@ class Broker:
             self.transaction_coordinator.start()
         else:
             await self.topic_store.save()
+            await self.quota_configs.load()
             await self.log_manager.startup()
             self.topics.open_partitions()
             self.replica_manager.start()
@@ -289,6 +299,7 @@ class Broker:
             await self.cluster.stop()
         await self.log_manager.shutdown()
         self.topic_store.close()
+        self.quota_configs.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _drain_connections(self) -> None:
