@@ -146,7 +146,7 @@ class Dispatcher:
             request, schemas.response_type(api_key, version), ErrorCode.unknown_server_error
         )
         quotas = self._broker.client_quotas
-        throttle_ms = throttling.record_error_response(quotas, context, handler_s) if quotas.enabled else 0
+        throttle_ms = throttling.record_error_response(quotas, context, request, handler_s) if quotas.enabled else 0
         if throttle_ms > 0:
             response = throttling.with_throttle_time(response, throttle_ms)
             return ThrottledResponse(_frame(response_header, [schemas.encode(response)]), throttle_ms / 1000)

@@ -65,7 +65,7 @@ def settle(
     user, client_id = _identity(context)
     follower_fetch = api_key == ApiKey.FETCH and request.replica_id >= 0
     request_throttle = 0
-    if api_key not in EXEMPT_APIS and not follower_fetch and not (api_key == ApiKey.PRODUCE and request.acks == 0):
+    if not _exempt_from_request_quota(api_key, request):
         request_throttle = quotas.request.record_and_get_throttle_ms(user, client_id, handler_s * 100)
     bandwidth_throttle = 0
     if api_key == ApiKey.PRODUCE:
@@ -82,11 +82,19 @@ def settle(
     return result, throttle
 
 
-def record_error_response(quotas: ClientQuotas, context: RequestContext, handler_s: float) -> int:
+def record_error_response(quotas: ClientQuotas, context: RequestContext, request: Any, handler_s: float) -> int:
     """A request answered with an error (its handler failed) still pays its request time."""
-    if context.header.api_key in EXEMPT_APIS:
+    if _exempt_from_request_quota(context.header.api_key, request):
         return 0
     return quotas.request.record_and_get_throttle_ms(*_identity(context), handler_s * 100)
+
+
+def _exempt_from_request_quota(api_key: int, request: Any) -> bool:
+    return (
+        api_key in EXEMPT_APIS
+        or (api_key == ApiKey.FETCH and request.replica_id >= 0)
+        or (api_key == ApiKey.PRODUCE and request.acks == 0)
+    )
 
 
 def with_throttle_time(result: Any, throttle_ms: int) -> Any:

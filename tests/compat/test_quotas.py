@@ -189,3 +189,24 @@ def test_a_consumer_over_its_byte_rate_converges_to_it(shared_broker):
     rate = rate_over_last(received, start + RUN_S, MEASURE_S)
     assert (1 - TOLERANCE) * QUOTA <= rate <= (1 + TOLERANCE) * QUOTA, f"{rate:.0f} B/s against {QUOTA}"
     assert throttles.times_ms and max(throttles.times_ms) > 0
+
+
+def test_a_quota_on_the_default_user_holds_plaintext_clients_who_are_anonymous(broker):
+    # Its own broker: every PLAINTEXT connection is User:ANONYMOUS, so this quota holds them all.
+    topic = create_topic(broker.bootstrap, "quota-anonymous")
+    request = AlterClientQuotasRequest(
+        entries=(
+            EntryData(
+                entity=(EntityData(entity_type="user", entity_name=None),),
+                ops=(OpData(key="producer_byte_rate", value=QUOTA, remove=False),),
+            ),
+        ),
+        validate_only=False,
+    )
+    with socket.create_connection(_address(broker.bootstrap), timeout=10) as sock:
+        assert [e.error_code for e in call(sock, ApiKey.ALTER_CLIENT_QUOTAS, 0, request).entries] == [ErrorCode.none]
+    throttles = Throttles()
+    delivered = produce_for(broker.bootstrap, topic, "any-client", 4, throttles)
+    # 10 windows' worth at once, then throttled: far less than an unthrottled producer's 4 s.
+    assert len(delivered) * len(VALUE) < QUOTA * 14
+    assert throttles.times_ms and max(throttles.times_ms) > 0

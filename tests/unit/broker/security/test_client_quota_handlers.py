@@ -3,6 +3,7 @@ in-process standalone broker (no sockets). User quotas are exercised with built 
 only SASL and TLS give a connection a principal other than User:ANONYMOUS."""
 
 import asyncio
+import dataclasses
 import datetime
 import functools
 import inspect
@@ -14,6 +15,7 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
+from broker.handlers import HANDLERS
 from broker.network import ThrottledResponse
 from broker.security.quotas import DEFAULT, QuotaEntity
 from broker.session import KafkaPrincipal, Session
@@ -341,3 +343,20 @@ async def test_quota_entities_are_named_as_kafka_names_them(tmp_path):
     async with running_broker(tmp_path) as broker:
         await alter(broker, (((USER, None), (CLIENT_ID, "x")), {"producer_byte_rate": 9}))
         assert broker.client_quotas.configs == {QuotaEntity(DEFAULT, "x"): {"producer_byte_rate": 9.0}}
+
+
+@in_loop
+async def test_a_failed_request_still_pays_its_request_time(tmp_path, monkeypatch):
+    def fail(context, request):
+        raise RuntimeError("bug in the handler")
+
+    async with running_broker(tmp_path) as broker:
+        await alter(broker, (((CLIENT_ID, "busy"),), {"request_percentage": 0.0001}))
+        monkeypatch.setitem(HANDLERS, ApiKey.METADATA, dataclasses.replace(HANDLERS[ApiKey.METADATA], handle=fail))
+        throttles = []
+        for _ in range(50):
+            chunks = await exchange(broker, ApiKey.METADATA, 12, METADATA_ALL, client_id="busy")
+            response = decode_response(ApiKey.METADATA, 12, joined(chunks))
+            throttles.append(response.throttle_time.total_seconds() * 1000)
+        assert 0 < max(throttles) <= 1000
+        assert isinstance(chunks, ThrottledResponse)
