@@ -16,6 +16,9 @@ registration of the same id by another session is waited out for 1.5 session tim
 restarted right after a crash finds its old one until that session expires; Kafka refuses to
 start at once), then stops the start.
 
+Client quotas (broker/security/quota_store.py): read from /config/users and /config/clients
+once changes are followed, and an entity re-read when a /config/changes notification names it.
+
 Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
 (children, and each topic's partition count and id) and /config/topics (overrides), re-read
 when a /config/changes notification names the topic. Notifications older than 15 minutes
@@ -171,6 +174,7 @@ class ClusterMember:
         topics.marked_for_deletion = self.controller.marked_for_deletion
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
+        await self.broker.quota_configs.load()  # after following changes: none is missed
         await self._register()
         self.isr_writer.start()
         self.controller.start()
@@ -297,6 +301,7 @@ class ClusterMember:
             await self._register()
             await self._follow_topics()
             await self._follow_config_changes()
+            await self.broker.quota_configs.load()
         except ZkError as exc:
             log.error("cannot rejoin the cluster after session expiry: %s", exc)
             return
@@ -387,6 +392,8 @@ class ClusterMember:
                 entity_type, topic = znodes.decode_config_change(found[0])
                 if entity_type == "topics":
                     await self._read_topic(topic)
+                elif entity_type in ("users", "clients"):  # client quotas
+                    await self.broker.quota_configs.reload(f"{entity_type}/{topic}")
         await self._purge_obsolete_config_changes(names)
 
     async def _purge_obsolete_config_changes(self, names: list[str]) -> None:

@@ -417,6 +417,10 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("queued.max.requests", _I, 500,
        "Requests that may wait for an I/O thread before the network threads stop reading.",
        minimum=1),
+    _c("quota.window.num", _I, 11,
+       "The number of samples to retain in memory for client quotas.", minimum=1),
+    _c("quota.window.size.seconds", _I, 1,
+       "The time span of each sample for client quotas.", minimum=1),
     _c("connections.max.idle.ms", _L, 600000,
        "A connection with no request being served and no bytes read or written for this long "
        "is closed; negative: never."),

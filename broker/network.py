@@ -36,6 +36,16 @@ _MAX_IOV = 64
 _SENDFILE_CHUNK = 4 * 1024 * 1024
 
 
+class ThrottledResponse(list):
+    """A response (its chunks; possibly none, for a request without an answer) after which the
+    connection reads and serves no request for `throttle_s` seconds: a client over its quota
+    (KIP-219: the answer goes at once, the channel is muted)."""
+
+    def __init__(self, chunks: "Chunks", throttle_s: float) -> None:
+        super().__init__(chunks)
+        self.throttle_s = throttle_s
+
+
 class RequestMemoryPool:
     """queued.max.request.bytes: bytes of requests read and not yet finished, over all
     connections.
@@ -92,6 +102,10 @@ class Connection:
     Back-pressure: reading stops while `max_queued_requests` frames wait to be served or
     `max_queued_bytes` of responses wait to be sent, or while the next frame gets no memory
     from `pool` (queued.max.request.bytes), and resumes once they drain.
+
+    Throttling: a ThrottledResponse mutes the connection (`mute_for`): no request is read or
+    served until the throttle time has passed; what was already received waits, as in Kafka,
+    whose muted channel holds its requests in the socket.
     """
 
     def __init__(
@@ -128,6 +142,7 @@ class Connection:
         self._reading = False
         self._writing = False
         self._draining = False
+        self._muted: asyncio.TimerHandle | None = None
         self.closed = False
         self.last_active = loop.time()
         self._apply_back_pressure()
@@ -206,7 +221,7 @@ class Connection:
 
     def _serve(self) -> None:
         """Serve queued requests in order until one has to wait."""
-        while self._requests and self._in_progress is None and not self.closed:
+        while self._requests and self._in_progress is None and self._muted is None and not self.closed:
             frame = self._requests.popleft()
             try:
                 outcome = self._dispatch(frame)
@@ -219,6 +234,7 @@ class Connection:
                 return
             if isinstance(outcome, list):
                 self._queue(outcome)
+                self._maybe_mute(outcome)
             if outcome is None or isinstance(outcome, list):
                 self._finished(len(frame))
             else:
@@ -242,12 +258,35 @@ class Connection:
             return
         if future.result() is not None:
             self._queue(future.result())
+            self._maybe_mute(future.result())
         self._serve()
+
+    # ------------------------------------------------------------------------------ throttling
+
+    def _maybe_mute(self, outcome: "Chunks") -> None:
+        if isinstance(outcome, ThrottledResponse) and outcome.throttle_s > 0:
+            self.mute_for(outcome.throttle_s)
+
+    def mute_for(self, seconds: float) -> None:
+        """Read and serve no request for `seconds` (a longer mute already running is kept)."""
+        if self.closed or self._draining:
+            return
+        until = self._loop.time() + seconds
+        if self._muted is not None:
+            if self._muted.when() >= until:
+                return
+            self._muted.cancel()
+        self._muted = self._loop.call_at(until, self._unmute)
+        self._pause_reading()
+
+    def _unmute(self) -> None:
+        self._muted = None
+        self._serve()  # serves what waited, then reads again unless back-pressure holds it
 
     def idle_since(self) -> float | None:
         """When the connection last read or wrote a byte, or None while it is not the client
         that holds it up: a request is being served, or reading waits for request memory."""
-        if self._requests or self._in_progress is not None:
+        if self._requests or self._in_progress is not None or self._muted is not None:
             return None
         if self._pool is not None and self._pool.is_waiting(self):
             return None
@@ -267,7 +306,8 @@ class Connection:
         if self.closed:  # a send that failed closed it: it must take no pool memory now
             return
         overloaded = (
-            len(self._requests) >= self._max_queued_requests
+            self._muted is not None
+            or len(self._requests) >= self._max_queued_requests
             or self._out_bytes >= self._max_queued_bytes
             or not self._memory_for_next_frame()
         )
@@ -286,6 +326,9 @@ class Connection:
         answered, so `busy` ends even while the client keeps sending (a consumer's fetches)."""
         self._draining = True
         self._pause_reading()
+        if self._muted is not None:  # what was received is still served: unmute now
+            self._muted.cancel()
+            self._unmute()
 
     def _resume_reading(self) -> None:
         if not self._reading and not self.closed and not self._draining:
@@ -395,6 +438,9 @@ class Connection:
             log.debug("connection from %s closed: %s", self.address, reason)
         self._pause_reading()
         self._want_writable(False)
+        if self._muted is not None:
+            self._muted.cancel()
+            self._muted = None
         if self._in_progress is not None:
             self._in_progress.cancel()
         self._out.clear()

@@ -35,6 +35,8 @@ from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security import tls
 from broker.security.acl_store import FileAclStore, ZkAclStore
 from broker.security.authorizer import AclAuthorizer, authorizer_enabled, parse_super_users
+from broker.security.quota_store import FileQuotaStore, QuotaConfigs, ZkQuotaStore
+from broker.security.quotas import ClientQuotas, WindowConfig
 from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -114,6 +116,13 @@ class Broker:
         else:
             producer_id_blocks = ZkProducerIdBlockStore(self.cluster.zk)
         self.producer_ids = ProducerIdManager(producer_id_blocks, self.broker_id)
+        self.client_quotas = ClientQuotas(
+            WindowConfig(config.get("quota.window.num"), config.get("quota.window.size.seconds") * 1000)
+        )
+        self.quota_configs = QuotaConfigs(
+            self.client_quotas,
+            FileQuotaStore(config.log_dirs) if self.cluster is None else ZkQuotaStore(self.cluster.zk),
+        )
         self.markers = LocalMarkerWriter(self.replica_manager, self.group_coordinator)
         self.remote_markers: RemoteMarkerSender | None = None
         coordinator_markers: LocalMarkerWriter | ClusterMarkerWriter = self.markers
@@ -175,6 +184,7 @@ class Broker:
             await self.topic_store.save()
             if self.authorizer is not None:
                 await self.authorizer.start()
+            await self.quota_configs.load()
             await self.log_manager.startup()
             self.topics.open_partitions()
             self.replica_manager.start()
@@ -364,6 +374,7 @@ class Broker:
             await self.cluster.stop()
         await self.log_manager.shutdown()
         self.topic_store.close()
+        self.quota_configs.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _drain_connections(self) -> None:

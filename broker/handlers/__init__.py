@@ -3,6 +3,7 @@
 from broker.handlers import (  # noqa: F401  (imported to register)
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -15,6 +16,7 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,

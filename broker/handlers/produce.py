@@ -99,7 +99,7 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
     pending = [w for w in waiting if not _settled(replica_manager, *w)]
     if pending:
         return _delayed(ctx, request.timeout_ms, pending, responses)
-    return EncodedResponse([encode_produce_response(ctx.api_version, responses)])
+    return _encoded(ctx.api_version, responses)
 
 
 def _has_transactional_records(request) -> bool:
@@ -145,7 +145,13 @@ async def _delayed(ctx: RequestContext, timeout_ms: int, pending, responses) -> 
             _set_error(partition, exc)
 
     await asyncio.gather(*(wait(*w) for w in pending))
-    return EncodedResponse([encode_produce_response(ctx.api_version, responses)])
+    return _encoded(ctx.api_version, responses)
+
+
+def _encoded(version: int, responses) -> EncodedResponse:
+    # throttle_time_ms ends the body, before v9's tagged fields (one byte: none).
+    throttle_offset = None if version == 0 else -5 if version >= 9 else -4
+    return EncodedResponse([encode_produce_response(version, responses)], throttle_offset)
 
 
 def _set_error(partition: PartitionResponse, exc: KafkaError) -> None:

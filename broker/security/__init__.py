@@ -1,2 +1,2 @@
 """Security: TLS contexts and principals (tls, ssl_principal_mapper), authorization (ACLs:
-acl, acl_store, authorizer)."""
+acl, acl_store, authorizer), client quotas (quotas, quota_store, throttling)."""
