@@ -15,6 +15,9 @@ An ip entity is refused: logway has no connection_creation_rate quota. Removing 
 not set is no error. With validate_only nothing changes but the answers are the same.
 
 Version notes: v1 is flexible.
+
+Authorization (with an authorizer): ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+for every entry, as Kafka's KafkaApis.
 """
 
 import datetime
@@ -25,11 +28,14 @@ from kio.schema.alter_client_quotas.v1.response import AlterClientQuotasResponse
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
+from broker.handlers.authorization import cluster_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 from broker.security.quota_store import entity_of
 
 
 @api(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1))
+@cluster_operation(AclOperation.ALTER_CONFIGS)
 async def handle_alter_client_quotas(
     ctx: RequestContext, request: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:

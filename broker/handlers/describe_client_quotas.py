@@ -12,6 +12,9 @@ UNSUPPORTED_VERSION for another entity type ("Custom entity type ... not support
 has no IP quotas, so a filter on ip lists nothing.
 
 Version notes: v1 is flexible.
+
+Authorization (with an authorizer): DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+for every entry, as Kafka's KafkaApis.
 """
 
 import datetime
@@ -27,7 +30,9 @@ from kio.schema.describe_client_quotas.v1.response import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
+from broker.handlers.authorization import cluster_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 from broker.security.quota_store import CLIENT_ID, IP, USER
 from broker.security.quotas import DEFAULT, Name, QuotaEntity
 
@@ -36,6 +41,7 @@ _ANY = object()  # a component matching any named entity of its type
 
 
 @api(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1))
+@cluster_operation(AclOperation.DESCRIBE_CONFIGS)
 def handle_describe_client_quotas(
     ctx: RequestContext, request: DescribeClientQuotasRequest
 ) -> DescribeClientQuotasResponse:

@@ -62,6 +62,11 @@ from broker.security.acl import AclOperation as Op
 from broker.security.acl import AclPermissionType, PatternType, ResourceType
 from broker.session import KafkaPrincipal, Session
 from protocol.api_keys import ApiKey
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.alter_client_quotas.v1.request import EntityData as QuotaEntity
+from kio.schema.alter_client_quotas.v1.request import EntryData as QuotaEntry
+from kio.schema.alter_client_quotas.v1.request import OpData as QuotaOp
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode
 from protocol.legacy import (
@@ -455,6 +460,12 @@ def _every_api_denied() -> list:
         (ApiKey.STOP_REPLICA, 1, StopReplicaRequest(controller_id=1, controller_epoch=1, delete_partitions=False, topics=()),
          lambda r: r.error_code, cluster),
         (ApiKey.CONTROLLED_SHUTDOWN, 2, ControlledShutdownRequest(broker_id=1), lambda r: r.error_code, cluster),
+        (ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, DescribeClientQuotasRequest(components=(), strict=False),
+         lambda r: r.error_code, cluster),
+        (ApiKey.ALTER_CLIENT_QUOTAS, 1, AlterClientQuotasRequest(entries=(QuotaEntry(
+            entity=(QuotaEntity(entity_type="client-id", entity_name="app"),),
+            ops=(QuotaOp(key="producer_byte_rate", value=1000.0, remove=False),)),), validate_only=True),
+         lambda r: r.entries[0].error_code, cluster),
     ]
 
 
