@@ -51,10 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         run = uvloop.run
     try:
         run(serve(config))
-    except (KafkaStorageError, OSError, ClusterStartError, BrokerMetadataError) as exc:
+    except (KafkaStorageError, OSError, ClusterStartError, BrokerMetadataError, ConfigError) as exc:
         # What escapes here stopped the start: no log dir could take the cluster metadata or the
-        # logs, the listener could not bind, the cluster refused this broker, or its log dirs
-        # belong to another broker id. Each reason is already logged; say it plainly.
+        # logs, the listener could not bind, a keystore or truststore could not be loaded, the
+        # cluster refused this broker, or its log dirs belong to another broker id. Say it plainly.
         logging.getLogger("broker").error("cannot start: %s", exc)
         print(f"logway: cannot start: {exc}", file=sys.stderr)
         return 1

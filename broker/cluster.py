@@ -16,15 +16,24 @@ registration of the same id by another session is waited out for 1.5 session tim
 restarted right after a crash finds its old one until that session expires; Kafka refuses to
 start at once), then stops the start.
 
+Client quotas (broker/security/quota_store.py): read from /config/users and /config/clients
+once changes are followed, and an entity re-read when a /config/changes notification names it.
+
 Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
 (children, and each topic's partition count and id) and /config/topics (overrides), re-read
 when a /config/changes notification names the topic. Notifications older than 15 minutes
 (`config_change_expiration_ms`) are deleted as the notifications are read, as Kafka does. Partitions are served on the
 controller's LeaderAndIsr requests.
 
-Session: EXPIRED ends the controllership; the CONNECTED that follows (a new session)
-re-registers the broker (new broker epoch), re-reads the topics and re-arms the watches, and
-runs for controller again.
+Session: EXPIRED ends the controllership and every leadership of this broker: once ZooKeeper
+has dropped the session, the controller takes this broker for dead and moves its leaderships
+(or marks the partitions offline), so what this broker still leads is stale. It answers
+NOT_LEADER_OR_FOLLOWER for them until the controller's LeaderAndIsr says otherwise, rather than
+serve clients from a stale log (an idempotent producer sent there is told its next sequence is
+out of order, which librdkafka takes as fatal). Kafka's ZooKeeper-mode brokers keep leading
+until the controller's request comes. The CONNECTED that follows (a new session) re-registers
+the broker (new broker epoch), which makes the controller send it LeaderAndIsr for all its
+partitions, re-reads the topics and re-arms the watches, and runs for controller again.
 
 Stop: with controlled.shutdown.enable, ask the controller to move this broker's leaderships
 away (ControlledShutdown, up to controlled.shutdown.max.retries more times while partitions
@@ -108,7 +117,7 @@ class ClusterMember:
             config.get("zookeeper.session.timeout.ms"),
             config.get("zookeeper.connection.timeout.ms"),
         )
-        self.inter_broker_listener = config.inter_broker_listener
+        self.inter_broker_listener = config.inter_broker_listener_name
         self.broker_epoch = -1
         self.controller_epoch = 0  # the newest seen in a controller request
         self.controller = Controller(
@@ -121,6 +130,7 @@ class ClusterMember:
                 rebalance_interval_s=config.get("leader.imbalance.check.interval.seconds"),
                 imbalance_percentage=config.get("leader.imbalance.per.broker.percentage"),
                 request_timeout_s=config.get("controller.socket.timeout.ms") / 1000,
+                ssl_context=broker.inter_broker_ssl_context,
                 sasl=broker.inter_broker_sasl,
             ),
             self._topic_unclean_election,
@@ -167,6 +177,7 @@ class ClusterMember:
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
         # Read again now that changes are followed: none made since the start is missed.
+        await self.broker.quota_configs.load()
         await self.broker.scram_credentials.load()
         await self._register()
         self.isr_writer.start()
@@ -258,7 +269,8 @@ class ClusterMember:
         if endpoint is None:
             return ErrorCode.not_controller, 0
         client = BrokerClient(
-            endpoint[0], endpoint[1], f"broker-{self.broker_id}-shutdown", 5, 30, sasl=self.broker.inter_broker_sasl
+            endpoint[0], endpoint[1], f"broker-{self.broker_id}-shutdown", 5, 30,
+            ssl_context=self.broker.inter_broker_ssl_context, sasl=self.broker.inter_broker_sasl,
         )
         try:
             response = await client.send(
@@ -283,6 +295,7 @@ class ClusterMember:
             self._session_expired = True
             self._watched_topics.clear()
             self.controller.on_session_expired()
+            self.broker.replica_manager.resign_leaderships("its ZooKeeper session expired")
         elif event is SessionEvent.CONNECTED and self._session_expired:
             self._session_expired = False
             asyncio.get_running_loop().create_task(self._rejoin())
@@ -292,6 +305,7 @@ class ClusterMember:
             await self._register()
             await self._follow_topics()
             await self._follow_config_changes()
+            await self.broker.quota_configs.load()
             await self.broker.scram_credentials.load()
         except ZkError as exc:
             log.error("cannot rejoin the cluster after session expiry: %s", exc)
@@ -383,8 +397,10 @@ class ClusterMember:
                 entity_type, name = znodes.decode_config_change(found[0])
                 if entity_type == "topics":
                     await self._read_topic(name)
-                elif entity_type == "users":
-                    await self._read_user(name)
+                elif entity_type in ("users", "clients"):  # client quotas; a user's SCRAM credentials
+                    await self.broker.quota_configs.reload(f"{entity_type}/{name}")
+                    if entity_type == "users":
+                        await self._read_user(name)
         await self._purge_obsolete_config_changes(names)
 
     async def _read_user(self, sanitized_user: str) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from broker.security.ssl_principal_mapper import SslPrincipalMapper
 from protocol.config_types import ConfigEntry, ConfigSource, ConfigSynonym, ConfigType
 from broker.security import sasl_config
 from storage.log_config import (
@@ -35,11 +36,14 @@ from storage.log_config import (
     parse_value,
 )
 
+from broker.security.authorizer import authorizer_enabled, parse_super_users
+
 __all__ = [
     "parse_properties",
     "ConfigError",
     "Listener",
     "SECURITY_PROTOCOLS",
+    "TLS_PROTOCOLS",
     "parse_security_protocol_map",
     "parse_listeners",
     "BrokerConfigDef",
@@ -176,7 +180,7 @@ def _read_text(path: str | os.PathLike[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_SUPPORTED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")  # the security protocols whose listeners speak TLS
 _LISTENER_RE = re.compile(
     r"(?P<name>[^:/]*)://(?:\[(?P<v6>[0-9A-Za-z%._:-]*)\]|(?P<host>[0-9A-Za-z%._:-]*))"
     r":(?P<port>-?[0-9]+)",
@@ -233,7 +237,7 @@ def parse_listeners(
     """Parse "NAME://host:port,..." (host may be empty; IPv6 in brackets).
 
     Listener names are case-insensitive (kept upper case) and must be distinct and present in
-    `protocol_map`; a protocol logway does not serve yet is refused.
+    `protocol_map` (every security protocol of Kafka is served).
     """
     listeners: list[Listener] = []
     for item in _split_csv(text):
@@ -256,12 +260,6 @@ def parse_listeners(
             raise ConfigError(
                 f"Invalid value {text} for configuration {config_name}: no security protocol "
                 f"defined for listener {name} in listener.security.protocol.map"
-            )
-        if protocol not in _SUPPORTED_PROTOCOLS:
-            raise ConfigError(
-                f"Invalid value {text} for configuration {config_name}: listener {name} uses "
-                f"security protocol {protocol}, which logway does not support "
-                f"(supported: {', '.join(_SUPPORTED_PROTOCOLS)})"
             )
         if any(other.name == name for other in listeners):
             raise ConfigError(
@@ -340,7 +338,7 @@ class BrokerConfigDef:
         return format_value(self.type, value)
 
 
-_B, _S, _I, _SH, _L, _D, _LIST = (
+_B, _S, _I, _SH, _L, _D, _LIST, _PW = (
     ConfigType.BOOLEAN,
     ConfigType.STRING,
     ConfigType.INT,
@@ -348,6 +346,7 @@ _B, _S, _I, _SH, _L, _D, _LIST = (
     ConfigType.LONG,
     ConfigType.DOUBLE,
     ConfigType.LIST,
+    ConfigType.PASSWORD,
 )
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _DEFAULT_PROTOCOL_MAP = (
@@ -385,14 +384,15 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "listeners; an empty or wildcard host is replaced by this machine's hostname.",
        dynamic=True),
     _c("listener.security.protocol.map", _S, _DEFAULT_PROTOCOL_MAP,
-       "NAME:PROTOCOL pairs giving the security protocol of each listener name. logway serves "
-       "PLAINTEXT and SASL_PLAINTEXT.", dynamic=True),
+       "NAME:PROTOCOL pairs giving the security protocol of each listener name. logway "
+       "serves PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL.", dynamic=True),
     _c("inter.broker.listener.name", _S, None,
-       "Listener that brokers use to talk to each other; must be an advertised listener."),
+       "Listener that brokers use to talk to each other; must be an advertised listener. "
+       "Only one of it and security.inter.broker.protocol may be set."),
     _c("security.inter.broker.protocol", _S, "PLAINTEXT",
-       "Security protocol brokers use to talk to each other when inter.broker.listener.name is "
-       "unset: the listener named after it. Only one of the two may be set.",
-       allowed=SECURITY_PROTOCOLS),
+       "Security protocol brokers use to talk to each other, naming the listener of that name. "
+       "When neither it nor inter.broker.listener.name is set, logway uses the first "
+       "advertised listener (Kafka: the one named PLAINTEXT).", allowed=SECURITY_PROTOCOLS),
     # --- SASL (broker/security/sasl_config.py resolves the listener.name.<l>. prefixed keys)
     _c("sasl.enabled.mechanisms", _LIST, ["GSSAPI"],
        "SASL mechanisms served on SASL listeners (listener.name.<l>.sasl.enabled.mechanisms "
@@ -423,6 +423,10 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("queued.max.requests", _I, 500,
        "Requests that may wait for an I/O thread before the network threads stop reading.",
        minimum=1),
+    _c("quota.window.num", _I, 11,
+       "The number of samples to retain in memory for client quotas.", minimum=1),
+    _c("quota.window.size.seconds", _I, 1,
+       "The time span of each sample for client quotas.", minimum=1),
     _c("connections.max.idle.ms", _L, 600000,
        "A connection with no request being served and no bytes read or written for this long "
        "is closed; negative: never."),
@@ -435,6 +439,56 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("max.connections.per.ip.overrides", _S, "",
        "host:count or ip:count pairs, comma separated, overriding max.connections.per.ip.",
        dynamic=True),
+    # --- TLS (Kafka's names and defaults; broker.security.tls builds the contexts). Each may be
+    # overridden for one listener as listener.name.<lower-case listener name>.<key>. Dynamic:
+    # the keystore and truststore keys, which IncrementalAlterConfigs may change at runtime.
+    _c("ssl.protocol", _S, "TLSv1.3",
+       "Kafka's SSLContext protocol (TLS, TLSv1.2, TLSv1.3, ...). As in Kafka, which versions "
+       "are offered is ssl.enabled.protocols'; this one is only checked."),
+    _c("ssl.enabled.protocols", _LIST, ["TLSv1.2", "TLSv1.3"],
+       "TLS versions offered: consecutive ones among TLSv1, TLSv1.1, TLSv1.2, TLSv1.3."),
+    _c("ssl.cipher.suites", _LIST, None,
+       "Cipher suites, by IANA (Java) or OpenSSL name; unset, OpenSSL's defaults. Without a TLS "
+       "1.3 suite TLS 1.3 is off (as in Java); TLS 1.3 suites can only be listed all together."),
+    _c("ssl.keystore.type", _S, "JKS",
+       "PEM or PKCS12. JKS (Kafka's default) cannot be read: set one of the others.", dynamic=True),
+    _c("ssl.keystore.location", _S, None,
+       "The keystore file: PKCS12, or for PEM the private key and certificate chain.", dynamic=True),
+    _c("ssl.keystore.password", _PW, None, "Password of a PKCS12 keystore.", dynamic=True),
+    _c("ssl.key.password", _PW, None, "Password of an encrypted PEM private key.", dynamic=True),
+    _c("ssl.keystore.key", _PW, None,
+       "The private key in PEM (PKCS#8, possibly encrypted), inline; with ssl.keystore.type=PEM.",
+       dynamic=True),
+    _c("ssl.keystore.certificate.chain", _PW, None,
+       "The certificate chain in PEM, inline; with ssl.keystore.key.", dynamic=True),
+    _c("ssl.truststore.type", _S, "JKS",
+       "PEM or PKCS12. JKS (Kafka's default) cannot be read: set one of the others.", dynamic=True),
+    _c("ssl.truststore.location", _S, None,
+       "The truststore file: PKCS12 or PEM certificates. Unset: the system's CAs.", dynamic=True),
+    _c("ssl.truststore.password", _PW, None,
+       "Password of a PKCS12 truststore (optional).", dynamic=True),
+    _c("ssl.truststore.certificates", _PW, None,
+       "Trusted certificates in PEM, inline; with ssl.truststore.type=PEM.", dynamic=True),
+    _c("ssl.client.auth", _S, "none",
+       "Client certificates: none, requested (checked when sent) or required.",
+       allowed=("required", "requested", "none")),
+    _c("ssl.endpoint.identification.algorithm", _S, "https",
+       "https: the inter-broker client checks the other broker's host name against its "
+       "certificate; empty: it does not."),
+    _c("ssl.principal.mapping.rules", _S, "DEFAULT",
+       "Rules mapping a client certificate's subject DN to its principal name (Kafka's syntax: "
+       "RULE:pattern/replacement/[LU], DEFAULT)."),
+    _c("ssl.allow.dn.changes", _B, False,
+       "Whether a keystore changed at runtime may carry a certificate of another subject DN."),
+    _c("ssl.allow.san.changes", _B, False,
+       "Whether a keystore changed at runtime may drop subject alternative names."),
+    _c("ssl.keymanager.algorithm", _S, "SunX509",
+       "Java's key manager; logway (OpenSSL) has none, so only the default is accepted."),
+    _c("ssl.trustmanager.algorithm", _S, "PKIX",
+       "Java's trust manager; logway (OpenSSL) has none, so only the default is accepted."),
+    _c("ssl.provider", _S, None, "Java's security provider; refused when set."),
+    _c("ssl.secure.random.implementation", _S, None, "Java's SecureRandom; refused when set."),
+    _c("ssl.engine.factory.class", _S, None, "Java's SslEngineFactory; refused when set."),
     # --- log basics
     _c("log.dir", _S, "/tmp/kafka-logs",
        "Directory holding the log data; used when log.dirs is not set."),
@@ -651,6 +705,17 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "Wait between controlled shutdown attempts.", minimum=0),
     _c("controller.socket.timeout.ms", _I, 30000,
        "Timeout of the controller's requests to brokers.", minimum=0),
+    # --- authorization (broker/security/authorizer.py)
+    _c("authorizer.class.name", _S, "",
+       "kafka.security.authorizer.AclAuthorizer (or its alias logway.acl) authorizes every "
+       "request by ACLs; empty authorizes nothing (everything is allowed). Other classes are "
+       "refused."),
+    _c("super.users", _S, None,
+       "Semicolon separated principals (User:admin;User:ANONYMOUS) allowed everything by the "
+       "ACL authorizer."),
+    _c("allow.everyone.if.no.acl.found", _B, False,
+       "With the ACL authorizer: a resource no ACL applies to is open to everyone (else to "
+       "nobody but super users)."),
 )
 
 BROKER_CONFIGS: Mapping[str, BrokerConfigDef] = MappingProxyType({d.name: d for d in _DEFS})
@@ -683,7 +748,7 @@ class BrokerConfig:
 
     __slots__ = (
         "_settings", "_values", "_listeners", "_advertised", "_log_config", "_protocol_map",
-        "_inter_broker_listener", "_sasl_listeners", "_inter_broker_sasl",
+        "_listener_overrides", "_sasl_listeners", "_inter_broker_sasl",
     )
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
@@ -741,6 +806,8 @@ class BrokerConfig:
                 )
             )
         self._check_listener_names()
+        self._listener_overrides = self._parse_listener_overrides(settings)
+        self._check_tls_listeners()
         self._resolve_sasl(settings)
         if self._values["broker.id"] > self._values["reserved.broker.max.id"]:
             raise ConfigError("broker.id must be greater than or equal to -1 and not greater than reserved.broker.max.id")
@@ -750,6 +817,7 @@ class BrokerConfig:
         self._check_connection_limits()
         _refuse_thread_counts(self._values)
         _refuse_preallocation(self._values)
+        _check_authorizer(self._values)
         try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
@@ -758,6 +826,65 @@ class BrokerConfig:
     def security_protocol(self, listener_name: str) -> str:
         """The security protocol of a listener, from listener.security.protocol.map."""
         return self._protocol_map[listener_name]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name; else the listener named by security.inter.broker.protocol
+        when that is set; else the first advertised listener."""
+        name = self._values["inter.broker.listener.name"]
+        if name is None and self.is_set("security.inter.broker.protocol"):
+            name = self._values["security.inter.broker.protocol"]
+        return (name or self._advertised[0].name).upper()
+
+    def ssl_settings(self, listener_name: str) -> dict[str, Any]:
+        """The ssl.* settings of a listener, typed: listener.name.<name>.<key> where set, else
+        <key> (Kafka's lookup, key by key)."""
+        overrides = self._listener_overrides.get(listener_name.upper(), {})
+        return {
+            name: overrides.get(name, value)
+            for name, value in self._values.items()
+            if name.startswith("ssl.")
+        }
+
+    def _parse_listener_overrides(self, settings: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """listener.name.<listener>.<key> settings by listener name (upper case) and key."""
+        names = {listener.name for listener in self._listeners}
+        overrides: dict[str, dict[str, Any]] = {}
+        for key, raw in settings.items():
+            match = _LISTENER_OVERRIDE_RE.fullmatch(key)
+            if match is None:
+                continue
+            listener, name = match["listener"], match["key"]
+            if listener != listener.lower() or listener.upper() not in names:
+                raise ConfigError(
+                    f"{key}: listener.name.<listener>.{name} must name a listener of listeners "
+                    f"({', '.join(sorted(names))}) in lower case"
+                )
+            overrides.setdefault(listener.upper(), {})[name] = BROKER_CONFIGS[name].parse(raw)
+        return overrides
+
+    def _check_tls_listeners(self) -> None:
+        """Every listener's ssl.* settings are checked at start (types, refused values and
+        combinations); those of TLS listeners must also name a keystore. The files are read
+        when the broker builds its contexts."""
+        from broker.security import tls  # broker.security.tls imports this module
+
+        for listener in self._listeners:
+            settings = self.ssl_settings(listener.name)
+            tls.check_settings(settings)
+            try:
+                SslPrincipalMapper(settings["ssl.principal.mapping.rules"])
+            except ValueError as exc:
+                raise ConfigError(
+                    f"Invalid value {settings['ssl.principal.mapping.rules']} for configuration "
+                    f"ssl.principal.mapping.rules: {exc}"
+                ) from None
+            if self._protocol_map[listener.name] in TLS_PROTOCOLS and not tls.keystore_given(settings):
+                raise ConfigError(
+                    f"Listener {listener.name} uses security protocol {self._protocol_map[listener.name]} "
+                    "but has no keystore: set ssl.keystore.location (or ssl.keystore.key and "
+                    f"ssl.keystore.certificate.chain), or listener.name.{listener.name.lower()}.ssl.keystore.location"
+                )
 
     def _check_listener_names(self) -> None:
         names = [listener.name for listener in self._listeners]
@@ -768,6 +895,12 @@ class BrokerConfig:
                     f"({', '.join(names)}); advertised listener names must be a subset of them"
                 )
         inter_broker = self._values["inter.broker.listener.name"]
+        if inter_broker is not None and self.is_set("security.inter.broker.protocol"):
+            raise ConfigError(
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+            )
+        if inter_broker is None and self.is_set("security.inter.broker.protocol"):
+            inter_broker = self._values["security.inter.broker.protocol"]
         if inter_broker is not None:
             advertised_names = [listener.name for listener in self._advertised]
             if inter_broker.upper() not in advertised_names:
@@ -778,34 +911,16 @@ class BrokerConfig:
                 )
 
     def _resolve_sasl(self, settings: Mapping[str, str]) -> None:
-        inter_broker_name = self._values["inter.broker.listener.name"]
-        if inter_broker_name is not None and "security.inter.broker.protocol" in settings:
-            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
-        if inter_broker_name is None and "security.inter.broker.protocol" in settings:
-            inter_broker_name = self._values["security.inter.broker.protocol"]
-            if inter_broker_name not in (listener.name for listener in self._advertised):
-                raise ConfigError(
-                    f"inter.broker.listener.name must be a listener name defined in advertised.listeners. "
-                    f"The valid options based on currently configured listeners are "
-                    f"{','.join(listener.name for listener in self._advertised)}"
-                )
-        self._inter_broker_listener = inter_broker_name.upper() if inter_broker_name else None
         try:
             self._sasl_listeners, self._inter_broker_sasl = sasl_config.resolve(
                 settings,
                 self.get,
                 [(listener.name, self._protocol_map[listener.name]) for listener in self._listeners],
                 # Standalone, no broker logs in to this one.
-                self.inter_broker_listener if self._values["zookeeper.connect"] else None,
+                self.inter_broker_listener_name if self._values["zookeeper.connect"] else None,
             )
         except sasl_config.SaslConfigError as exc:
             raise ConfigError(str(exc)) from None
-
-    @property
-    def inter_broker_listener(self) -> str:
-        """inter.broker.listener.name, else the listener named after security.inter.broker.protocol
-        when that is set, else the first advertised listener."""
-        return self._inter_broker_listener or self._advertised[0].name
 
     def sasl_listener(self, listener_name: str) -> "sasl_config.SaslListener | None":
         """The SASL settings of a SASL_* listener; None for the others."""
@@ -927,7 +1042,8 @@ class BrokerConfig:
             entries.append(
                 ConfigEntry(
                     name=name,
-                    value=definition.format(self._values[name]),
+                    # Kafka never sends a password's value.
+                    value=None if definition.type is ConfigType.PASSWORD else definition.format(self._values[name]),
                     source=(
                         ConfigSource.STATIC_BROKER_CONFIG
                         if name in self._settings
@@ -947,7 +1063,7 @@ class BrokerConfig:
         found: list[ConfigSynonym] = []
         for member in group:
             if member in self._settings:
-                raw = self._settings[member]
+                raw = None if BROKER_CONFIGS[member].type is ConfigType.PASSWORD else self._settings[member]
                 found.append(ConfigSynonym(member, raw, ConfigSource.STATIC_BROKER_CONFIG))
         for member in group:
             definition = BROKER_CONFIGS[member]
@@ -1001,10 +1117,38 @@ def _refuse_preallocation(values: Mapping[str, Any]) -> None:
         raise ConfigError(f"Invalid value true for configuration log.preallocate: {PREALLOCATE_REFUSAL}")
 
 
+# listener.name.<listener>.<key>: a per-listener value of one of the keys below.
+_LISTENER_OVERRIDE_RE = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<key>ssl\..+)")
+
+
+def _is_listener_override(name: str) -> bool:
+    match = _LISTENER_OVERRIDE_RE.fullmatch(name)
+    return match is not None and match["key"] in BROKER_CONFIGS
+
+
+def _check_authorizer(values: Mapping[str, Any]) -> None:
+    try:
+        enabled = authorizer_enabled(values["authorizer.class.name"])
+        parse_super_users(values["super.users"])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not enabled:
+        # Kafka passes these to the authorizer; without one they would be set and not honoured.
+        unused = [name for name, active in (
+            ("super.users", bool((values["super.users"] or "").strip())),
+            ("allow.everyone.if.no.acl.found", values["allow.everyone.if.no.acl.found"]),
+        ) if active]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)} cannot be honoured without an authorizer: set "
+                "authorizer.class.name=kafka.security.authorizer.AclAuthorizer, or leave them unset"
+            )
+
+
 def _refuse_unknown(settings: Mapping[str, str]) -> None:
     unknown = [
         name for name in settings
-        if name not in BROKER_CONFIGS and not sasl_config.is_listener_sasl_key(name)
+        if name not in BROKER_CONFIGS and not _is_listener_override(name) and not sasl_config.is_listener_sasl_key(name)
     ]
     if unknown:
         raise ConfigError("; ".join(_unknown_key_reason(name) for name in unknown))

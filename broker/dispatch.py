@@ -7,6 +7,9 @@ for an unknown API key or an unsupported version of any API but ApiVersions. Api
 version beyond ours is answered UNSUPPORTED_VERSION in the v0 layout, so the client can retry
 with one we serve.
 
+Client quotas (broker/security/throttling.py): once the response is ready, the request's bytes
+and handler time are recorded against the client's quotas; a client over one gets its response
+at once with throttle_time_ms set, as a ThrottledResponse that mutes the connection that long.
 On a SASL listener the session's SaslAuthenticator (broker/security/sasl_server.py) decides
 first whether a request is served: until authentication completes only ApiVersions,
 SaslHandshake and SaslAuthenticate are; after SaslHandshake v0 frames are raw SASL tokens
@@ -23,6 +26,7 @@ which has no response: its connection is closed, as Kafka closes it, so the prod
 
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Sized
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +45,8 @@ from broker.handlers import HANDLERS
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.network import CloseAfterResponse
 from broker.security.sasl_server import Admission
+from broker.network import ThrottledResponse
+from broker.security import throttling
 from broker.session import Session
 from broker.handlers.registry import (
     NO_RESPONSE,
@@ -67,6 +73,7 @@ class Dispatcher:
         sasl = session.sasl
         if sasl is not None and sasl.expects_raw_token:
             return answer_raw_token(session, frame)
+        started = time.perf_counter()
         api_key, version, correlation_id = peek_request(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
@@ -102,12 +109,13 @@ class Dispatcher:
         try:
             result = handler.handle(context, request)
             if inspect.isawaitable(result):
-                return self._finish_later(result, request, context, response_header)
-            return _encode(result, api_key, version, response_header)
+                handler_s = time.perf_counter() - started
+                return self._finish_later(result, request, context, response_header, len(frame), handler_s)
+            return self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started)
         except ProtocolError:
             raise  # a request the handler found malformed: the connection closes
         except Exception as exc:
-            return _failed(exc, request, context, response_header)
+            return self._failed(exc, request, context, response_header, time.perf_counter() - started)
 
     @staticmethod
     def _parse(handler: ApiHandler, version: int, frame: memoryview, body_start: int) -> Any:
@@ -117,33 +125,59 @@ class Dispatcher:
         request = schemas.decode(schemas.request_type(handler.api_key, version), body)
         return schemas.adapt(request, schemas.request_type(handler.api_key, handler.max_version))
 
-    @staticmethod
     async def _finish_later(
-        pending: Awaitable[Any], request: Any, context: RequestContext, response_header: bytes
+        self,
+        pending: Awaitable[Any],
+        request: Any,
+        context: RequestContext,
+        response_header: bytes,
+        request_bytes: int,
+        handler_s: float,
     ) -> Chunks | None:
-        api_key, version = context.header.api_key, context.api_version
         try:
-            return _encode(await pending, api_key, version, response_header)
+            result = await pending
+            return self._respond(result, request, context, response_header, request_bytes, handler_s)
         except ProtocolError:
             raise
         except Exception as exc:
-            return _failed(exc, request, context, response_header)
+            return self._failed(exc, request, context, response_header, handler_s)
 
+    def _respond(
+        self, result: Any, request: Any, context: RequestContext, response_header: bytes,
+        request_bytes: int, handler_s: float,
+    ) -> Chunks | None:
+        """The response's chunks, after the client's quotas have had their say."""
+        api_key, version = context.header.api_key, context.api_version
+        quotas = self._broker.client_quotas
+        if not quotas.enabled:
+            return _encode(result, api_key, version, response_header)
+        result, throttle_ms = throttling.settle(quotas, context, request, result, request_bytes, handler_s)
+        chunks = _encode(result, api_key, version, response_header)
+        if throttle_ms > 0:
+            return ThrottledResponse(chunks or [], throttle_ms / 1000)
+        return chunks
 
-def _failed(exc: Exception, request: Any, context: RequestContext, response_header: bytes) -> Chunks:
-    """UNKNOWN_SERVER_ERROR for a request whose handler failed; re-raised (closing the
-    connection) for an acks=0 Produce, which has no response to carry it."""
-    api_key, version = context.header.api_key, context.api_version
-    if api_key == ApiKey.PRODUCE and request.acks == 0:
-        raise exc
-    log.error(
-        "%s v%d from %s failed; answering UNKNOWN_SERVER_ERROR",
-        ApiKey(api_key).name, version, context.client_address, exc_info=exc,
-    )
-    response = schemas.error_response(
-        request, schemas.response_type(api_key, version), ErrorCode.unknown_server_error
-    )
-    return _frame(response_header, [schemas.encode(response)])
+    def _failed(
+        self, exc: Exception, request: Any, context: RequestContext, response_header: bytes, handler_s: float
+    ) -> Chunks:
+        """UNKNOWN_SERVER_ERROR for a request whose handler failed; re-raised (closing the
+        connection) for an acks=0 Produce, which has no response to carry it."""
+        api_key, version = context.header.api_key, context.api_version
+        if api_key == ApiKey.PRODUCE and request.acks == 0:
+            raise exc
+        log.error(
+            "%s v%d from %s failed; answering UNKNOWN_SERVER_ERROR",
+            ApiKey(api_key).name, version, context.client_address, exc_info=exc,
+        )
+        response = schemas.error_response(
+            request, schemas.response_type(api_key, version), ErrorCode.unknown_server_error
+        )
+        quotas = self._broker.client_quotas
+        throttle_ms = throttling.record_error_response(quotas, context, request, handler_s) if quotas.enabled else 0
+        if throttle_ms > 0:
+            response = throttling.with_throttle_time(response, throttle_ms)
+            return ThrottledResponse(_frame(response_header, [schemas.encode(response)]), throttle_ms / 1000)
+        return _frame(response_header, [schemas.encode(response)])
 
 
 def _encode(result: Any, api_key: int, version: int, response_header: bytes) -> Chunks | None:

@@ -5,13 +5,19 @@ than transports: the broker must interleave plain writes with os.sendfile of fil
 neither asyncio's transports nor uvloop's (which has no loop.sendfile) let it do so on their
 socket. Owning the socket also lets a connection receive straight into its frame buffer and
 gather all of a read's responses into one sendmsg.
+
+TLS connections (TlsConnection) run the same framing, ordering and back-pressure over an
+ssl.SSLObject fed through memory buffers; their file regions are read and encrypted, as sendfile
+cannot encrypt.
 """
 
 import errno
 import ipaddress
 import logging
 import os
+import re
 import socket
+import ssl
 from collections import deque
 from collections.abc import Callable, Mapping, Sized
 from typing import Any
@@ -37,6 +43,16 @@ class CloseAfterResponse(ProtocolError):
     def __init__(self, reason: str, response: "Chunks") -> None:
         super().__init__(reason)
         self.response = response
+
+
+class ThrottledResponse(list):
+    """A response (its chunks; possibly none, for a request without an answer) after which the
+    connection reads and serves no request for `throttle_s` seconds: a client over its quota
+    (KIP-219: the answer goes at once, the channel is muted)."""
+
+    def __init__(self, chunks: "Chunks", throttle_s: float) -> None:
+        super().__init__(chunks)
+        self.throttle_s = throttle_s
 
 
 class RequestMemoryPool:
@@ -95,6 +111,10 @@ class Connection:
     Back-pressure: reading stops while `max_queued_requests` frames wait to be served or
     `max_queued_bytes` of responses wait to be sent, or while the next frame gets no memory
     from `pool` (queued.max.request.bytes), and resumes once they drain.
+
+    Throttling: a ThrottledResponse mutes the connection (`mute_for`): no request is read or
+    served until the throttle time has passed; what was already received waits, as in Kafka,
+    whose muted channel holds its requests in the socket.
     """
 
     def __init__(
@@ -112,6 +132,7 @@ class Connection:
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
+        self._recv_into = sock.recv_into  # a TLS connection decrypts instead
         self.address = address
         self._dispatch = dispatch
         self._on_close = on_close
@@ -130,6 +151,7 @@ class Connection:
         self._reading = False
         self._writing = False
         self._draining = False
+        self._muted: asyncio.TimerHandle | None = None
         self.closed = False
         self.last_active = loop.time()
         self._apply_back_pressure()
@@ -141,7 +163,7 @@ class Connection:
             space = self._frames.writable()
             if self._pool is not None:
                 space = space[: self._pooled_read_size()]
-            received = self._sock.recv_into(space)
+            received = self._recv_into(space)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -212,7 +234,7 @@ class Connection:
 
     def _serve(self) -> None:
         """Serve queued requests in order until one has to wait."""
-        while self._requests and self._in_progress is None and not self.closed:
+        while self._requests and self._in_progress is None and self._muted is None and not self.closed:
             frame = self._requests.popleft()
             try:
                 outcome = self._dispatch(frame)
@@ -225,6 +247,7 @@ class Connection:
                 return
             if isinstance(outcome, list):
                 self._queue(outcome)
+                self._maybe_mute(outcome)
             if outcome is None or isinstance(outcome, list):
                 self._finished(len(frame))
             else:
@@ -248,12 +271,35 @@ class Connection:
             return
         if future.result() is not None:
             self._queue(future.result())
+            self._maybe_mute(future.result())
         self._serve()
+
+    # ------------------------------------------------------------------------------ throttling
+
+    def _maybe_mute(self, outcome: "Chunks") -> None:
+        if isinstance(outcome, ThrottledResponse) and outcome.throttle_s > 0:
+            self.mute_for(outcome.throttle_s)
+
+    def mute_for(self, seconds: float) -> None:
+        """Read and serve no request for `seconds` (a longer mute already running is kept)."""
+        if self.closed or self._draining:
+            return
+        until = self._loop.time() + seconds
+        if self._muted is not None:
+            if self._muted.when() >= until:
+                return
+            self._muted.cancel()
+        self._muted = self._loop.call_at(until, self._unmute)
+        self._pause_reading()
+
+    def _unmute(self) -> None:
+        self._muted = None
+        self._serve()  # serves what waited, then reads again unless back-pressure holds it
 
     def idle_since(self) -> float | None:
         """When the connection last read or wrote a byte, or None while it is not the client
         that holds it up: a request is being served, or reading waits for request memory."""
-        if self._requests or self._in_progress is not None:
+        if self._requests or self._in_progress is not None or self._muted is not None:
             return None
         if self._pool is not None and self._pool.is_waiting(self):
             return None
@@ -273,7 +319,8 @@ class Connection:
         if self.closed:  # a send that failed closed it: it must take no pool memory now
             return
         overloaded = (
-            len(self._requests) >= self._max_queued_requests
+            self._muted is not None
+            or len(self._requests) >= self._max_queued_requests
             or self._out_bytes >= self._max_queued_bytes
             or not self._memory_for_next_frame()
         )
@@ -292,6 +339,9 @@ class Connection:
         answered, so `busy` ends even while the client keeps sending (a consumer's fetches)."""
         self._draining = True
         self._pause_reading()
+        if self._muted is not None:  # what was received is still served: unmute now
+            self._muted.cancel()
+            self._unmute()
 
     def _resume_reading(self) -> None:
         if not self._reading and not self.closed and not self._draining:
@@ -401,6 +451,9 @@ class Connection:
             log.debug("connection from %s closed: %s", self.address, reason)
         self._pause_reading()
         self._want_writable(False)
+        if self._muted is not None:
+            self._muted.cancel()
+            self._muted = None
         if self._in_progress is not None:
             self._in_progress.cancel()
         self._out.clear()
@@ -410,6 +463,242 @@ class Connection:
             self._pool.give_back(self._held + self._granted)
         self._sock.close()
         self._on_close(self)
+
+
+_TLS_READ = 256 * 1024  # bytes of TLS records taken from the socket at once
+_TLS_CHUNK = 64 * 1024  # plaintext encrypted at once: bytes gathered, or read from a file region
+_TLS_HIGH_WATER = 256 * 1024  # encrypted bytes kept waiting for the socket before encrypting more
+
+
+class TlsConnection(Connection):
+    """A connection over TLS: the server side of an ssl.SSLObject whose records go through
+    memory buffers, so reading and writing stay Connection's (frames, order, back-pressure,
+    request memory) and only the bytes on the socket differ.
+
+    The handshake comes first; nothing is read as a request before it completes. It fails (the
+    reason logged, the connection closed) on a TLS error or when `on_handshake(ssl_object)`
+    returns a reason (the principal could not be mapped), and it must complete within
+    `handshake_timeout` seconds of the accept, so a client that stalls it does not hold a
+    descriptor for long.
+
+    Responses are encrypted as the socket takes them: runs of bytes gathered up to _TLS_CHUNK,
+    file regions read with os.pread _TLS_CHUNK at a time (never a whole large region), with at
+    most _TLS_HIGH_WATER encrypted bytes waiting for the socket. Bytes a read decrypted beyond
+    what the frame buffer took stay in the SSLObject and are read without waiting for the
+    socket.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        address: str,
+        dispatch: Dispatch,
+        on_close: Callable[["Connection"], None],
+        max_request_bytes: int,
+        *,
+        context: ssl.SSLContext,
+        on_handshake: Callable[[ssl.SSLObject], str | None],
+        handshake_timeout: float,
+        **limits: Any,
+    ) -> None:
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._raw_out = bytearray()
+        self._handshake_started = False
+        self._handshaken = False
+        self._on_handshake = on_handshake
+        self._socket_drained = False  # the last read found the socket empty
+        self._peer_closed = False
+        self._buffered_read: asyncio.Handle | None = None
+        self._handshake_timer = loop.call_later(handshake_timeout, self._handshake_expired)
+        self._handshake_timeout = handshake_timeout
+        super().__init__(loop, sock, address, dispatch, on_close, max_request_bytes, **limits)
+        self._recv_into = self._decrypt_into
+
+    # ------------------------------------------------------------------------- handshake
+
+    def _handshake(self) -> None:
+        try:
+            data = self._sock.recv(_TLS_READ)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._handshake_failed(str(exc))
+            return
+        if not data:
+            if self._handshake_started:
+                self._handshake_failed("the client closed the connection")
+            else:  # a port probe, or a client that gave up before sending anything
+                self.close("closed by the client before the TLS handshake")
+            return
+        self._handshake_started = True
+        self._incoming.write(data)
+        try:
+            self._tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self._flush()
+            return
+        except ssl.SSLError as exc:
+            self._raw_out += self._outgoing.read()  # the alert telling the client why
+            self._handshake_failed(_tls_reason(exc))
+            return
+        self._handshaken = True
+        self._handshake_timer.cancel()
+        refused = self._on_handshake(self._tls)
+        if refused is not None:
+            self._handshake_failed(refused)
+            return
+        self.last_active = self._loop.time()
+        self._flush()
+        self._read_buffered_soon()  # the first request may have come with the handshake's end
+
+    def _handshake_failed(self, reason: str) -> None:
+        log.info("TLS handshake with %s failed: %s", self.address, reason)
+        self.close(f"TLS handshake failed: {reason}")
+
+    def _handshake_expired(self) -> None:
+        if not self._handshaken and not self.closed:
+            self._handshake_failed(f"not completed within {self._handshake_timeout:g} s")
+
+    # ------------------------------------------------------------------------------ reading
+
+    def _on_readable(self) -> None:
+        self._buffered_read = None
+        if self.closed:  # a buffered read scheduled before the connection closed
+            return
+        if not self._handshaken:
+            self._handshake()
+            return
+        super()._on_readable()
+        if not self.closed and self._outgoing.pending:  # the read made TLS answer (a key update)
+            self._flush()
+        if not self._socket_drained:
+            self._read_buffered_soon()
+
+    def _decrypt_into(self, space: memoryview) -> int:
+        """recv_into for Connection: plaintext into `space`; 0 at the end of the stream;
+        BlockingIOError when a whole record has not arrived yet."""
+        self._socket_drained = False
+        while True:
+            try:
+                return self._tls.read(len(space), space)
+            except ssl.SSLWantReadError:
+                if self._peer_closed:
+                    return 0
+            except ssl.SSLZeroReturnError:  # close_notify
+                return 0
+            try:
+                data = self._sock.recv(_TLS_READ)
+            except (BlockingIOError, InterruptedError):
+                self._socket_drained = True
+                raise
+            if data:
+                self._incoming.write(data)
+            else:
+                self._peer_closed = True
+
+    def _read_buffered_soon(self) -> None:
+        """Go on reading what the TLS buffers hold: the socket will not say it is readable."""
+        if (
+            self._buffered_read is None
+            and self._reading
+            and not self.closed
+            and (self._tls.pending() or self._incoming.pending)
+        ):
+            self._buffered_read = self._loop.call_soon(self._on_readable)
+
+    def _resume_reading(self) -> None:
+        was_reading = self._reading
+        super()._resume_reading()
+        if self._reading and not was_reading and self._handshaken:
+            self._read_buffered_soon()
+
+    # ------------------------------------------------------------------------------ writing
+
+    @property
+    def busy(self) -> bool:
+        return super().busy or bool(self._raw_out)
+
+    def _flush(self) -> None:
+        """Encrypt queued responses and send; wait for writability if anything is left."""
+        try:
+            while True:
+                self._raw_out += self._outgoing.read()
+                if self._out and len(self._raw_out) < _TLS_HIGH_WATER:
+                    self._encrypt_next()
+                    continue
+                if not self._raw_out:
+                    break
+                sent = self._sock.send(self._raw_out)
+                del self._raw_out[:sent]
+                self.last_active = self._loop.time()
+        except (BlockingIOError, InterruptedError):
+            self._want_writable(True)
+            return
+        except (OSError, ValueError) as exc:  # ValueError: a region's file closed under it
+            self.close(f"send failed: {exc}")
+            return
+        self._want_writable(False)
+
+    def _encrypt_next(self) -> None:
+        """Hand the TLS layer the next _TLS_CHUNK bytes of plaintext at most."""
+        head = self._out[0]
+        if isinstance(head, (bytes, memoryview)):
+            pieces: list[bytes | memoryview] = []
+            size = 0
+            while self._out and size < _TLS_CHUNK and isinstance(self._out[0], (bytes, memoryview)):
+                chunk = memoryview(self._out.popleft())
+                if size + len(chunk) > _TLS_CHUNK:
+                    self._out.appendleft(chunk[_TLS_CHUNK - size :])
+                    chunk = chunk[: _TLS_CHUNK - size]
+                pieces.append(chunk)
+                size += len(chunk)
+            self._tls.write(b"".join(pieces) if len(pieces) > 1 else pieces[0])
+            self._out_bytes -= size
+            return
+        left = len(head) - self._region_sent
+        data = os.pread(head.fd, min(left, _TLS_CHUNK), head.position + self._region_sent)
+        if not data:
+            raise OSError(errno.EIO, "records file shrank under a fetch response")
+        self._tls.write(data)
+        self._region_sent += len(data)
+        self._out_bytes -= len(data)
+        if self._region_sent == len(head):
+            self._out.popleft()
+            self._region_sent = 0
+
+    # ------------------------------------------------------------------------------ closing
+
+    def close(self, reason: str | None) -> None:
+        if self.closed:
+            return
+        self._handshake_timer.cancel()
+        if self._buffered_read is not None:
+            self._buffered_read.cancel()
+        if self._handshaken:
+            try:
+                self._tls.unwrap()  # writes close_notify
+            except ssl.SSLError:
+                pass  # it waits for the client's close_notify, which is not awaited
+        self._raw_out += self._outgoing.read()
+        if self._raw_out:
+            try:
+                self._sock.send(self._raw_out)  # best effort: the alert or close_notify
+            except OSError:
+                pass
+        self._raw_out.clear()
+        super().close(reason)
+
+
+def _tls_reason(exc: ssl.SSLError) -> str:
+    """OpenSSL's words for a failed handshake: "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert
+    unknown ca" (the client did not trust the broker), or why a client certificate failed."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"client certificate verify failed: {exc.verify_message}"
+    text = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], str) else str(exc)
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", text)
 
 
 class Listener:

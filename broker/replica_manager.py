@@ -201,6 +201,14 @@ class ReplicaManager:
             errors[tp] = ErrorCode.none
         return errors
 
+    def resign_leaderships(self, reason: str) -> None:
+        """Stop leading every partition led here (as StopReplica without delete), until a
+        LeaderAndIsr makes this broker a leader again."""
+        led = [tp for tp, partition in self.partitions.items() if partition.is_leader]
+        if led:
+            log.warning("no longer leading %d partition(s): %s", len(led), reason)
+            self.stop_replicas(led, delete=False)
+
     def _partition_for_state(self, state: PartitionState) -> Partition:
         tp = state.topic_partition
         partition = self.partitions.get(tp)

@@ -21,19 +21,26 @@ import logging
 import resource
 import signal
 import socket
+import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.cluster import ClusterMember, resolve_broker_id
-from broker.config import BrokerConfig
+from broker.config import TLS_PROTOCOLS, BrokerConfig
 from broker.dispatch import Dispatcher
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
-from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
+from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security import sasl_clients, sasl_config
 from broker.security.sasl_server import SaslAuthenticator
 from broker.security.scram_store import FileUserConfigs, ScramCredentialStore
 from broker.security.zk_user_configs import ZkUserConfigs
+from broker.security import tls
+from broker.security.acl_store import FileAclStore, ZkAclStore
+from broker.security.authorizer import AclAuthorizer, authorizer_enabled, parse_super_users
+from broker.security.quota_store import FileQuotaStore, QuotaConfigs, ZkQuotaStore
+from broker.security.quotas import ClientQuotas, WindowConfig
 from broker.session import Session
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicStore
@@ -52,6 +59,11 @@ log = logging.getLogger(__name__)
 
 _DRAIN_TIMEOUT_S = 10.0
 _QUIET_S = 1.0  # a connection this long without traffic gives its receive buffer up
+# A TLS handshake not done this long after the accept closes the connection. Kafka has no such
+# bound (only connections.max.idle.ms); 30 s is what Kafka's and librdkafka's clients give
+# connection setup themselves (socket.connection.setup.timeout.max.ms), so a client that is
+# still trying is not cut off.
+_TLS_HANDSHAKE_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -76,13 +88,29 @@ class Broker:
         self.broker_id = max(config.broker_id, 0) if broker_id is None else broker_id
         self.broker_id_chosen = broker_id is not None or config.broker_id >= 0
         self.started_at_ms = int(time.time() * 1000)
+        # TLS contexts are built (keystores read) before anything else: a bad one stops the start.
+        self._tls_listeners = {
+            listener.name: tls.ListenerTls(config.ssl_settings(listener.name))
+            for listener in config.listeners
+            if config.security_protocol(listener.name) in TLS_PROTOCOLS
+        }
+        self._dynamic_tls: dict[str, str] = {}  # keystore and truststore keys changed at runtime
+        inter_broker = config.inter_broker_listener_name
+        self.inter_broker_ssl_context = (
+            tls.client_context(config.ssl_settings(inter_broker))
+            if config.security_protocol(inter_broker) in TLS_PROTOCOLS
+            else None
+        )
         self.topic_store = TopicStore(config.log_dirs)
         self.log_manager = LogManager(
             config.log_dirs, self._log_config_for, _log_manager_settings(config)
         )
         self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
         self.replica_manager = ReplicaManager(
-            self.log_manager, self.broker_id, _replication_settings(config, self.inter_broker_sasl), self.metadata_cache
+            self.log_manager,
+            self.broker_id,
+            _replication_settings(config, self.inter_broker_ssl_context, self.inter_broker_sasl),
+            self.metadata_cache,
         )
         self.topics = TopicManager(
             self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
@@ -105,6 +133,13 @@ class Broker:
             for listener in config.listeners
             if (settings := config.sasl_listener(listener.name)) is not None
         }
+        self.client_quotas = ClientQuotas(
+            WindowConfig(config.get("quota.window.num"), config.get("quota.window.size.seconds") * 1000)
+        )
+        self.quota_configs = QuotaConfigs(
+            self.client_quotas,
+            FileQuotaStore(config.log_dirs) if self.cluster is None else ZkQuotaStore(self.cluster.zk),
+        )
         self.markers = LocalMarkerWriter(self.replica_manager, self.group_coordinator)
         self.remote_markers: RemoteMarkerSender | None = None
         coordinator_markers: LocalMarkerWriter | ClusterMarkerWriter = self.markers
@@ -114,6 +149,7 @@ class Broker:
                 self.cluster.inter_broker_listener,
                 f"broker-{self.broker_id}-txn-markers",
                 config.get("controller.socket.timeout.ms") / 1000,
+                self.inter_broker_ssl_context,
                 sasl=self.inter_broker_sasl,
             )
             coordinator_markers = ClusterMarkerWriter(
@@ -125,6 +161,7 @@ class Broker:
         self.replica_manager.add_leadership_listener(
             self.transaction_coordinator.on_become_leader, self.transaction_coordinator.on_resign
         )
+        self.authorizer = _make_authorizer(config, self.cluster)
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
@@ -153,6 +190,8 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.connect()
             await self.scram_credentials.load()
+            if self.authorizer is not None:
+                await self.authorizer.start()
             await self.log_manager.startup()
             self._listen()
             self.replica_manager.set_isr_writer(self.cluster.isr_writer)
@@ -163,6 +202,9 @@ class Broker:
         else:
             await self.topic_store.save()
             await self.scram_credentials.load()
+            if self.authorizer is not None:
+                await self.authorizer.start()
+            await self.quota_configs.load()
             await self.log_manager.startup()
             self.topics.open_partitions()
             self.replica_manager.start()
@@ -250,16 +292,29 @@ class Broker:
         session = Session(
             address, listener, self.config.security_protocol(listener), advertised, sasl=self._sasl_authenticator(listener)
         )
-        connection = Connection(
+        connection_args = (
             asyncio.get_running_loop(),
             sock,
             address,
             functools.partial(self._dispatcher.dispatch, session=session),
             self._forget_connection,
-            max_request_bytes=self.config.get("socket.request.max.bytes"),
-            max_queued_requests=self.config.get("queued.max.requests"),
-            pool=self._request_memory,
         )
+        limits = {
+            "max_request_bytes": self.config.get("socket.request.max.bytes"),
+            "max_queued_requests": self.config.get("queued.max.requests"),
+            "pool": self._request_memory,
+        }
+        tls_listener = self._tls_listeners.get(listener)
+        if tls_listener is None:
+            connection: Connection = Connection(*connection_args, **limits)
+        else:
+            connection = TlsConnection(
+                *connection_args,
+                context=tls_listener.context,
+                on_handshake=functools.partial(tls.authenticate, session, tls_listener.mapper),
+                handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
+                **limits,
+            )
         self._connections[connection] = ip
 
     def _sasl_authenticator(self, listener: str) -> SaslAuthenticator | None:
@@ -268,6 +323,34 @@ class Broker:
         if mechanisms is None:
             return None
         return SaslAuthenticator(mechanisms, self.config.sasl_listener(listener).max_reauth_ms)
+
+    def reconfigure_tls(self, changes: Mapping[str, str | None], validate_only: bool) -> None:
+        """IncrementalAlterConfigs of keystore and truststore keys (tls.RECONFIGURABLE, plain
+        or listener.name.<l>.*) on this broker: a value, or None to drop an earlier change.
+        Every SSL listener whose settings or files changed gets a new context, used by the
+        connections accepted from then on (those open keep theirs, as in Kafka); all or none.
+        ConfigError (nothing changed) when the new settings or stores are refused.
+
+        The changes live in memory: a restart goes back to server.properties (Kafka keeps them
+        in ZooKeeper); the inter-broker client keeps the context it started with."""
+        dynamic = dict(self._dynamic_tls)
+        for key, value in changes.items():
+            if value is None:
+                dynamic.pop(key, None)
+            else:
+                dynamic[key] = value
+        config = BrokerConfig({**self.config.explicit_settings, **dynamic})
+        rebuilt = {}
+        for name, listener_tls in self._tls_listeners.items():
+            new = listener_tls.reloaded(config.ssl_settings(name))
+            if new is not None:
+                rebuilt[name] = new
+        if validate_only:
+            return
+        self._dynamic_tls = dynamic
+        self._tls_listeners.update(rebuilt)
+        for name in rebuilt:
+            log.info("listener %s: TLS keystore and truststore reloaded", name)
 
     def _forget_connection(self, connection: Connection) -> None:
         self._quotas.release(self._connections.pop(connection))
@@ -314,10 +397,13 @@ class Broker:
         for connection in list(self._connections):
             connection.close("broker shutting down")
         await self.replica_manager.shutdown()
+        if self.authorizer is not None:
+            await self.authorizer.close()
         if self.cluster is not None:
             await self.cluster.stop()
         await self.log_manager.shutdown()
         self.topic_store.close()
+        self.quota_configs.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _drain_connections(self) -> None:
@@ -343,6 +429,17 @@ async def serve(config: BrokerConfig) -> None:
     raise_open_files_limit()
     broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
     await Broker(config, broker_id).run_until_signalled()
+
+
+def _make_authorizer(config: BrokerConfig, cluster: ClusterMember | None) -> AclAuthorizer | None:
+    """The ACL authorizer authorizer.class.name asks for, its ACLs in ZooKeeper (cluster mode)
+    or in the log dirs (standalone); None without one."""
+    if not authorizer_enabled(config.get("authorizer.class.name")):
+        return None
+    store = FileAclStore(config.log_dirs) if cluster is None else ZkAclStore(cluster.zk)
+    return AclAuthorizer(
+        store, parse_super_users(config.get("super.users")), config.get("allow.everyone.if.no.acl.found")
+    )
 
 
 def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
@@ -383,7 +480,9 @@ def raise_open_files_limit() -> None:
     )
 
 
-def _replication_settings(config: BrokerConfig, sasl: SaslClientFactory | None = None) -> ReplicationSettings:
+def _replication_settings(
+    config: BrokerConfig, ssl_context: ssl.SSLContext | None = None, sasl: SaslClientFactory | None = None
+) -> ReplicationSettings:
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
@@ -395,6 +494,7 @@ def _replication_settings(config: BrokerConfig, sasl: SaslClientFactory | None =
             response_max_bytes=config.get("replica.fetch.response.max.bytes"),
             backoff_ms=config.get("replica.fetch.backoff.ms"),
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
+            ssl_context=ssl_context,
             sasl=sasl,
         ),
     )

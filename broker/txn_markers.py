@@ -23,6 +23,7 @@ Thread-safety: owned by the event loop.
 """
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -165,10 +166,14 @@ class RemoteMarkerSender:
         listener_name: str,
         client_id: str,
         request_timeout_s: float,
+        ssl_context: ssl.SSLContext | None = None,
         sasl: SaslClientFactory | None = None,
     ) -> None:
+        """`ssl_context`, `sasl`: the inter-broker client's, when the inter-broker listener is SSL
+        or SASL."""
         self._sasl = sasl
         self._metadata_cache = metadata_cache
+        self._ssl_context = ssl_context
         self._listener_name = listener_name
         self._client_id = client_id
         self._request_timeout_s = request_timeout_s
@@ -188,7 +193,8 @@ class RemoteMarkerSender:
             asyncio.get_running_loop().create_task(known[1].close())
         client = BrokerClient(
             endpoint[0], endpoint[1], self._client_id,
-            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s, sasl=self._sasl,
+            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s,
+            ssl_context=self._ssl_context, sasl=self._sasl,
         )
         self._clients[broker_id] = (endpoint, client)
         return client

@@ -605,8 +605,115 @@ class WriteTxnMarkersResponseV0:
     markers: tuple[WritableTxnMarkerResult, ...]
 
 
+# CreateAcls, DescribeAcls and DeleteAcls v0: v1 without the resource pattern type (every
+# pattern is LITERAL).
+
+
+@_entity(ApiKey.CREATE_ACLS, 0, _nested)
+class AclCreationV0:
+    resource_type: i8 = field(metadata=_INT8)
+    resource_name: str = field(metadata=_STRING)
+    principal: str = field(metadata=_STRING)
+    host: str = field(metadata=_STRING)
+    operation: i8 = field(metadata=_INT8)
+    permission_type: i8 = field(metadata=_INT8)
+
+
+@_entity(ApiKey.CREATE_ACLS, 0, _request)
+class CreateAclsRequestV0:
+    creations: tuple[AclCreationV0, ...]
+
+
+@_entity(ApiKey.CREATE_ACLS, 0, _nested)
+class AclCreationResultV0:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    error_message: str | None = field(metadata=_STRING)
+
+
+@_entity(ApiKey.CREATE_ACLS, 0, _response)
+class CreateAclsResponseV0:
+    throttle_time: i32Timedelta = field(metadata=_MILLIS)
+    results: tuple[AclCreationResultV0, ...]
+
+
+@_entity(ApiKey.DESCRIBE_ACLS, 0, _request)
+class DescribeAclsRequestV0:
+    resource_type_filter: i8 = field(metadata=_INT8)
+    resource_name_filter: str | None = field(metadata=_STRING)
+    principal_filter: str | None = field(metadata=_STRING)
+    host_filter: str | None = field(metadata=_STRING)
+    operation: i8 = field(metadata=_INT8)
+    permission_type: i8 = field(metadata=_INT8)
+
+
+@_entity(ApiKey.DESCRIBE_ACLS, 0, _nested)
+class AclDescriptionV0:
+    principal: str = field(metadata=_STRING)
+    host: str = field(metadata=_STRING)
+    operation: i8 = field(metadata=_INT8)
+    permission_type: i8 = field(metadata=_INT8)
+
+
+@_entity(ApiKey.DESCRIBE_ACLS, 0, _nested)
+class DescribeAclsResourceV0:
+    resource_type: i8 = field(metadata=_INT8)
+    resource_name: str = field(metadata=_STRING)
+    acls: tuple[AclDescriptionV0, ...]
+
+
+@_entity(ApiKey.DESCRIBE_ACLS, 0, _response)
+class DescribeAclsResponseV0:
+    throttle_time: i32Timedelta = field(metadata=_MILLIS)
+    error_code: ErrorCode = field(metadata=_ERROR)
+    error_message: str | None = field(metadata=_STRING)
+    resources: tuple[DescribeAclsResourceV0, ...]
+
+
+@_entity(ApiKey.DELETE_ACLS, 0, _nested)
+class DeleteAclsFilterV0:
+    resource_type_filter: i8 = field(metadata=_INT8)
+    resource_name_filter: str | None = field(metadata=_STRING)
+    principal_filter: str | None = field(metadata=_STRING)
+    host_filter: str | None = field(metadata=_STRING)
+    operation: i8 = field(metadata=_INT8)
+    permission_type: i8 = field(metadata=_INT8)
+
+
+@_entity(ApiKey.DELETE_ACLS, 0, _request)
+class DeleteAclsRequestV0:
+    filters: tuple[DeleteAclsFilterV0, ...]
+
+
+@_entity(ApiKey.DELETE_ACLS, 0, _nested)
+class DeleteAclsMatchingAclV0:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    error_message: str | None = field(metadata=_STRING)
+    resource_type: i8 = field(metadata=_INT8)
+    resource_name: str = field(metadata=_STRING)
+    principal: str = field(metadata=_STRING)
+    host: str = field(metadata=_STRING)
+    operation: i8 = field(metadata=_INT8)
+    permission_type: i8 = field(metadata=_INT8)
+
+
+@_entity(ApiKey.DELETE_ACLS, 0, _nested)
+class DeleteAclsFilterResultV0:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    error_message: str | None = field(metadata=_STRING)
+    matching_acls: tuple[DeleteAclsMatchingAclV0, ...]
+
+
+@_entity(ApiKey.DELETE_ACLS, 0, _response)
+class DeleteAclsResponseV0:
+    throttle_time: i32Timedelta = field(metadata=_MILLIS)
+    filter_results: tuple[DeleteAclsFilterResultV0, ...]
+
+
 MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.LEADER_AND_ISR, 3): (LeaderAndIsrRequest, LeaderAndIsrResponse),
+    (ApiKey.CREATE_ACLS, 0): (CreateAclsRequestV0, CreateAclsResponseV0),
+    (ApiKey.DESCRIBE_ACLS, 0): (DescribeAclsRequestV0, DescribeAclsResponseV0),
+    (ApiKey.DELETE_ACLS, 0): (DeleteAclsRequestV0, DeleteAclsResponseV0),
     (ApiKey.UPDATE_METADATA, 5): (UpdateMetadataRequest, UpdateMetadataResponse),
     (ApiKey.STOP_REPLICA, 1): (StopReplicaRequest, StopReplicaResponse),
     (ApiKey.CONTROLLED_SHUTDOWN, 2): (ControlledShutdownRequest, ControlledShutdownResponse),

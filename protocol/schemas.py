@@ -379,7 +379,8 @@ _ANSWERS = {
     "responses": ("topics", "topic_data", "resources", "topic_names"),
     "partition_responses": ("partitions", "partition_data"),
     # "a+b": the names of the entries of both, once each (AlterUserScramCredentials' users).
-    "results": ("topics", "resources", "groups_names", "deletions+upsertions"),
+    "results": ("topics", "resources", "groups_names", "creations", "deletions+upsertions"),
+    "filter_results": ("filters",),
     "partitions": ("partition_data", "partition_indexes"),
     "results_by_topic_v3_and_below": ("v3_and_below_topics",),
     "replica_election_results": ("topic_partitions",),

@@ -17,6 +17,7 @@ Failures raise `BrokerClientError`: `BrokerConnectionError` when the connection 
 is lost (every request in flight on it fails), `BrokerRequestTimeoutError` when a response takes
 longer than request_timeout_s; a timeout closes the connection, as Kafka's NetworkClient does,
 since later responses on it could not be matched any more. The next `send` connects again.
+A TLS handshake failure (an untrusted certificate) is a BrokerConnectionError too.
 
 With `sasl` (the inter-broker listener is SASL_PLAINTEXT or SASL_SSL), each new connection
 authenticates before its first request: SaslHandshake v1 with the mechanism, then
@@ -32,6 +33,7 @@ Not thread-safe: used from the event loop.
 import asyncio
 import itertools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -124,9 +126,13 @@ class BrokerClient:
         client_id: str,
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
         sasl: SaslClientFactory | None = None,
     ) -> None:
+        """`ssl_context`: connect over TLS with it (the broker's inter-broker listener is SSL);
+        the host name is checked when the context says so (check_hostname)."""
         self.host, self.port = host, port
+        self.ssl_context = ssl_context
         self._sasl = sasl
         self._session_renewal_at: float | None = None  # monotonic time to re-authenticate
         self.client_id = client_id
@@ -193,6 +199,9 @@ class BrokerClient:
                         lambda: _ResponseProtocol(self._on_frame, lambda exc: self._on_lost(holder, exc)),
                         self.host,
                         self.port,
+                        ssl=self.ssl_context,
+                        server_hostname=self.host if self.ssl_context is not None else None,
+                        ssl_handshake_timeout=self.connect_timeout_s if self.ssl_context is not None else None,
                     ),
                     self.connect_timeout_s,
                 )

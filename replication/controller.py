@@ -30,6 +30,7 @@ receiver's broker epoch (the czxid of its /brokers/ids znode).
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -86,6 +87,7 @@ class ControllerSettings:
     rebalance_interval_s: float = 300
     imbalance_percentage: int = 10
     request_timeout_s: float = 30
+    ssl_context: ssl.SSLContext | None = None  # the inter-broker listener is SSL
     sasl: SaslClientFactory | None = None  # the inter-broker listener's SASL login
 
 
@@ -300,7 +302,8 @@ class Controller:
         started = time.monotonic()
         self.active = True
         self._channel = ControllerChannel(
-            f"controller-{self.broker_id}", self.settings.request_timeout_s, sasl=self.settings.sasl
+            f"controller-{self.broker_id}", self.settings.request_timeout_s,
+            ssl_context=self.settings.ssl_context, sasl=self.settings.sasl,
         )
         ctx = self._ctx
         await self._read_brokers()

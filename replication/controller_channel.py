@@ -11,6 +11,7 @@ Thread-safety: owned by the event loop.
 
 import asyncio
 import logging
+import ssl
 from typing import Any
 
 from replication.broker_client import BrokerClient, BrokerClientError, SaslClientFactory
@@ -62,9 +63,15 @@ class _Sender:
 
 class ControllerChannel:
     def __init__(
-        self, client_id: str, request_timeout_s: float, retry_backoff_s: float = 0.1, sasl: SaslClientFactory | None = None
+        self,
+        client_id: str,
+        request_timeout_s: float,
+        retry_backoff_s: float = 0.1,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslClientFactory | None = None,
     ) -> None:
         self._client_id = client_id
+        self._ssl_context = ssl_context
         self._sasl = sasl
         self._request_timeout_s = request_timeout_s
         self._retry_backoff_s = retry_backoff_s
@@ -76,7 +83,8 @@ class ControllerChannel:
             return
         client = BrokerClient(
             host, port, self._client_id,
-            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s, sasl=self._sasl,
+            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s,
+            ssl_context=self._ssl_context, sasl=self._sasl,
         )
         self._senders[broker_id] = _Sender(broker_id, client, self._retry_backoff_s)
 

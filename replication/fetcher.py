@@ -34,6 +34,7 @@ at the epoch they were asked for.
 import asyncio
 import datetime
 import logging
+import ssl
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -84,6 +85,7 @@ class FetcherSettings:
     response_max_bytes: int = 10_485_760
     backoff_ms: int = 1_000
     socket_timeout_ms: int = 30_000
+    ssl_context: ssl.SSLContext | None = None  # the inter-broker listener is SSL
     sasl: SaslClientFactory | None = None  # the inter-broker listener's SASL login
 
 
@@ -162,7 +164,8 @@ class ReplicaFetcherManager:
     def _default_client(self, source: LeaderEndpoint, client_id: str) -> BrokerClient:
         timeout_s = (self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000
         return BrokerClient(
-            source.host, source.port, client_id, self.settings.socket_timeout_ms / 1000, timeout_s, sasl=self.settings.sasl
+            source.host, source.port, client_id, self.settings.socket_timeout_ms / 1000, timeout_s,
+            ssl_context=self.settings.ssl_context, sasl=self.settings.sasl,
         )
 
     def fetcher_id(self, tp: TopicPartition) -> int:

@@ -51,9 +51,12 @@ async def running_broker(tmp_path, extra: dict | None = None):
 class Client:
     """Sends requests straight to a broker's dispatcher, as a connection would."""
 
-    def __init__(self, broker: Broker, client_id: str = "test") -> None:
+    def __init__(self, broker: Broker, client_id: str = "test", session: Session = CLIENT_SESSION) -> None:
+        """`session`: the connection the requests come on (its principal is what authorization
+        decides on)."""
         self.broker = broker
         self.client_id = client_id
+        self.session = session
 
     async def call(self, api_key: int, version: int, request: Any) -> Any:
         return decode_response(api_key, version, await self.call_for_frame(api_key, version, request))
@@ -62,7 +65,7 @@ class Client:
         """The whole response frame, for answers kio cannot read (negative timestamps)."""
         frame = encode_request(api_key, version, request, client_id=self.client_id)
         # Writable, as a connection's receive buffer is: Produce patches batches in place.
-        chunks = self.broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_SESSION)
+        chunks = self.broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], self.session)
         if inspect.isawaitable(chunks):
             chunks = await chunks
         return b"".join(_bytes(chunk) for chunk in chunks)

@@ -10,6 +10,9 @@ before v2), CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE); COORDINATOR_NOT_AVAILAB
 __consumer_offsets cannot be created.
 
 Version notes: v1 is v0; v2 may answer PRODUCER_FENCED; v3 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 
 import datetime
@@ -22,13 +25,17 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import group_operation, requires
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 from broker.handlers.txn_errors import for_version
 
 FIRST_FENCED_VERSION = 2
 
 
 @api(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3))
+@requires(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, lambda request: request.transactional_id)
+@group_operation(AclOperation.READ)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     groups = ctx.broker.group_coordinator
     error = await groups.find_coordinator()

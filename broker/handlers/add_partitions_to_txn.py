@@ -13,6 +13,10 @@ still ending; INVALID_TXN_STATE.
 
 Version notes: v1 is v0; v2 may answer PRODUCER_FENCED; v3 is flexible. v4+ (batched, from
 brokers, KIP-890) is not served.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere) and on each topic (else its partitions answer
+TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED).
 """
 
 import datetime
@@ -28,22 +32,32 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized_names, requires
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 from broker.handlers.txn_errors import for_version
 
 FIRST_FENCED_VERSION = 2
 
 
 @api(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
+@requires(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, lambda request: request.v3_and_below_transactional_id)
 async def handle_add_partitions_to_txn(
     ctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     wanted = [TopicPartition(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
     known = ctx.broker.topics.topics
-    unknown = {tp for tp in wanted if tp.topic not in known or not 0 <= tp.partition < known[tp.topic].partitions}
-    if unknown:
+    writable = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, {tp.topic for tp in wanted})
+    denied = {tp for tp in wanted if tp.topic not in writable}
+    unknown = {
+        tp for tp in wanted
+        if tp not in denied and (tp.topic not in known or not 0 <= tp.partition < known[tp.topic].partitions)
+    }
+    if unknown or denied:
         errors = {
-            tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+            tp: ErrorCode.topic_authorization_failed if tp in denied
+            else ErrorCode.unknown_topic_or_partition if tp in unknown
+            else ErrorCode.operation_not_attempted
             for tp in wanted
         }
     else:

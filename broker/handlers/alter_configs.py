@@ -18,6 +18,10 @@ validate_only nothing changes but the answer is the same.
 
 Version notes: v1 is v0 (its answers may be throttled); v2 is flexible.
 IncrementalAlterConfigs shares this module's checks and its topic and broker paths.
+
+Authorization (with an authorizer, as Kafka's KafkaApis; IncrementalAlterConfigs alike):
+ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for a broker, on the cluster
+(else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import datetime
@@ -36,7 +40,9 @@ from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig, validate_topic_overrides
 
+from broker.handlers.authorization import check_config_access
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 
 @api(ApiKey.ALTER_CONFIGS, versions=(0, 2))
@@ -71,6 +77,7 @@ async def alter_each(ctx: RequestContext, request: Any, alter: Alter, response_t
         try:
             if counts[resource.resource_type, resource.resource_name] > 1:
                 raise KafkaError("Each resource must appear at most once.", ErrorCode.invalid_request)
+            check_config_access(ctx, AclOperation.ALTER_CONFIGS, resource.resource_type, resource.resource_name)
             await alter(ctx, resource, request.validate_only)
         except KafkaError as exc:
             error_code, message = exc.error_code, str(exc) or None
@@ -109,7 +116,7 @@ async def replace_topic_configs(
 
 def refuse_broker_change(ctx: RequestContext, name: str) -> None:
     if name:
-        _check_own_node_id(ctx, name)
+        check_own_node_id(ctx, name)
     raise KafkaError(
         "Dynamic broker configs are not supported: this standalone broker reads its "
         "configuration from server.properties only. Set the value there and restart the broker.",
@@ -117,7 +124,7 @@ def refuse_broker_change(ctx: RequestContext, name: str) -> None:
     )
 
 
-def _check_own_node_id(ctx: RequestContext, name: str) -> None:
+def check_own_node_id(ctx: RequestContext, name: str) -> None:
     try:
         node_id = int(name)
     except ValueError:

@@ -10,6 +10,8 @@ those in progress.
 Errors, per partition: INVALID_REPLICA_ASSIGNMENT (empty or repeated replicas, unknown or dead
 brokers), NO_REASSIGNMENT_IN_PROGRESS (cancelling none), UNKNOWN_TOPIC_OR_PARTITION. At the top:
 NOT_CONTROLLER on any broker but the controller (and standalone).
+
+Authorization (with an authorizer): needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -25,10 +27,13 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import cluster_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 
 @api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 0))
+@cluster_operation(AclOperation.ALTER)
 async def handle_alter_partition_reassignments(
     ctx: RequestContext, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:

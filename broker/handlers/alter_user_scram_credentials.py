@@ -7,6 +7,9 @@ ServerKey (broker/security/scram_store.py, which also makes Kafka's per-user che
 ZooKeeper's /config/users/<user> with a change notification in cluster mode, in the log dirs
 standalone. As in Kafka's ZooKeeper mode only the controller answers: other brokers answer
 NOT_CONTROLLER for every user, and the client retries on the controller.
+
+Authorization (with an authorizer), after the controller check as in KafkaApis: ALTER on the
+cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
 """
 
 import datetime
@@ -18,9 +21,11 @@ from kio.schema.alter_user_scram_credentials.v0.response import (
 )
 
 from protocol.api_keys import ApiKey
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 
+from broker.handlers.authorization import authorized, refused
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 from broker.security.scram_store import Deletion, Upsertion
 
 
@@ -32,7 +37,12 @@ async def handle_alter_user_scram_credentials(
         ctx.broker.require_controller()
     except KafkaError as exc:
         users = dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
-        return _response([AlterUserScramCredentialsResult(user=user, error_code=exc.error_code, error_message=str(exc)) for user in users])
+        return _response([
+            AlterUserScramCredentialsResult(user=user, error_code=exc.error_code, error_message=str(exc))
+            for user in users
+        ])
+    if not authorized(ctx, AclOperation.ALTER):
+        return refused(ctx, request, ErrorCode.cluster_authorization_failed)
     results = await ctx.broker.scram_credentials.alter(
         [Upsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password) for u in request.upsertions],
         [Deletion(d.name, d.mechanism) for d in request.deletions],

@@ -9,16 +9,20 @@ other in-sync replica). The broker retries while some remain (controlled.shutdow
 Errors: NOT_CONTROLLER on any broker but the controller (and standalone);
 BROKER_NOT_AVAILABLE for a broker that is not registered; STALE_BROKER_EPOCH for a request
 from an earlier registration of the broker.
+
+Authorization (with an authorizer): the sender (a broker) needs CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.legacy import ControlledShutdownRequest, ControlledShutdownResponse, RemainingPartition
 
+from broker.handlers.authorization import cluster_action
 from broker.handlers.registry import RequestContext, api
 
 
 @api(ApiKey.CONTROLLED_SHUTDOWN, versions=(2, 2))
+@cluster_action
 async def handle_controlled_shutdown(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
     cluster = ctx.broker.cluster
     if cluster is None or not cluster.controller.active:

@@ -13,6 +13,9 @@ replicas are assigned over the live brokers unless given, written to the topic's
 answer waits until they have leaders in the metadata.
 
 Version notes: v1 is v0 (its answers may be throttled); v2 is flexible; v3 is v2.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): ALTER on the topic, else
+TOPIC_AUTHORIZATION_FAILED ("The topic authorization is failed.").
 """
 
 import datetime
@@ -27,7 +30,9 @@ from kio.schema.create_partitions.v3.response import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
+from broker.handlers.authorization import authorized
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 
 @api(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
@@ -38,6 +43,8 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
         try:
             if counts[topic.name] > 1:
                 raise KafkaError("Duplicate topic name.", ErrorCode.invalid_request)
+            if not authorized(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                raise KafkaError("The topic authorization is failed.", ErrorCode.topic_authorization_failed)
             await _grow(ctx, topic, request.validate_only)
         except KafkaError as exc:
             results.append(_result(topic.name, exc.error_code, str(exc) or None))

@@ -16,8 +16,14 @@ Cluster mode: served by the controller only (others answer NOT_CONTROLLER, as Ka
 mode does): the topic is written to ZooKeeper with its replicas assigned over the live brokers
 (broker/cluster_admin.py), and the answer waits until every partition has a leader in the
 metadata (REQUEST_TIMED_OUT after 30 s; the topic is still created).
+
+Authorization (with an authorizer, as Kafka's KafkaApis): CREATE on the cluster or on the
+topic, else TOPIC_AUTHORIZATION_FAILED ("Authorization failed."); without DESCRIBE_CONFIGS on
+the topic a created topic's configs are left out (v5+: topic_config_error_code
+TOPIC_AUTHORIZATION_FAILED).
 """
 
+import dataclasses
 import datetime
 from collections import Counter
 
@@ -32,12 +38,20 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import describe_topic_configs
 
+from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 
 @api(ApiKey.CREATE_TOPICS, versions=(0, 7))
 async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
+    names = {topic.name for topic in request.topics if counts[topic.name] == 1}
+    if authorized(ctx, AclOperation.CREATE, log_denied=False):
+        creatable = names
+    else:
+        creatable = authorized_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+    configs_visible = authorized_names(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names, log_denied=False)
     results = []
     for topic in request.topics:
         try:
@@ -48,8 +62,16 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
         if counts[topic.name] > 1:
             results.append(_error(topic.name, KafkaError("Duplicate topic in request.", ErrorCode.invalid_request)))
             continue
+        if topic.name not in creatable:
+            results.append(_error(topic.name, KafkaError("Authorization failed.", ErrorCode.topic_authorization_failed)))
+            continue
         try:
-            results.append(await _create(ctx, topic, request.validate_only))
+            result = await _create(ctx, topic, request.validate_only)
+            if topic.name not in configs_visible:
+                result = dataclasses.replace(
+                    result, configs=(), topic_config_error_code=ErrorCode.topic_authorization_failed
+                )
+            results.append(result)
         except KafkaError as exc:
             results.append(_error(topic.name, exc))
     return CreateTopicsResponse(throttle_time=datetime.timedelta(0), topics=tuple(results))

@@ -14,6 +14,9 @@ does not; NOT_LEADER_OR_FOLLOWER on a replica that does not lead; OFFSET_OUT_OF_
 offset beyond the high watermark or negative (other than -1).
 
 Version notes: v1 is v0 (its answers may be throttled); v2 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DELETE on the topic, else its
+partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -30,7 +33,9 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.errors import OffsetOutOfRangeError
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized_names
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 HIGH_WATERMARK = -1
 INVALID_LOW_WATERMARK = -1
@@ -38,8 +43,14 @@ INVALID_LOW_WATERMARK = -1
 
 @api(ApiKey.DELETE_RECORDS, versions=(0, 2))
 async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    deletable = authorized_names(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     results = {
-        topic.name: [_delete(ctx, TopicPartition(topic.name, p.partition_index), p.offset) for p in topic.partitions]
+        topic.name: [
+            _delete(ctx, TopicPartition(topic.name, p.partition_index), p.offset)
+            if topic.name in deletable
+            else _failed(p.partition_index, ErrorCode.topic_authorization_failed)
+            for p in topic.partitions
+        ]
         for topic in request.topics
     }
     deleted = [

@@ -20,6 +20,10 @@ controller removes it from every broker; the answer waits until it has left this
 metadata (REQUEST_TIMED_OUT after 30 s). Its znodes stay until every
 replica has deleted its partitions (a broker that is down does so when it is back), and until
 then a topic of that name cannot be created (TOPIC_ALREADY_EXISTS, "marked for deletion").
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DELETE on the topic, else
+TOPIC_AUTHORIZATION_FAILED (checked before its existence); a topic named by id also needs
+DESCRIBE, else it answers TOPIC_AUTHORIZATION_FAILED without its name.
 """
 
 import datetime
@@ -31,7 +35,9 @@ from kio.schema.delete_topics.v6.response import DeletableTopicResult, DeleteTop
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 
+from broker.handlers.authorization import authorized
 from broker.handlers.registry import RequestContext, api, as_sent
+from broker.security.acl import AclOperation, ResourceType
 
 FIRST_VERSION_WITH_DELETION_DISABLED = 3
 
@@ -58,7 +64,15 @@ async def handle_delete_topics(ctx: RequestContext, request) -> DeleteTopicsResp
     for name, topic_id in targets:
         try:
             _check_target(name, topic_id, names, ids)
-            results.append(await _delete(ctx, name, topic_id))
+            if name is None:
+                # Named by id: a caller that may not DESCRIBE the topic does not learn its name
+                name = ctx.broker.topics.find_by_id(topic_id).name
+                if not authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    raise KafkaError("", ErrorCode.topic_authorization_failed)
+            if not authorized(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+                results.append(_error(name, topic_id, KafkaError("", ErrorCode.topic_authorization_failed)))
+                continue
+            results.append(await _delete(ctx, name, None))
         except KafkaError as exc:
             results.append(_error(name, topic_id, exc))
     return _response(results)

@@ -19,6 +19,10 @@ Synonyms (where the value could come from, highest precedence first) only with i
 Version notes: v0 gives an is_default flag where later versions give the source, and no
 synonyms; v1 adds synonyms and sources; v2 is v1; v3 adds types and documentation; v4 is
 flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DESCRIBE_CONFIGS on the topic
+(else TOPIC_AUTHORIZATION_FAILED) or, for a broker or its loggers, on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import datetime
@@ -40,7 +44,9 @@ from protocol.config_types import ConfigEntry, ConfigResourceType, ConfigSource,
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import describe_topic_configs
 
+from broker.handlers.authorization import check_config_access
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 from broker.topic_manager import validate_topic_name
 
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
@@ -67,6 +73,7 @@ def _describe(
     include_documentation: bool,
 ) -> DescribeConfigsResult:
     try:
+        check_config_access(ctx, AclOperation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
         describe = _DESCRIBERS.get(resource.resource_type)
         if describe is None:
             raise KafkaError(

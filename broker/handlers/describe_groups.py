@@ -8,8 +8,11 @@ empty group id is allowed, as Kafka allows it.
 
 Errors, per group: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
 
-Version notes: v1 adds throttle time; v3 authorized operations (not computed: no ACLs, the field
-keeps its "not asked" value); v4 group instance ids; v5 is flexible.
+Version notes: v1 adds throttle time; v3 authorized operations; v4 group instance ids; v5 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): a group the caller may not DESCRIBE
+answers GROUP_AUTHORIZATION_FAILED; with include_authorized_operations (v3+) each described
+group carries the operations the caller may do on it.
 """
 
 import datetime
@@ -22,21 +25,35 @@ from kio.schema.describe_groups.v5.response import (
 )
 
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 
+from broker.handlers.authorization import OPERATIONS_NOT_REQUESTED, authorized, authorized_operations
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 
 @api(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
 async def handle_describe_groups(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(
         throttle_time=datetime.timedelta(0),
-        groups=tuple([await _describe(ctx, group_id) for group_id in request.groups]),
+        groups=tuple([
+            await _describe(ctx, group_id, ctx.api_version >= 3 and request.include_authorized_operations)
+            for group_id in request.groups
+        ]),
     )
 
 
-async def _describe(ctx: RequestContext, group_id: str) -> DescribedGroup:
+async def _describe(ctx: RequestContext, group_id: str, with_operations: bool) -> DescribedGroup:
+    if not authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return DescribedGroup(
+            error_code=ErrorCode.group_authorization_failed, group_id=group_id, group_state="", protocol_type="",
+            protocol_data="", members=(),
+        )
     error, group = await ctx.broker.group_coordinator.describe_group(group_id)
     return DescribedGroup(
+        authorized_operations=(
+            authorized_operations(ctx, ResourceType.GROUP, group_id) if with_operations else OPERATIONS_NOT_REQUESTED
+        ),
         error_code=error,
         group_id=group_id,
         group_state=group.state,

@@ -8,6 +8,9 @@ none). kafka-transactions.sh describe-producers uses it to find hanging transact
 Errors, per partition: UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR.
 
 Version notes: v0 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): READ on the topic, else its partitions
+answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -24,19 +27,35 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized_names
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 
 @api(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
 def handle_describe_producers(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     return DescribeProducersResponse(
         throttle_time=datetime.timedelta(0),
         topics=tuple(
             TopicResponse(
-                name=topic.name, partitions=tuple(_describe(ctx, topic.name, p) for p in topic.partition_indexes)
+                name=topic.name,
+                partitions=tuple(
+                    _describe(ctx, topic.name, p) if topic.name in readable else _denied(p)
+                    for p in topic.partition_indexes
+                ),
             )
             for topic in request.topics
         ),
+    )
+
+
+def _denied(partition_index: int) -> PartitionResponse:
+    return PartitionResponse(
+        partition_index=partition_index,
+        error_code=ErrorCode.topic_authorization_failed,
+        error_message="Topic authorization failed.",
+        active_producers=(),
     )
 
 

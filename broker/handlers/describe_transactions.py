@@ -12,6 +12,10 @@ request fuzzing test decodes every answer with. An id in the Empty state does ge
 Kafka (its tests read that answer field by field).
 
 Version notes: v0 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DESCRIBE on the transactional id,
+else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; the partitions of topics the caller may not DESCRIBE
+are left out.
 """
 
 import datetime
@@ -23,7 +27,9 @@ from kio.schema.describe_transactions.v0.response import DescribeTransactionsRes
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
+from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 
 @api(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
@@ -36,7 +42,10 @@ async def handle_describe_transactions(
 
 async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionState:
     coordinator = ctx.broker.transaction_coordinator
-    error = await coordinator.check(transactional_id)
+    if not authorized(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    else:
+        error = await coordinator.check(transactional_id)
     found = coordinator.describe(transactional_id) if error is ErrorCode.none else None
     if found is None:
         return TransactionState(
@@ -50,8 +59,10 @@ async def _describe(ctx: RequestContext, transactional_id: str) -> TransactionSt
             topics=(),
         )
     by_topic = defaultdict(list)
+    visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {tp.topic for tp in found.partitions})
     for tp in sorted(found.partitions):
-        by_topic[tp.topic].append(tp.partition)
+        if tp.topic in visible:
+            by_topic[tp.topic].append(tp.partition)
     return TransactionState(
         error_code=ErrorCode.none,
         transactional_id=transactional_id,

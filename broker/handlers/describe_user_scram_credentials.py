@@ -7,6 +7,8 @@ must not be empty", a name given twice DUPLICATE_RESOURCE, a user without SCRAM 
 RESOURCE_NOT_FOUND "Attempt to describe a user credential that does not exist: <user>" (Kafka's
 ZkAdminManager messages). Any broker answers, from the credentials it serves: in cluster mode
 those of ZooKeeper's /config/users, kept current by the change notifications.
+
+Authorization (with an authorizer): DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -21,10 +23,13 @@ from kio.schema.describe_user_scram_credentials.v0.response import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
+from broker.handlers.authorization import cluster_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 
 @api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0))
+@cluster_operation(AclOperation.DESCRIBE)
 def handle_describe_user_scram_credentials(
     ctx: RequestContext, request: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:

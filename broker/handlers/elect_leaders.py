@@ -12,6 +12,8 @@ NOT_CONTROLLER on any broker but the controller (and standalone). INVALID_REQUES
 for an unknown election type. With a null list only the partitions that changed are answered.
 
 Version notes: v1 adds election_type and a top-level error code; v2 is flexible.
+
+Authorization (with an authorizer): needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the request and every partition.
 """
 
 import datetime
@@ -23,13 +25,16 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import cluster_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 PREFERRED = 0
 UNCLEAN = 1
 
 
 @api(ApiKey.ELECT_LEADERS, versions=(0, 2))
+@cluster_operation(AclOperation.ALTER)
 async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
     election_type = request.election_type if ctx.api_version >= 1 else PREFERRED
     if election_type not in (PREFERRED, UNCLEAN):

@@ -17,7 +17,9 @@ last_fetched_epoch (v12) ends before its fetch offset in the leader's epoch cach
 diverging_epoch (the leader's largest epoch at or below it, and where that epoch
 ends) and no records: it truncates there and fetches again (KIP-595's check).
 
-Per-partition errors, in the order they are checked (Kafka's): KAFKA_STORAGE_ERROR; for a
+Per-partition errors, in the order they are checked (Kafka's): TOPIC_AUTHORIZATION_FAILED (with
+an authorizer: a consumer needs READ on the topic, a follower CLUSTER_ACTION on the cluster);
+KAFKA_STORAGE_ERROR; for a
 partition not hosted here NOT_LEADER_OR_FOLLOWER when the broker's metadata knows it,
 UNKNOWN_TOPIC_OR_PARTITION when it does not; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a
 stale or future current_leader_epoch (v9+); NOT_LEADER_OR_FOLLOWER on a replica that does not
@@ -28,6 +30,10 @@ every requested partition, which clients accept by sending full requests; an inc
 (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND. read_committed (v4+) stops at the last stable
 offset (the first offset of the earliest open transaction, at most the high watermark) and lists the aborted transactions the
 answer may span, from the segments' transaction indexes, for the consumer to drop.
+
+Quotas (broker/security/throttling.py): a consumer with a consumer_byte_rate quota fetches at
+most what the quota allows in quota.window.num - 1 windows (max_bytes and min_bytes capped, as
+Kafka does); a throttled fetch is answered with no partitions.
 """
 
 import time
@@ -40,7 +46,10 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import MAX_VERSION, MIN_VERSION, PartitionResult, TopicResult, encode_fetch_response
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import EncodedResponse, RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
+from broker.security.throttling import fetch_max_bytes
 
 READ_COMMITTED = 1
 
@@ -56,32 +65,48 @@ class _Read:
 def handle_fetch(ctx: RequestContext, request: FetchRequest):
     if request.session_id != 0:
         return _response(ctx, [], ErrorCode.fetch_session_id_not_found)
-    read = _read(ctx, request)
+    denied = _denied_topics(ctx, request)
+    max_bytes = request.max_bytes
+    if request.replica_id < 0:
+        max_bytes = fetch_max_bytes(ctx.broker.client_quotas, ctx, max_bytes)
+    min_bytes = min(request.min_bytes, max_bytes)
+    read = _read(ctx, request, denied, max_bytes)
     max_wait_s = request.max_wait.total_seconds()
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
     wants_nothing = not any(topic.partitions for topic in request.topics)
-    if read.total_bytes >= request.min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
+    if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _response(ctx, read.topics)
-    return _long_poll(ctx, request, time.monotonic() + max_wait_s)
+    return _long_poll(ctx, request, denied, time.monotonic() + max_wait_s, min_bytes, max_bytes)
 
 
-async def _long_poll(ctx: RequestContext, request: FetchRequest, deadline: float) -> EncodedResponse:
+def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
+    """The topics this fetch may not read: a follower needs CLUSTER_ACTION on the cluster, a
+    consumer READ on each topic."""
+    names = {topic.topic for topic in request.topics}
+    if request.replica_id >= 0:
+        return set() if authorized(ctx, AclOperation.CLUSTER_ACTION) else names
+    return names - authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+
+
+async def _long_poll(
+    ctx: RequestContext, request: FetchRequest, denied: set[str], deadline: float, min_bytes: int, max_bytes: int
+) -> EncodedResponse:
     watched = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
     while True:
         remaining = deadline - time.monotonic()
         if remaining > 0:
             await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
-        read = _read(ctx, request)
-        if read.total_bytes >= request.min_bytes or read.answer_now or time.monotonic() >= deadline:
+        read = _read(ctx, request, denied, max_bytes)
+        if read.total_bytes >= min_bytes or read.answer_now or time.monotonic() >= deadline:
             return _response(ctx, read.topics)
         if ctx.broker.shutting_down:
             return _response(ctx, read.topics)
 
 
-def _read(ctx: RequestContext, request: FetchRequest) -> _Read:
+def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_bytes: int) -> _Read:
     read_committed = request.isolation_level == READ_COMMITTED
     follower_id = request.replica_id if request.replica_id >= 0 else None
-    remaining = request.max_bytes
+    remaining = max_bytes
     min_one_batch = True
     total = 0
     answer_now = False
@@ -91,7 +116,10 @@ def _read(ctx: RequestContext, request: FetchRequest) -> _Read:
         for wanted in topic.partitions:
             tp = TopicPartition(topic.topic, wanted.partition)
             max_bytes = min(wanted.partition_max_bytes, remaining)
-            result = _read_partition(ctx, tp, wanted, follower_id, max_bytes, min_one_batch, read_committed)
+            if topic.topic in denied:
+                result = PartitionResult(wanted.partition, error_code=ErrorCode.topic_authorization_failed, records=b"")
+            else:
+                result = _read_partition(ctx, tp, wanted, follower_id, max_bytes, min_one_batch, read_committed)
             if result.error_code != ErrorCode.none or result.diverging_epoch is not None:
                 answer_now = True
             elif len(result.records):
@@ -148,4 +176,5 @@ def _read_partition(
 def _response(
     ctx: RequestContext, topics: list[TopicResult], error_code: ErrorCode = ErrorCode.none
 ) -> EncodedResponse:
-    return EncodedResponse(encode_fetch_response(ctx.api_version, topics, error_code=error_code))
+    # throttle_time_ms opens the body (v1+).
+    return EncodedResponse(encode_fetch_response(ctx.api_version, topics, error_code=error_code), throttle_offset=0)

@@ -13,6 +13,9 @@ other key type (as Kafka answers share groups' when they are off).
 
 Version notes: v1 adds key_type, throttle time and an error message; v3 is flexible; v4 asks for
 several keys at once (coordinator_keys) and answers one coordinator entry per key.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DESCRIBE on the group or the
+transactional id, else GROUP_AUTHORIZATION_FAILED / TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -26,7 +29,9 @@ from protocol.errors import ErrorCode
 from protocol.schemas import adapt
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized
 from broker.handlers.registry import RequestContext, api, as_sent
+from broker.security.acl import AclOperation, ResourceType
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -34,6 +39,8 @@ FIRST_BATCHED_VERSION = 4
 _MESSAGES = {
     ErrorCode.coordinator_not_available: "The coordinator is not available.",
     ErrorCode.invalid_request: "Unknown coordinator key type.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
 }
 
 
@@ -57,6 +64,10 @@ async def handle_find_coordinator(ctx: RequestContext, request):
 
 async def _find(ctx: RequestContext, key_type: int, key: str) -> Coordinator:
     broker = ctx.broker
+    if key_type == GROUP_KEY_TYPE and not authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return _error(key, ErrorCode.group_authorization_failed)
+    if key_type == TRANSACTION_KEY_TYPE and not authorized(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return _error(key, ErrorCode.transactional_id_authorization_failed)
     if key_type == GROUP_KEY_TYPE:
         error = await broker.group_coordinator.find_coordinator()
         topic = broker.group_coordinator.offsets_topic

@@ -10,6 +10,8 @@ Kafka answers: the member cannot be judged until the group is loaded, and its se
 then.
 
 Version notes: v1 adds throttle time; v3 group instance ids; v4 is flexible.
+
+Authorization (with an authorizer): needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's KafkaApis).
 """
 
 import datetime
@@ -19,10 +21,13 @@ from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from protocol.api_keys import ApiKey
 
+from broker.handlers.authorization import group_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 
 @api(ApiKey.HEARTBEAT, versions=(0, 4))
+@group_operation(AclOperation.READ)
 async def handle_heartbeat(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     error = await ctx.broker.group_coordinator.heartbeat(
         request.group_id, request.member_id, request.group_instance_id, request.generation_id

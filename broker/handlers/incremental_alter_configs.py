@@ -8,8 +8,14 @@ same checks as AlterConfigs (INVALID_CONFIG otherwise) and applies to every key 
 or to none. Per resource type:
 
 - TOPIC (2): the topic's overrides; UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
-- BROKER (4): refused with INVALID_REQUEST, as in AlterConfigs: standalone, broker configs come
-  from server.properties only.
+- BROKER (4), naming this broker: the keystore and truststore keys Kafka reloads at runtime
+  (ssl.keystore.*, ssl.key.password, ssl.truststore.*; plain or listener.name.<l>.ssl.*) with
+  SET or DELETE. The SSL listeners whose stores changed get new certificates for new
+  connections (Broker.reconfigure_tls; kept in memory only, a restart reads server.properties
+  again); a store that cannot be loaded or replaces the certificate's subject DN or names is
+  INVALID_CONFIG with Kafka's message. Any other key, or the cluster-wide default resource "",
+  is refused with INVALID_REQUEST as in AlterConfigs: broker configs come from
+  server.properties.
 - BROKER_LOGGER (8): refused with INVALID_REQUEST: log levels cannot be changed at runtime
   (DescribeConfigs reports them read-only).
 - anything else: INVALID_REQUEST.
@@ -19,6 +25,10 @@ operation, or a null value for an operation other than DELETE. With validate_onl
 changes but the answer is the same.
 
 Version notes: v1 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): ALTER_CONFIGS on the topic (else
+TOPIC_AUTHORIZATION_FAILED) or, for a broker or its loggers, on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED); checked in alter_configs.alter_each.
 """
 
 import datetime
@@ -39,13 +49,16 @@ from protocol.config_types import ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import TOPIC_CONFIGS, InvalidConfigError, describe_topic_configs, parse_value
 
+from broker.config import ConfigError
 from broker.handlers.alter_configs import (
     alter_each,
+    check_own_node_id,
     check_unique_keys,
     refuse_broker_change,
     replace_topic_configs,
 )
 from broker.handlers.registry import RequestContext, api
+from broker.security import tls
 
 
 class ConfigOperation(enum.IntEnum):
@@ -75,7 +88,7 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
         changes = {config.name: _new_value(ctx, current, config, op) for config, op in operations}
         await replace_topic_configs(ctx, name, {**current, **changes}, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
-        refuse_broker_change(ctx, resource.resource_name)
+        _alter_broker_tls(ctx, resource.resource_name, operations, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
         raise KafkaError(
             "Log levels cannot be changed at runtime on this broker; start it with --log-level "
@@ -84,6 +97,35 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
         )
     else:
         raise KafkaError(f"Unknown resource type {resource.resource_type}", ErrorCode.invalid_request)
+
+
+def _alter_broker_tls(
+    ctx: RequestContext,
+    name: str,
+    operations: list[tuple[AlterableConfig, ConfigOperation]],
+    validate_only: bool,
+) -> None:
+    if not name or not all(_reconfigurable(config.name) for config, _ in operations):
+        refuse_broker_change(ctx, name)
+    check_own_node_id(ctx, name)
+    for config, op in operations:
+        if op not in (ConfigOperation.SET, ConfigOperation.DELETE):
+            raise InvalidConfigError(f"Can't {op.name} to key {config.name} because its type is not LIST.")
+    changes = {config.name: config.value if op == ConfigOperation.SET else None for config, op in operations}
+    try:
+        ctx.broker.reconfigure_tls(changes, validate_only)
+    except ConfigError as exc:
+        raise KafkaError(
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}",
+            ErrorCode.invalid_config,
+        ) from None
+
+
+def _reconfigurable(key: str) -> bool:
+    """A keystore or truststore key, plain or for one listener (listener.name.<l>.<key>)."""
+    if key.startswith("listener.name."):
+        key = key[len("listener.name."):].partition(".")[2]
+    return key in tls.RECONFIGURABLE
 
 
 def _operation(config: AlterableConfig) -> ConfigOperation:

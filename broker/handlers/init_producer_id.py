@@ -21,6 +21,11 @@ claimed (every log dir failed to store it): retriable, as Kafka answers while it
 Version notes: v1 is v0 (its answers may be throttled); v2 is flexible; v3 adds producer_id and
 producer_epoch; v4 is v3 (a fenced transactional producer gets PRODUCER_FENCED instead of
 INVALID_PRODUCER_EPOCH).
+
+Authorization (with an authorizer, as Kafka's KafkaApis): a transactional producer needs WRITE
+on its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent one
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 3.x, KIP-679), else
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -33,7 +38,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.record_batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
+from broker.handlers.authorization import authorized, authorized_by_type
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 from broker.handlers.txn_errors import for_version
 
 log = logging.getLogger(__name__)
@@ -45,6 +52,13 @@ FIRST_FENCED_VERSION = 4
 async def handle_init_producer_id(
     ctx: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
+    if request.transactional_id is not None:
+        if not authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return _response(ErrorCode.transactional_id_authorization_failed)
+    elif not authorized(ctx, AclOperation.IDEMPOTENT_WRITE, log_denied=False) and not authorized_by_type(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return _response(ErrorCode.cluster_authorization_failed)
     error = _check(ctx, request)
     if error is not ErrorCode.none:
         return _response(error)

@@ -20,6 +20,8 @@ throttle time; v4 MEMBER_ID_REQUIRED; v5 group instance ids (static membership);
 v7 answers with the protocol type, and a null protocol name rather than an empty one; v8 adds a
 reason (not used); v9 tells a static leader that rejoins a stable group to skip the assignment
 (skip_assignment, KIP-814).
+
+Authorization (with an authorizer): needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's KafkaApis).
 """
 
 import datetime
@@ -30,7 +32,9 @@ from kio.schema.join_group.v9.response import JoinGroupResponse, JoinGroupRespon
 from coordinator.group import JoinRequest
 from protocol.api_keys import ApiKey
 
+from broker.handlers.authorization import group_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 MILLISECOND = datetime.timedelta(milliseconds=1)
 FIRST_VERSION_WITH_REBALANCE_TIMEOUT = 1
@@ -40,6 +44,7 @@ FIRST_VERSION_SKIPPING_ASSIGNMENT = 9
 
 
 @api(ApiKey.JOIN_GROUP, versions=(0, 9))
+@group_operation(AclOperation.READ)
 async def handle_join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     session_timeout_ms = request.session_timeout // MILLISECOND

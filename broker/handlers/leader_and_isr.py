@@ -10,6 +10,8 @@ STALE_CONTROLLER_EPOCH, a broker epoch older than this broker's registration
 STALE_BROKER_EPOCH, both for the whole request; a standalone broker answers
 STALE_CONTROLLER_EPOCH (it has no controller). Version 3 is the one Kafka's ZooKeeper-mode
 controllers of 2.4 to 2.8 send; only brokers send it.
+
+Authorization (with an authorizer): the sender (a controller) needs CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED; the brokers' own principal must be a super user or be granted it (docs/security.md).
 """
 
 from protocol.api_keys import ApiKey
@@ -18,10 +20,12 @@ from protocol.legacy import LeaderAndIsrPartitionError, LeaderAndIsrRequest, Lea
 from replication.partition_state import LeaderEndpoint, PartitionState
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import cluster_action
 from broker.handlers.registry import RequestContext, api
 
 
 @api(ApiKey.LEADER_AND_ISR, versions=(3, 3))
+@cluster_action
 def handle_leader_and_isr(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
     states = [
         PartitionState(

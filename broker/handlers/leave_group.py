@@ -10,6 +10,8 @@ one member's error is the response's error.
 
 Version notes: v1 adds throttle time; v3 lists members (with group instance ids) and answers per
 member; v4 is flexible; v5 adds a reason per member (not used).
+
+Authorization (with an authorizer): needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's KafkaApis).
 """
 
 import datetime
@@ -19,13 +21,16 @@ from kio.schema.leave_group.v5.response import LeaveGroupResponse, MemberRespons
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 
+from broker.handlers.authorization import group_operation
 from broker.handlers.registry import RequestContext, api, as_sent
+from broker.security.acl import AclOperation
 
 FIRST_BATCHED_VERSION = 3
 
 
 # v0-2 name one member_id, v3+ a list of members: copying fields by name cannot map them.
 @api(ApiKey.LEAVE_GROUP, versions=(0, 5), parse=as_sent(ApiKey.LEAVE_GROUP))
+@group_operation(AclOperation.READ)
 async def handle_leave_group(ctx: RequestContext, request) -> LeaveGroupResponse:
     if ctx.api_version < FIRST_BATCHED_VERSION:
         leaving = [(request.member_id, None)]

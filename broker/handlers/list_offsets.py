@@ -19,6 +19,9 @@ timestamp.
 Version notes: v0 answers with a list of offsets ("old style": at most max_num_offsets, here the
 one offset found) instead of an offset and timestamp; v2 adds isolation_level; v4 adds
 current_leader_epoch and the leader epoch in answers; v6 is flexible; v7 allows -3.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DESCRIBE on the topic, else its
+partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -37,7 +40,9 @@ from protocol.schemas import adapt
 from replication.partition import Partition
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized
 from broker.handlers.registry import RequestContext, api, as_sent
+from broker.security.acl import AclOperation, ResourceType
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -80,6 +85,8 @@ def _answer(
     read_committed: bool,
     replica_id: int,
 ) -> ListOffsetsPartitionResponse:
+    if not authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+        return ListOffsetsPartitionResponse(partition_index=index, error_code=ErrorCode.topic_authorization_failed)
     try:
         partition = ctx.broker.replica_manager.partition_at_epoch(
             TopicPartition(topic, index), leader_epoch, leader_only=replica_id != DEBUGGING_REPLICA_ID

@@ -4,6 +4,8 @@ Lists the reassignments in progress (of the partitions named, or all when the li
 each partition's full replica set, and the replicas being added and removed.
 
 Errors: NOT_CONTROLLER at the top on any broker but the controller (and standalone).
+
+Authorization (with an authorizer): needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -19,10 +21,13 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import cluster_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 
 @api(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0))
+@cluster_operation(AclOperation.DESCRIBE)
 def handle_list_partition_reassignments(
     ctx: RequestContext, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:

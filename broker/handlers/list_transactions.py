@@ -12,6 +12,9 @@ the ids known so far), COORDINATOR_NOT_AVAILABLE while shutting down.
 
 Version notes: v0 is flexible; v1 adds the duration filter (-1: none). (v2 adds a transactional
 id pattern: not served.)
+
+Authorization (with an authorizer, as Kafka's KafkaApis): only the transactional ids the
+caller may DESCRIBE are listed.
 """
 
 import datetime
@@ -23,7 +26,9 @@ from coordinator.transaction_coordinator import TransactionDescription
 from coordinator.transaction_log import TxnState
 from protocol.api_keys import ApiKey
 
+from broker.handlers.authorization import authorized_names
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 _STATE_NAMES = {state.display_name for state in TxnState}
 
@@ -35,6 +40,9 @@ def handle_list_transactions(ctx: RequestContext, request: ListTransactionsReque
     states = set(request.state_filters)
     producer_ids = set(request.producer_id_filters)
     now_ms = coordinator.clock()
+    visible = authorized_names(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, (txn.transactional_id for txn in transactions)
+    )
 
     def listed(txn: TransactionDescription) -> bool:
         return (
@@ -54,6 +62,6 @@ def handle_list_transactions(ctx: RequestContext, request: ListTransactionsReque
                 transaction_state=txn.state.display_name,
             )
             for txn in transactions
-            if listed(txn)
+            if listed(txn) and txn.transactional_id in visible
         ),
     )

@@ -14,12 +14,21 @@ default configs; it comes back ready. Otherwise it is UNKNOWN_TOPIC_OR_PARTITION
 INVALID_TOPIC_EXCEPTION for an illegal name. Topics named by id (v10+) that do not exist are
 UNKNOWN_TOPIC_ID.
 
+Authorization (with an authorizer, as Kafka's KafkaApis): a topic the caller may not DESCRIBE
+is left out of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED (no id, no
+partitions; whether it exists is not disclosed) when named. Auto-creation needs CREATE on the
+cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED. With include_topic_authorized_operations
+(v8+) each described topic carries the operations the caller may do on it, and with
+include_cluster_authorized_operations (v8-10) the response the cluster's.
+
 Version notes: v1 adds controller, racks and is_internal; v2 cluster id; v3 throttle time; v5
-offline replicas; v7 leader epochs; v8-10 authorized operations (not computed: no ACLs); v9 is
-flexible; v10 topic ids.
+offline replicas; v7 leader epochs; v8 authorized operations (the cluster's only until v10, 0
+without DESCRIBE on the cluster); v9 is flexible; v10 topic ids.
 """
 
+import dataclasses
 import datetime
+import inspect
 import uuid
 
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -30,30 +39,90 @@ from kio.schema.metadata.v12.response import (
     MetadataResponseTopic,
 )
 
+from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError, ProtocolError
 from storage.topic_partition import TopicPartition
 
-from broker.handlers.registry import RequestContext, api
+from broker.handlers.authorization import authorized, authorized_names, authorized_operations
+from broker.handlers.registry import RequestContext, api, as_sent
+from broker.security.acl import AclOperation, ResourceType
 from broker.metadata_cache import PartitionInfo
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
 
 
-@api(ApiKey.METADATA, versions=(0, 12))
-def handle_metadata(ctx: RequestContext, request: MetadataRequest):
+# v8-10's include_cluster_authorized_operations is not in the newest version: the request is kept
+# as sent to read it, and adapted for the rest.
+@api(ApiKey.METADATA, versions=(0, 12), parse=as_sent(ApiKey.METADATA))
+def handle_metadata(ctx: RequestContext, sent):
+    request = schemas.adapt(sent, MetadataRequest)
+    response = _answer_request(ctx, request)
+    if not getattr(sent, "include_cluster_authorized_operations", False):
+        return response
+    if inspect.isawaitable(response):
+        return _with_cluster_operations(ctx, response)
+    return _cluster_operations_added(ctx, response)
+
+
+async def _with_cluster_operations(ctx: RequestContext, pending):
+    return _cluster_operations_added(ctx, await pending)
+
+
+def _cluster_operations_added(ctx: RequestContext, response: MetadataResponse):
+    """v8-10: the operations the caller may do on the cluster (0 without DESCRIBE on it), in the
+    response class of the client's version, which has the field."""
+    operations = authorized_operations(ctx, ResourceType.CLUSTER) if authorized(ctx, AclOperation.DESCRIBE) else 0
+    answer = schemas.adapt(response, schemas.response_type(ApiKey.METADATA, ctx.api_version))
+    return dataclasses.replace(answer, cluster_authorized_operations=operations)
+
+
+def _answer_request(ctx: RequestContext, request: MetadataRequest):
     wanted_all = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if wanted_all:
-        return _response(ctx, [_describe(ctx, name) for name in ctx.broker.metadata_cache.topic_names()])
+        names = ctx.broker.metadata_cache.topic_names()
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_denied=False)
+        return _response(ctx, request, [_describe(ctx, name) for name in names if name in visible])
     if ctx.api_version < 12 and any(t.name is None for t in request.topics):
         # v10-11 carry topic ids but answer by name: Kafka refuses a request without names.
         raise ProtocolError(f"Metadata v{ctx.api_version} requires topic names (ids need v12)")
-    missing = _missing_to_create(ctx, request)
+    named = {name for name in (_requested_name(ctx, t) for t in request.topics) if name is not None}
+    denied = named - authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, named)
+    missing = _missing_to_create(ctx, request, denied)
+    if missing and not authorized(ctx, AclOperation.CREATE, log_denied=False):
+        creatable = authorized_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, missing)
+        denied |= set(missing) - creatable
+        missing = [name for name in missing if name in creatable]
     if missing:
-        return _create_then_respond(ctx, request, missing)
-    return _response(ctx, [_describe_requested(ctx, t.name, t.topic_id) for t in request.topics])
+        return _create_then_respond(ctx, request, missing, denied)
+    return _response(ctx, request, [_answer(ctx, t, {}, denied) for t in request.topics])
 
 
-def _missing_to_create(ctx: RequestContext, request: MetadataRequest) -> list[str]:
+def _requested_name(ctx: RequestContext, topic) -> str | None:
+    if topic.name is not None:
+        return topic.name
+    try:
+        return ctx.broker.topics.find_by_id(topic.topic_id).name
+    except KafkaError:
+        return None
+
+
+def _answer(ctx: RequestContext, topic, failed: dict[str, KafkaError], denied: set[str]) -> MetadataResponseTopic:
+    name = _requested_name(ctx, topic)
+    if name is not None and name in denied:
+        # Kafka answers by name without an id, or (asked by id: ids are not secret) by id
+        return MetadataResponseTopic(
+            error_code=ErrorCode.topic_authorization_failed,
+            name=topic.name,
+            topic_id=topic.topic_id if topic.name is None else _NO_TOPIC_ID,
+            is_internal=False,
+            partitions=(),
+        )
+    if topic.name in failed:
+        return _error_topic(topic.name, topic.topic_id, failed[topic.name])
+    return _describe_requested(ctx, topic.name, topic.topic_id)
+
+
+def _missing_to_create(ctx: RequestContext, request: MetadataRequest, denied: set[str]) -> list[str]:
     broker = ctx.broker
     allowed = request.allow_auto_topic_creation or ctx.api_version < 4
     if not (allowed and broker.config.get("auto.create.topics.enable")):
@@ -62,7 +131,7 @@ def _missing_to_create(ctx: RequestContext, request: MetadataRequest) -> list[st
     for topic in request.topics:
         name = topic.name
         known = name in broker.topics.topics or broker.metadata_cache.has_topic(name or "")
-        if name and not known and name not in INTERNAL_TOPICS and name not in missing:
+        if name and not known and name not in INTERNAL_TOPICS and name not in missing and name not in denied:
             try:
                 validate_topic_name(name)
             except KafkaError:
@@ -71,7 +140,7 @@ def _missing_to_create(ctx: RequestContext, request: MetadataRequest) -> list[st
     return missing
 
 
-async def _create_then_respond(ctx: RequestContext, request: MetadataRequest, missing: list[str]):
+async def _create_then_respond(ctx: RequestContext, request: MetadataRequest, missing: list[str], denied: set[str]):
     broker = ctx.broker
     failed: dict[str, KafkaError] = {}
     for name in missing:
@@ -82,15 +151,7 @@ async def _create_then_respond(ctx: RequestContext, request: MetadataRequest, mi
                 )
             except KafkaError as exc:
                 failed[name] = exc
-    return _response(
-        ctx,
-        [
-            _error_topic(t.name, t.topic_id, failed[t.name])
-            if t.name in failed
-            else _describe_requested(ctx, t.name, t.topic_id)
-            for t in request.topics
-        ],
-    )
+    return _response(ctx, request, [_answer(ctx, t, failed, denied) for t in request.topics])
 
 
 def _describe_requested(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> MetadataResponseTopic:
@@ -161,8 +222,16 @@ def _partition(ctx: RequestContext, topic: str, index: int, info: PartitionInfo)
     )
 
 
-def _response(ctx: RequestContext, topics: list[MetadataResponseTopic]) -> MetadataResponse:
+def _response(ctx: RequestContext, request: MetadataRequest, topics: list[MetadataResponseTopic]) -> MetadataResponse:
     broker = ctx.broker
+    if ctx.api_version >= 8 and request.include_topic_authorized_operations:
+        topics = [
+            topic if topic.error_code == ErrorCode.topic_authorization_failed or topic.name is None
+            else dataclasses.replace(
+                topic, topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, topic.name)
+            )
+            for topic in topics
+        ]
     return MetadataResponse(
         throttle_time=datetime.timedelta(0),
         brokers=tuple(

@@ -18,6 +18,8 @@ partition (-1: now); v2-4 carry a retention time: -1 lets offsets.retention.minu
 value makes the offsets expire that long after the commit, as Kafka does (the record is then
 written as OffsetCommitValue v1, which holds the expiry); v3 adds throttle time; v5 drops the
 retention time; v6 adds leader epochs; v7 group instance ids; v8 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): READ on the group, else every partition answers GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (before their existence is checked).
 """
 
 import datetime
@@ -35,7 +37,9 @@ from protocol.errors import ErrorCode
 from protocol.schemas import adapt
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized_names, group_operation
 from broker.handlers.registry import RequestContext, api, as_sent
+from broker.security.acl import AclOperation, ResourceType
 
 MILLISECOND = datetime.timedelta(milliseconds=1)
 VERSION_WITH_COMMIT_TIMESTAMP = 1
@@ -46,6 +50,7 @@ DEFAULT = -1
 # v1's commit timestamps and v2-4's retention time are not in the newest version: the request is
 # kept as sent to read them, and adapted for the rest.
 @api(ApiKey.OFFSET_COMMIT, versions=(0, 8), parse=as_sent(ApiKey.OFFSET_COMMIT))
+@group_operation(AclOperation.READ)
 async def handle_offset_commit(ctx: RequestContext, sent) -> OffsetCommitResponse:
     version = ctx.api_version
     coordinator = ctx.broker.group_coordinator
@@ -56,9 +61,14 @@ async def handle_offset_commit(ctx: RequestContext, sent) -> OffsetCommitRespons
         expire_timestamp = now + sent.retention_time // MILLISECOND
     offsets: dict[TopicPartition, CommittedOffset] = {}
     unknown: set[TopicPartition] = set()
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
+    denied: set[TopicPartition] = set()
     for sent_topic, topic in zip(sent.topics, request.topics):
         for sent_partition, partition in zip(sent_topic.partitions, topic.partitions):
             tp = TopicPartition(topic.name, partition.partition_index)
+            if topic.name not in readable:
+                denied.add(tp)
+                continue
             if not _exists(ctx, tp):
                 unknown.add(tp)
                 continue
@@ -71,6 +81,7 @@ async def handle_offset_commit(ctx: RequestContext, sent) -> OffsetCommitRespons
                 expire_timestamp=expire_timestamp,
             )
     errors = dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition)
+    errors |= dict.fromkeys(denied, ErrorCode.topic_authorization_failed)
     if offsets:
         errors |= await coordinator.commit_offsets(
             request.group_id,

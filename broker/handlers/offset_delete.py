@@ -8,6 +8,8 @@ left with no offsets is deleted too, as Kafka does.
 Errors: for the request, INVALID_GROUP_ID (an empty group id), GROUP_ID_NOT_FOUND,
 NON_EMPTY_GROUP (a group with members that is not a consumer group), COORDINATOR_NOT_AVAILABLE,
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; per partition, GROUP_SUBSCRIBED_TO_TOPIC.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DELETE on the group, else GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -23,13 +25,26 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized_names, group_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 
 @api(ApiKey.OFFSET_DELETE, versions=(0, 0))
+@group_operation(AclOperation.DELETE)
 async def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    partitions = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    readable = authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
+    partitions = [
+        TopicPartition(t.name, p.partition_index) for t in request.topics if t.name in readable for p in t.partitions
+    ]
     error, errors = await ctx.broker.group_coordinator.delete_offsets(request.group_id, partitions)
+    errors = {
+        **errors,
+        **{
+            TopicPartition(t.name, p.partition_index): ErrorCode.topic_authorization_failed
+            for t in request.topics if t.name not in readable for p in t.partitions
+        },
+    }
     topics = ()
     if error is ErrorCode.none:
         topics = tuple(

@@ -13,6 +13,10 @@ from the coordinator); v2 adds the top-level error and null topics; v3 throttle 
 epochs; v6 is flexible; v7 require_stable: a partition with offsets of a transaction not yet
 ended (TxnOffsetCommit) answers UNSTABLE_OFFSET_COMMIT and offset -1 (the client retries), as
 without it the last committed offset would be answered; v8 lists groups.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): DESCRIBE on the group, else
+GROUP_AUTHORIZATION_FAILED; a partition asked of a topic the caller may not DESCRIBE answers
+TOPIC_AUTHORIZATION_FAILED (offset -1), and such topics are left out of an all-topics answer.
 """
 
 import datetime
@@ -36,7 +40,9 @@ from protocol.errors import ErrorCode
 from protocol.schemas import adapt
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import RequestContext, api, as_sent
+from broker.security.acl import AclOperation, ResourceType
 
 FIRST_VERSION_WITH_TOP_LEVEL_ERROR = 2
 FIRST_MULTI_GROUP_VERSION = 8
@@ -86,15 +92,43 @@ async def _fetch_group(
     ctx: RequestContext, group_id: str, topics, require_stable: bool, partition_type: type, topic_type: type
 ):
     """(error, response topics) for one group, in the response classes given."""
+    if not authorized(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, ()
     partitions = None
+    denied: list = []
     if topics is not None:
-        partitions = [TopicPartition(t.name, index) for t in topics for index in t.partition_indexes]
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+        denied = [t for t in topics if t.name not in visible]
+        partitions = [TopicPartition(t.name, index) for t in topics if t.name in visible for index in t.partition_indexes]
     coordinator = ctx.broker.group_coordinator
     error, fetched = await coordinator.fetch_offsets(group_id, partitions)
     if error is not ErrorCode.none:
         return error, ()
+    if topics is None:  # every topic with offsets: those the caller may not describe are left out
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {tp.topic for tp in fetched})
+        fetched = {tp: committed for tp, committed in fetched.items() if tp.topic in visible}
     unstable = coordinator.unstable_partitions(group_id) if require_stable else frozenset()
-    return ErrorCode.none, _response_topics(fetched, unstable, partition_type, topic_type)
+    answered = _response_topics(fetched, unstable, partition_type, topic_type)
+    return ErrorCode.none, answered + _denied_topics(denied, partition_type, topic_type)
+
+
+def _denied_topics(topics, partition_type: type, topic_type: type) -> tuple:
+    return tuple(
+        topic_type(
+            name=topic.name,
+            partitions=tuple(
+                partition_type(
+                    partition_index=index,
+                    committed_offset=NO_OFFSET,
+                    committed_leader_epoch=NO_LEADER_EPOCH,
+                    metadata="",
+                    error_code=ErrorCode.topic_authorization_failed,
+                )
+                for index in topic.partition_indexes
+            ),
+        )
+        for topic in topics
+    )
 
 
 def _response_topics(fetched: Fetched, unstable, partition_type: type, topic_type: type) -> tuple:

@@ -18,6 +18,10 @@ UNKNOWN_LEADER_EPOCH when newer; then NOT_LEADER_OR_FOLLOWER.
 
 Version notes: v0-1 are declared in protocol.legacy (v0 answers no epoch); v2 adds
 current_leader_epoch and the throttle time, v3 replica_id, v4 is flexible.
+
+Authorization (with an authorizer, as Kafka's KafkaApis): CLUSTER_ACTION on the cluster (a
+follower) or DESCRIBE on the topic (a consumer, KIP-320), else its partitions answer
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 import datetime
@@ -33,7 +37,9 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 
 DEBUGGING_REPLICA_ID = -2
 
@@ -43,6 +49,11 @@ def handle_offset_for_leader_epoch(
     ctx: RequestContext, request: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     leader_only = request.replica_id != DEBUGGING_REPLICA_ID
+    names = {topic.topic for topic in request.topics}
+    if authorized(ctx, AclOperation.CLUSTER_ACTION, log_denied=False):
+        visible = names
+    else:
+        visible = authorized_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     return OffsetForLeaderEpochResponse(
         throttle_time=datetime.timedelta(0),
         topics=tuple(
@@ -50,6 +61,8 @@ def handle_offset_for_leader_epoch(
                 topic=topic.topic,
                 partitions=tuple(
                     _end_offset(ctx, TopicPartition(topic.topic, p.partition), p, leader_only)
+                    if topic.topic in visible
+                    else EpochEndOffset(error_code=ErrorCode.topic_authorization_failed, partition=p.partition)
                     for p in topic.partitions
                 ),
             )

@@ -30,6 +30,12 @@ below min.insync.replicas after the HW passed the batch, NOT_LEADER_OR_FOLLOWER 
 leading, REQUEST_TIMED_OUT after the request's timeout_ms. Standalone the one replica is the
 whole ISR, so acks=-1 is answered at once, like acks=1.
 
+Authorization (with an authorizer, as Kafka's KafkaApis): a request carrying transactional
+batches needs WRITE on its transactional id, else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED (checked before the topic's existence, so a denied caller learns
+nothing of it).
+
 Version notes: v0-2 have no transactional id; v2 adds log_append_time_ms, v5 log_start_offset,
 v8 record_errors and error_message; v9 is flexible. The request is parsed by hand (records stay
 views into the request buffer) and the response encoded by hand (protocol.produce).
@@ -38,11 +44,16 @@ views into the request buffer) and the response encoded by hand (protocol.produc
 import asyncio
 
 from protocol.api_keys import ApiKey
-from protocol.errors import CorruptRecordError, ErrorCode, KafkaError
+from protocol.errors import CorruptRecordError, ErrorCode, KafkaError, ProtocolError
+from protocol.primitives import INT16
 from protocol.produce import PartitionResponse, encode_produce_response, parse_produce_request
+from protocol.record_batch import ATTRIBUTES, MAGIC, TRANSACTIONAL_FLAG
 from storage.topic_partition import TopicPartition
 
+from broker.handlers import authorization
+from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import NO_RESPONSE, EncodedResponse, RequestContext, api
+from broker.security.acl import AclOperation, ResourceType
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
 
 VALID_ACKS = (-1, 0, 1)
@@ -51,6 +62,12 @@ VALID_ACKS = (-1, 0, 1)
 @api(ApiKey.PRODUCE, versions=(0, 9), parse=parse_produce_request)
 def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
     replica_manager = ctx.broker.replica_manager
+    if authorization.enabled(ctx) and _has_transactional_records(request) and (
+        request.transactional_id is None
+        or not authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    ):
+        return _refused(ctx, request, ErrorCode.transactional_id_authorization_failed)
+    writable = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topics))
     responses = []
     waiting: list[tuple[TopicPartition, int, PartitionResponse]] = []
     for topic in request.topics:
@@ -60,6 +77,8 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
             try:
                 if request.acks not in VALID_ACKS:
                     raise KafkaError(f"acks={request.acks} is not -1, 0 or 1", ErrorCode.invalid_required_acks)
+                if topic.name not in writable:
+                    raise KafkaError("", ErrorCode.topic_authorization_failed)
                 _check_topic(ctx, topic.name)
                 if data.records is None:
                     raise CorruptRecordError("no record set")
@@ -80,6 +99,33 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
     pending = [w for w in waiting if not _settled(replica_manager, *w)]
     if pending:
         return _delayed(ctx, request.timeout_ms, pending, responses)
+    return _encoded(ctx.api_version, responses)
+
+
+def _has_transactional_records(request) -> bool:
+    """Whether a partition's batch is transactional (Kafka's RequestUtils.hasTransactionalRecords)."""
+    for topic in request.topics:
+        for data in topic.partitions:
+            records = data.records
+            if records is not None and len(records) > ATTRIBUTES + 1 and records[MAGIC] == 2:
+                if INT16.unpack_from(records, ATTRIBUTES)[0] & TRANSACTIONAL_FLAG:
+                    return True
+    return False
+
+
+def _refused(ctx: RequestContext, request, error: ErrorCode):
+    """Every partition answers `error`; with acks=0 there is no answer to carry it, and the
+    connection is closed, as Kafka closes it."""
+    if request.acks == 0:
+        raise ProtocolError(f"produce with acks=0 refused with {error.name}: closing the connection")
+    responses = []
+    for topic in request.topics:
+        partitions = []
+        for data in topic.partitions:
+            partition = PartitionResponse(data.index)
+            partition.error_code = error
+            partitions.append(partition)
+        responses.append((topic.name, partitions))
     return EncodedResponse([encode_produce_response(ctx.api_version, responses)])
 
 
@@ -99,7 +145,13 @@ async def _delayed(ctx: RequestContext, timeout_ms: int, pending, responses) -> 
             _set_error(partition, exc)
 
     await asyncio.gather(*(wait(*w) for w in pending))
-    return EncodedResponse([encode_produce_response(ctx.api_version, responses)])
+    return _encoded(ctx.api_version, responses)
+
+
+def _encoded(version: int, responses) -> EncodedResponse:
+    # throttle_time_ms ends the body, before v9's tagged fields (one byte: none).
+    throttle_offset = None if version == 0 else -5 if version >= 9 else -4
+    return EncodedResponse([encode_produce_response(version, responses)], throttle_offset)
 
 
 def _set_error(partition: PartitionResponse, exc: KafkaError) -> None:

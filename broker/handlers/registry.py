@@ -3,7 +3,8 @@
 A handler takes (RequestContext, request) and returns one of:
 - a kio response entity, of any version of its API: it is adapted to the version the client
   used and encoded;
-- `EncodedResponse`: a body already encoded for the client's version (the hot paths);
+- `EncodedResponse`: a body already encoded for the client's version (the hot paths), with
+  where its throttle_time_ms field sits in the first chunk, for quotas to set it;
 - `NO_RESPONSE`: nothing is sent (Produce with acks=0);
 - an awaitable giving one of the above, for a handler that must wait (long-poll Fetch).
 Requests arrive as the kio class of the handler's newest version, whatever version the client
@@ -46,6 +47,9 @@ class RequestContext(NamedTuple):
 
 class EncodedResponse(NamedTuple):
     chunks: list[bytes | Sized]
+    # Offset of the INT32 throttle_time_ms in chunks[0] (negative: from its end); None: the
+    # version has no such field.
+    throttle_offset: int | None = None
 
 
 NO_RESPONSE = object()

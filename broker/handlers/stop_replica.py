@@ -6,6 +6,8 @@ they stay on disk (a controlled shutdown). Answers each partition's error.
 
 Fencing as LeaderAndIsr (broker/handlers/leader_and_isr.py): STALE_CONTROLLER_EPOCH,
 STALE_BROKER_EPOCH for the whole request.
+
+Authorization (with an authorizer): the sender (a controller) needs CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from protocol.api_keys import ApiKey
@@ -14,10 +16,12 @@ from protocol.legacy import StopReplicaPartitionError, StopReplicaRequest, StopR
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.leader_and_isr import check_controller_request
+from broker.handlers.authorization import cluster_action
 from broker.handlers.registry import RequestContext, api
 
 
 @api(ApiKey.STOP_REPLICA, versions=(1, 1))
+@cluster_action
 def handle_stop_replica(ctx: RequestContext, request: StopReplicaRequest) -> StopReplicaResponse:
     partitions = [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
     try:

@@ -14,6 +14,8 @@ failed write of the assignment.
 
 Version notes: v1 adds throttle time; v3 group instance ids; v4 is flexible; v5 adds the protocol
 type and name, checked in the request and returned in the response.
+
+Authorization (with an authorizer): needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's KafkaApis).
 """
 
 import datetime
@@ -23,10 +25,13 @@ from kio.schema.sync_group.v5.response import SyncGroupResponse
 
 from protocol.api_keys import ApiKey
 
+from broker.handlers.authorization import group_operation
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 
 
 @api(ApiKey.SYNC_GROUP, versions=(0, 5))
+@group_operation(AclOperation.READ)
 async def handle_sync_group(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     result = await ctx.broker.group_coordinator.sync_group(
         request.group_id,

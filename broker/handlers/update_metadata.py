@@ -7,6 +7,8 @@ topic manager's live brokers (replication factor checks) follow the cache.
 
 Fencing as LeaderAndIsr (broker/handlers/leader_and_isr.py): STALE_CONTROLLER_EPOCH,
 STALE_BROKER_EPOCH. Version 5 is the one Kafka's ZooKeeper-mode controllers of 2.4 to 2.8 send.
+
+Authorization (with an authorizer): the sender (a controller) needs CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from protocol.api_keys import ApiKey
@@ -15,11 +17,13 @@ from protocol.legacy import UpdateMetadataRequest, UpdateMetadataResponse
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.leader_and_isr import check_controller_request
+from broker.handlers.authorization import cluster_action
 from broker.handlers.registry import RequestContext, api
 from broker.metadata_cache import BrokerNode, PartitionInfo
 
 
 @api(ApiKey.UPDATE_METADATA, versions=(5, 5))
+@cluster_action
 def handle_update_metadata(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
     try:
         check_controller_request(ctx, request.controller_epoch, request.broker_epoch)

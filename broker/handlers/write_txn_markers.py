@@ -15,6 +15,9 @@ TRANSACTION_COORDINATOR_FENCED for one from an older coordinator epoch than the 
 marker.
 
 Version notes: v1 is v0, flexible (v0 is declared in protocol.legacy).
+
+Authorization (with an authorizer, as Kafka's KafkaApis): the sender (a transaction
+coordinator) needs ALTER or CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 import asyncio
@@ -29,14 +32,19 @@ from kio.schema.write_txn_markers.v1.response import (
 
 from coordinator.transaction_coordinator import Marker
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
 
+from broker.handlers.authorization import authorized, refused
 from broker.handlers.registry import RequestContext, api
+from broker.security.acl import AclOperation
 from broker.txn_markers import LocalMarkerWriter
 
 
 @api(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
 async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not authorized(ctx, AclOperation.ALTER, log_denied=False) and not authorized(ctx, AclOperation.CLUSTER_ACTION):
+        return refused(ctx, request, ErrorCode.cluster_authorization_failed)
     results = await asyncio.gather(*(_write(ctx.broker.markers, wanted) for wanted in request.markers))
     return WriteTxnMarkersResponse(markers=tuple(results))
 

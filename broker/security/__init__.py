@@ -1,6 +1,4 @@
-"""Security: SASL mechanisms and the per-connection authentication state (issue 15).
-
-Pure code with no I/O of its own: the network layer feeds request frames in, the handlers
-of SaslHandshake and SaslAuthenticate drive `sasl_server.SaslAuthenticator`, and credential
-stores persist through what the broker hands them.
-"""
+"""Security: TLS contexts and principals (tls, ssl_principal_mapper), SASL (sasl_server, the
+mechanisms plain, scram and oauthbearer, sasl_config, sasl_clients, scram_store,
+zk_user_configs), authorization (ACLs: acl, acl_store, authorizer), client quotas (quotas,
+quota_store, throttling)."""

@@ -4,6 +4,8 @@ process killed with SIGKILL under load (standalone: nothing acknowledged may be 
 import shutil
 import time
 
+import pytest
+
 from protocol.records import ControlRecordType, Record, build_batch, control_record
 from tests.cluster.checker import (
     History,
@@ -18,7 +20,7 @@ from tests.cluster.checker import (
     replicas_agree,
     values_in,
 )
-from tests.cluster.workload import ProducerWorkload, read_topic
+from tests.cluster.workload import AIOKAFKA, CONFLUENT, KAFKA_PYTHON, KAFKAJS, ProducerWorkload, read_topic
 from tests.harness import BrokerProcess, unique_topic
 
 
@@ -163,6 +165,29 @@ def test_no_acknowledged_write_is_lost_when_a_standalone_broker_is_killed_under_
     shutil.copytree(tmp_path / "data" / f"{topic}-0", copy)
     assert replicas_agree([str(tmp_path / "data" / f"{topic}-0"), str(copy)]) is None
     assert len(partition_batches(str(copy))) > 0
+
+
+@pytest.mark.parametrize("client, config", [
+    (CONFLUENT, {"enable.idempotence": True}),
+    (KAFKA_PYTHON, {"enable_idempotence": True}),
+    (AIOKAFKA, {"enable_idempotence": True}),
+    (KAFKAJS, {"producer": {"idempotent": True}}),
+])
+def test_each_idempotent_client_of_the_workloads_writes_every_value_once_across_a_kill(tmp_path, client, config):
+    broker = BrokerProcess(tmp_path / "data", {"num.partitions": "3"}).start()
+    topic = unique_topic(f"idempotent-{client}")
+    try:
+        workload = ProducerWorkload(broker.bootstrap, topic, 3, count=1500, duration_s=20, rate_per_s=150,
+                                    client=client, config=config).start()
+        _wait_for_acks(workload, 200)
+        broker.kill()
+        broker.start()
+        history = workload.join()
+        verdict = check(history, read_topic(broker.bootstrap, topic, 3))
+    finally:
+        broker.stop()
+    assert verdict.exactly_once, verdict
+    assert len(history.acked) >= 200 and not history.failed, history.failed
 
 
 def _wait_for_acks(workload: ProducerWorkload, count: int, timeout_s: float = 20) -> None:

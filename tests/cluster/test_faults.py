@@ -269,6 +269,35 @@ def test_a_leader_cut_off_from_zookeeper_is_replaced_and_truncates_to_the_new_le
     assert zombie not in {value for _, value in values_in(str(cluster.broker(victim).data_dirs[0] / f"{topic}-0"))}
 
 
+def test_a_leader_whose_session_expired_stops_leading_until_the_controller_says(cluster_factory):
+    cluster = _formed_cluster(cluster_factory, namespaces=True)
+    controller, _ = _controller(cluster)
+    victim = next(b for b in BROKERS if b != controller)
+    others = [b for b in BROKERS if b != victim]
+    topic = _create_topic(cluster, "expired-leader", [victim, *others])
+    before = _state(cluster, topic)
+    assert _produce_directly(cluster.broker(victim), topic, b"before", timeout_ms=10_000) == ErrorCode.none
+
+    # Cut off from its peers, the victim never hears the controller's requests; ZooKeeper drops
+    # its session, so the controller elects another leader and the victim learns of the expiry
+    # (and registers again) at once.
+    for host in others:
+        cluster.cut(victim, host)
+    cluster.expire_session(victim)
+    _wait_state(cluster, topic, lambda s: s["leader"] in others and s["leader_epoch"] > before["leader_epoch"],
+                "another leader elected")
+    wait_until(lambda: "ZooKeeper session expired" in cluster.broker(victim).log(), _TIMEOUT_S,
+               "the victim told of the expiry")
+    zombie = f"zombie-{topic}".encode()
+    assert _produce_directly(cluster.broker(victim), topic, zombie, timeout_ms=3000) == ErrorCode.not_leader_or_follower
+    assert zombie not in {value for _, value in values_in(str(cluster.broker(victim).data_dirs[0] / f"{topic}-0"))}
+
+    cluster.heal_all()
+    wait_until(lambda: _produce_directly(cluster.broker(victim), topic, b"after", timeout_ms=3000)
+               == ErrorCode.not_leader_or_follower and _metadata_isr(cluster, victim, topic) == tuple(sorted(BROKERS)),
+               _TIMEOUT_S, "the victim back as a follower in the ISR", interval=0.5)
+
+
 # ------------------------------------------------------------------ 3. the controller losing ZooKeeper
 
 

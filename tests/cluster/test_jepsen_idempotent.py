@@ -5,6 +5,8 @@ The setting: three brokers, a topic of 6 partitions with 3 replicas and min.insy
 Producers, each writing distinct values `<name>-<n>` round-robin over the partitions:
 - c0, c1: confluent-kafka (librdkafka), enable.idempotence=true, acks=all, ~200 values/s each;
 - k0: kafka-python, idempotent, acks=all, ~100 values/s;
+- a0: aiokafka, idempotent, acks=all, ~100 values/s;
+- j0: KafkaJS, idempotent: true, acks=-1, ~50 values/s (its log in the test's tmp_path);
 - ct, kt: confluent-kafka and kafka-python transactional producers, ~50 values/s each in
   transactions of 10, one in five aborted.
 
@@ -59,6 +61,7 @@ import os
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,8 +91,10 @@ from tests.cluster.clients import (
 )
 from tests.cluster.harness import ZOOKEEPER, Cluster, namespaces_unavailable, wait_until
 from tests.cluster.workload import (
+    AIOKAFKA,
     CONFLUENT,
     KAFKA_PYTHON,
+    KAFKAJS,
     ProducerWorkload,
     TransactionalWorkload,
     read_topic,
@@ -134,6 +139,10 @@ _IDEMPOTENT = {
                             **_NO_MESSAGE_TIMEOUT}),
     "k0": (KAFKA_PYTHON, 100, {"enable_idempotence": True, "max_in_flight_requests_per_connection": 5,
                                "delivery_timeout_ms": 120_000}),
+    # aiokafka never expires an idempotent producer's batches; KafkaJS's retries outlast any
+    # outage (tests/cluster/workload.py).
+    "a0": (AIOKAFKA, 100, {"enable_idempotence": True}),
+    "j0": (KAFKAJS, 50, {"producer": {"idempotent": True, "maxInFlightRequests": 1}}),
 }
 _TRANSACTIONAL = {
     "ct": (CONFLUENT, 50, {"enable.idempotence": True, "transaction.timeout.ms": 20_000, "message.timeout.ms": 20_000,
@@ -234,8 +243,12 @@ class _Nemesis:
 
 
 def _counts(history: History) -> str:
-    return f"sent {len(history.sent)}, acked {len(history.acked)}, failed {len(history.failed)}, " \
-           f"unknown {len(history.unknown)}"
+    counts = f"sent {len(history.sent)}, acked {len(history.acked)}, failed {len(history.failed)}, " \
+             f"unknown {len(history.unknown)}"
+    if history.failed:
+        reasons = Counter(history.failed.values()).most_common(3)
+        counts += " (failures: " + "; ".join(f"{n} x {reason}" for reason, n in reasons) + ")"
+    return counts
 
 
 def _copies(cluster: Cluster, topic: str, history: History, verdict, limit: int = 5) -> list[str]:
@@ -268,6 +281,15 @@ def _eos_log(path: Path) -> dict:
 
 # librdkafka's idempotence log: an epoch bump, with its reason; a "skipped sequence" answer,
 # with the error of the earlier request that caused it.
+def _client_log(library: str, name: str, eos_logs: dict[str, Path], tmp_path: Path) -> dict:
+    """The config that makes a producer's client log what a failure report needs."""
+    if name in eos_logs:
+        return _eos_log(eos_logs[name])
+    if library == KAFKAJS:
+        return {"log_path": str(tmp_path / f"{name}-kafkajs.log")}
+    return {}
+
+
 _BUMP = re.compile(r"epoch bump for \d+ partition\(s\) with in-flight requests: (.*)$")
 _SKIPPED = re.compile(r"caused by previous failed request \((\w+), actions ([\w,]+),")
 
@@ -414,7 +436,9 @@ def _partition_history(cluster: Cluster, topic: str, partition: int, limit: int 
 
 
 def test_idempotent_and_transactional_producers_under_random_faults(cluster_factory, schedule, caplog, tmp_path):
-    caplog.set_level(logging.CRITICAL, logger="kafka")  # kafka-python logs every refused connection
+    # kafka-python and aiokafka log every refused connection and retried batch
+    caplog.set_level(logging.CRITICAL, logger="kafka")
+    caplog.set_level(logging.CRITICAL, logger="aiokafka")
     seed = _seed(schedule)
     rng = random.Random(seed)
     cluster = cluster_factory(namespaces=namespaces_unavailable() is None, overrides=_OVERRIDES)
@@ -427,7 +451,7 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
                 if library == CONFLUENT}
     writers = {name: ProducerWorkload(cluster.bootstrap, topic, PARTITIONS, count=1_000_000, duration_s=300,
                                       rate_per_s=rate, drain_s=30, prefix=name, client=library,
-                                      config={**config, **(_eos_log(eos_logs[name]) if name in eos_logs else {})})
+                                      config={**config, **_client_log(library, name, eos_logs, tmp_path)})
                for name, (library, rate, config) in _IDEMPOTENT.items()}
     committers = {name: TransactionalWorkload(cluster.bootstrap, topic, PARTITIONS, transactional_id=unique_topic(name),
                                               count=1_000_000, duration_s=300, rate_per_s=rate, seed=seed + i,
@@ -443,11 +467,22 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
         mode = "namespaces" if cluster.network else "loopback"
         replay = f"{SEED_VARIABLE}={seed} {SCHEDULES_VARIABLE}=1 replays it"
         return f"seed {seed} ({replay}), {mode}; schedule:\n  " + "\n  ".join(nemesis.log)
+    def stalled(name: str) -> str:
+        if name in writers:
+            return writers[name].state()
+        return f"{committers[name].state()}; {_described(cluster, committers[name].transactional_id)}"
+
     problems: list[str] = []  # every check that failed; the run goes on to the verdict where it can
     notes: list[str] = []  # what is worth knowing but no fault of the broker
     try:
-        wait_until(lambda: _running(cluster, topic, workloads) and all(w.acked_count >= 20 for w in writers.values())
-                   and all(c.committed_count >= 1 for c in committers.values()), _TIMEOUT_S, "writes before the faults")
+        started = {**{n: lambda n=n: writers[n].acked_count >= 20 for n in writers},
+                   **{n: lambda n=n: committers[n].committed_count >= 1 for n in committers}}
+        try:
+            wait_until(lambda: _running(cluster, topic, workloads) and all(done() for done in started.values()),
+                       _TIMEOUT_S, "writes before the faults")
+        except TimeoutError:
+            problems.append(f"no writes before the faults: {[stalled(n) for n, done in started.items() if not done()]}")
+            raise
         nemesis.start = time.monotonic()
         nemesis.run(FAULT_WINDOW_S)
         cluster.heal_everything()
@@ -463,12 +498,6 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
         acked = {name: w.acked_count for name, w in writers.items()}
         committed_count = {name: c.committed_count for name, c in committers.items()}
         must = [*writers, *(name for name in committers if _TRANSACTIONAL[name][0] == CONFLUENT)]
-
-        def stalled(name: str) -> str:
-            if name in writers:
-                return writers[name].state()
-            return f"{committers[name].state()}; {_described(cluster, committers[name].transactional_id)}"
-
         progress = {**{n: lambda n=n: writers[n].acked_count >= acked[n] + 50 for n in writers},
                     **{n: lambda n=n: committers[n].committed_count >= committed_count[n] + 2 for n in committers}}
         try:

@@ -3,25 +3,33 @@ distinct values, bounded in count and in time, recording what became of each (ch
 and a reader that takes a topic back out to the high watermark.
 
 - `ProducerWorkload`: one value at a time, round-robin over the partitions, from confluent-kafka
-  (librdkafka) or kafka-python, plain or idempotent as its config says.
+  (librdkafka), kafka-python, aiokafka or KafkaJS, plain or idempotent as its config says.
 - `TransactionalWorkload`: transactions of a few values each, committed or aborted at random,
   each outcome as the producer learnt it (checker.Transactions).
 - `read_topic`: every record of a topic up to where its partitions end once they are stable.
 """
 
+import asyncio
+import concurrent.futures
+import json
 import random
+import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 
+import aiokafka
 import kafka
 import kafka.errors
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.cluster.checker import History, Transactions
+from tests.compat.kafkajs_support import JS_DIR
 
 CONFLUENT = "confluent-kafka"
 KAFKA_PYTHON = "kafka-python"
+AIOKAFKA = "aiokafka"
+KAFKAJS = "kafkajs"
 
 OnAck = Callable[[int, int], None]  # (partition, offset)
 OnFail = Callable[[str], None]
@@ -180,7 +188,163 @@ class _KafkaPythonClient:
         return isinstance(error, kafka.errors.KafkaTimeoutError)
 
 
-_CLIENTS = {CONFLUENT: _ConfluentClient, KAFKA_PYTHON: _KafkaPythonClient}
+class _AiokafkaClient:
+    """aiokafka: its event loop runs in a thread of this client, where answers come. An
+    idempotent aiokafka producer retries a batch until it is answered (it never expires one)."""
+
+    library = AIOKAFKA
+    defaults = {
+        "acks": "all",
+        "enable_idempotence": False,
+        "linger_ms": 2,
+        "request_timeout_ms": 5_000,
+        "retry_backoff_ms": 200,
+        "metadata_max_age_ms": 1_000,
+    }
+
+    def __init__(self, bootstrap: str, config: dict) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="aiokafka-loop", daemon=True)
+        self._thread.start()
+        self.producer = self._call(self._start(bootstrap, {**self.defaults, **config}), 30)
+
+    @staticmethod
+    async def _start(bootstrap: str, config: dict) -> aiokafka.AIOKafkaProducer:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, **config)  # needs the running loop
+        await producer.start()
+        return producer
+
+    def _call(self, coroutine: Coroutine, seconds: float):
+        """`coroutine`'s result, run on the client's loop; TimeoutError after `seconds`."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(seconds)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no result within {seconds} s") from None
+
+    def send(self, topic: str, value: bytes, partition: int, on_ack: OnAck, on_fail: OnFail) -> None:
+        def answered(delivery: asyncio.Future) -> None:
+            if delivery.cancelled():
+                return  # the producer stopped: the value stays unknown
+            if delivery.exception() is not None:
+                on_fail(repr(delivery.exception()))
+            else:
+                on_ack(delivery.result().partition, delivery.result().offset)
+
+        async def enqueue() -> None:
+            delivery = await self.producer.send(topic, value, partition=partition)
+            delivery.add_done_callback(answered)
+
+        try:
+            self._call(enqueue(), 60)  # waits while aiokafka's buffer is full or metadata missing
+        except Exception as error:  # noqa: BLE001 (not enqueued: whatever aiokafka raised)
+            on_fail(repr(error))
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def state(self) -> str:
+        return f"aiokafka loop thread {'alive' if self._thread.is_alive() else 'dead'}"
+
+    def flush(self, seconds: float) -> None:
+        try:
+            self._call(self.producer.flush(), seconds)
+        except TimeoutError:
+            pass  # what is still out stays unknown
+
+    def close(self) -> None:
+        try:
+            self._call(self.producer.stop(), 10)
+        except Exception:  # noqa: BLE001 (what is still out stays unknown)
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+class _KafkaJSClient:
+    """KafkaJS in a Node.js process (tests/compat/js/producer_stream.js): values go to its stdin
+    as JSON lines, answers come back on its stdout, read by a thread of this client. `config`
+    holds Kafka() options under "client" and producer() options under "producer", and
+    optionally "log_path", a file for KafkaJS's log."""
+
+    library = KAFKAJS
+    defaults = {
+        "client": {"connectionTimeout": 3_000, "requestTimeout": 5_000},
+        "producer": {
+            "idempotent": False,
+            "maxInFlightRequests": 1,
+            # A send is retried until it is answered, as KafkaJS's idempotent producer does by
+            # default: it gives a partition's sequence number back when a send fails for good
+            # and the next value takes it, so were the failed one written, the broker would
+            # take the next for its retry. Retries 2 s apart at most, to resume soon after a heal.
+            "retry": {"retries": 2**53 - 1, "initialRetryTime": 200, "maxRetryTime": 2_000},
+        },
+    }
+
+    def __init__(self, bootstrap: str, config: dict) -> None:
+        options = {part: {**self.defaults[part], **config.get(part, {})} for part in ("client", "producer")}
+        log_path = config.get("log_path")
+        self._log = open(log_path, "ab") if log_path else None
+        self._process = subprocess.Popen(
+            ["node", str(JS_DIR / "producer_stream.js"), bootstrap, json.dumps(options)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log or subprocess.DEVNULL,
+        )
+        self._answers: dict[bytes, tuple[OnAck, OnFail]] = {}
+        self._answered = threading.Condition()
+        self._reader = threading.Thread(target=self._read, name="kafkajs-answers", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self._process.stdout:
+            answer = json.loads(line)
+            value = answer["value"].encode()
+            with self._answered:
+                on_ack, on_fail = self._answers.pop(value)
+                self._answered.notify_all()
+            if "error" in answer:
+                on_fail(answer["error"])
+            else:
+                on_ack(answer["partition"], answer["offset"])
+
+    def send(self, topic: str, value: bytes, partition: int, on_ack: OnAck, on_fail: OnFail) -> None:
+        with self._answered:
+            self._answers[value] = (on_ack, on_fail)
+        line = json.dumps({"topic": topic, "value": value.decode(), "partition": partition})
+        try:
+            self._process.stdin.write(f"{line}\n".encode())
+            self._process.stdin.flush()
+        except BrokenPipeError:
+            on_fail(f"the KafkaJS process ended with {self._process.poll()}")
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def state(self) -> str:
+        code = self._process.poll()
+        return f"{len(self._answers)} values unanswered, node {'running' if code is None else f'exited {code}'}"
+
+    def flush(self, seconds: float) -> None:
+        with self._answered:
+            self._answered.wait_for(lambda: not self._answers, seconds)
+
+    def close(self) -> None:
+        try:
+            self._process.stdin.close()  # KafkaJS waits for the answers still out, then ends
+        except BrokenPipeError:
+            pass
+        try:
+            self._process.wait(15)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._reader.join(5)
+        if self._log is not None:
+            self._log.close()
+
+
+_CLIENTS = {CONFLUENT: _ConfluentClient, KAFKA_PYTHON: _KafkaPythonClient, AIOKAFKA: _AiokafkaClient,
+            KAFKAJS: _KafkaJSClient}
 
 
 def _recorded(workload, run: Callable[[], None]) -> Callable[[], None]:
@@ -199,7 +363,8 @@ class ProducerWorkload:
     """Writes `b"<prefix>-<n>"` for n = 0, 1, ... round-robin over the partitions until `count`
     values are sent, `duration_s` passes, or stop() is called; then waits up to `drain_s` for the
     answers still out. Values whose answer never came are History.unknown. `client` is
-    CONFLUENT or KAFKA_PYTHON; `config` adds to (or overrides) its defaults, in its own names."""
+    CONFLUENT, KAFKA_PYTHON, AIOKAFKA or KAFKAJS; `config` adds to (or overrides) its defaults,
+    in its own names."""
 
     def __init__(
         self,

@@ -80,13 +80,14 @@ def admin_client(broker, **settings) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap, **librdkafka_settings("PLAIN", ADMIN), **settings})
 
 
-def create_scram_user(broker, user: tuple[str, str], mechanisms=SCRAM_MECHANISMS) -> None:
-    """As an operator would, with confluent-kafka's AdminClient (AlterUserScramCredentials)."""
+def create_scram_user(broker, user: tuple[str, str], mechanisms=SCRAM_MECHANISMS, **settings: str) -> None:
+    """As an operator would, with confluent-kafka's AdminClient (AlterUserScramCredentials);
+    `settings` for the admin's connection (SASL_SSL)."""
     upsertions = [
         UserScramCredentialUpsertion(user[0], ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 4096), user[1].encode())
         for m in mechanisms
     ]
-    admin = admin_client(broker)  # kept alive until the futures are done
+    admin = admin_client(broker, **settings)  # kept alive until the futures are done
     for future in admin.alter_user_scram_credentials(upsertions).values():
         future.result(timeout=TIMEOUT_S)
 

@@ -230,8 +230,8 @@ def test_get_unknown_key():
 
 
 def test_unknown_keys_are_refused():
-    with pytest.raises(ConfigError, match="'foo.bar'.*'ssl.keystore.location'"):
-        BrokerConfig.from_properties({"foo.bar": "1", "ssl.keystore.location": "/x", "num.partitions": "2"})
+    with pytest.raises(ConfigError, match="'foo.bar'.*'ssl.keystore.file'"):
+        BrokerConfig.from_properties({"foo.bar": "1", "ssl.keystore.file": "/x", "num.partitions": "2"})
     with pytest.raises(ConfigError, match="baz"):
         BrokerConfig.from_properties({"num.partitions": "2"}).with_overrides({"baz": "1"})
 
@@ -343,16 +343,10 @@ def test_bad_listeners(text, match):
         parse_listeners(text, PLAIN_MAP)
 
 
-def test_unsupported_security_protocol():
-    with pytest.raises(ConfigError, match="SSL.*not support.*PLAINTEXT"):
-        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,SSL://:9093"})
-    with pytest.raises(ConfigError, match="SASL_SSL"):
-        BrokerConfig.from_properties(
-            {
-                "listeners": "CLIENT://:9092",
-                "listener.security.protocol.map": "CLIENT:SASL_SSL",
-            }
-        )
+def test_a_sasl_listener_needs_sasl_settings():
+    # Kafka's default mechanism, GSSAPI, is not served (tests/unit/broker/security/test_sasl_config.py).
+    with pytest.raises(ConfigError, match="SASL_PLAINTEXT: sasl.enabled.mechanisms includes GSSAPI"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093"})
 
 
 def test_security_protocol_map():
@@ -509,7 +503,7 @@ def test_describe_sources_and_values():
             ConfigSource.STATIC_BROKER_CONFIG if c.is_set(e.name) else ConfigSource.DEFAULT_CONFIG
         )
         assert e.source is expected
-        assert not e.is_sensitive
+        assert e.is_sensitive == (e.type is ConfigType.PASSWORD)
         if e.synonyms:
             assert e.synonyms[0].name == e.name and e.synonyms[0].source is e.source
 
@@ -580,3 +574,131 @@ def test_reserved_broker_ids_bound_the_configured_one():
     with pytest.raises(ConfigError, match="not greater than reserved.broker.max.id"):
         BrokerConfig({"broker.id": "1001"})
     assert BrokerConfig({"broker.id": "1001", "reserved.broker.max.id": "2000"}).broker_id == 1001
+
+
+# --- TLS listeners and ssl.* keys
+
+SSL_LISTENER = {
+    "listeners": "PLAINTEXT://:9092,SSL://:9093",
+    "ssl.keystore.type": "PEM",
+    "ssl.keystore.location": "/etc/logway/server.pem",
+}
+
+
+def test_ssl_listener_is_accepted_with_a_keystore():
+    c = BrokerConfig(SSL_LISTENER)
+    assert c.security_protocol("SSL") == "SSL"
+    assert c.ssl_settings("SSL")["ssl.keystore.location"] == "/etc/logway/server.pem"
+
+
+def test_ssl_listener_without_keystore_is_refused():
+    with pytest.raises(ConfigError, match="Listener SSL uses security protocol SSL but has no keystore"):
+        BrokerConfig({"listeners": "SSL://:9093"})
+
+
+def test_ssl_keys_have_kafkas_defaults():
+    s = BrokerConfig().ssl_settings("PLAINTEXT")
+    assert s["ssl.protocol"] == "TLSv1.3"
+    assert s["ssl.enabled.protocols"] == ["TLSv1.2", "TLSv1.3"]
+    assert s["ssl.keystore.type"] == "JKS" and s["ssl.truststore.type"] == "JKS"
+    assert s["ssl.client.auth"] == "none"
+    assert s["ssl.endpoint.identification.algorithm"] == "https"
+    assert s["ssl.principal.mapping.rules"] == "DEFAULT"
+    assert s["ssl.cipher.suites"] is None
+
+
+def test_listener_overrides_win_key_by_key():
+    c = BrokerConfig(
+        {
+            **SSL_LISTENER,
+            "listeners": "INTERNAL://:9092,EXTERNAL://:9093",
+            "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SSL",
+            "ssl.client.auth": "required",
+            "listener.name.external.ssl.keystore.location": "/etc/logway/external.pem",
+            "listener.name.external.ssl.client.auth": "none",
+        }
+    )
+    internal, external = c.ssl_settings("INTERNAL"), c.ssl_settings("EXTERNAL")
+    assert internal["ssl.keystore.location"] == "/etc/logway/server.pem"
+    assert internal["ssl.client.auth"] == "required"
+    assert external["ssl.keystore.location"] == "/etc/logway/external.pem"
+    assert external["ssl.client.auth"] == "none"
+    assert external["ssl.keystore.type"] == "PEM"  # not overridden: the broker-wide value
+
+
+def test_a_listener_override_keystore_alone_serves_an_ssl_listener():
+    c = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://:9092,SSL://:9093",
+            "listener.name.ssl.ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.keystore.location": "/etc/logway/server.pem",
+        }
+    )
+    assert c.ssl_settings("SSL")["ssl.keystore.type"] == "PEM"
+    assert c.ssl_settings("PLAINTEXT")["ssl.keystore.type"] == "JKS"
+
+
+@pytest.mark.parametrize(
+    "key, match",
+    [
+        ("listener.name.other.ssl.client.auth", "must name a listener of listeners"),
+        ("listener.name.SSL.ssl.client.auth", "in lower case"),
+    ],
+)
+def test_listener_overrides_must_name_a_listener_in_lower_case(key, match):
+    with pytest.raises(ConfigError, match=match):
+        BrokerConfig({**SSL_LISTENER, key: "required"})
+
+
+def test_listener_override_of_an_unknown_key_is_refused():
+    with pytest.raises(ConfigError, match="Unknown broker config 'listener.name.ssl.ssl.keystore.file'"):
+        BrokerConfig({**SSL_LISTENER, "listener.name.ssl.ssl.keystore.file": "x"})
+
+
+def test_listener_override_values_are_checked():
+    with pytest.raises(ConfigError, match="Invalid value always for configuration ssl.client.auth"):
+        BrokerConfig({**SSL_LISTENER, "listener.name.ssl.ssl.client.auth": "always"})
+
+
+def test_bad_principal_mapping_rules_are_refused_at_start():
+    with pytest.raises(ConfigError, match="ssl.principal.mapping.rules: Invalid rule"):
+        BrokerConfig({"ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1/X"})
+
+
+def test_jks_keystore_is_refused_at_start():
+    with pytest.raises(ConfigError, match="cannot read Java key stores"):
+        BrokerConfig(
+            {"listeners": "SSL://:9093", "ssl.keystore.location": "/ks.jks", "ssl.keystore.password": "x"}
+        )
+
+
+def test_security_inter_broker_protocol_names_the_inter_broker_listener():
+    c = BrokerConfig({**SSL_LISTENER, "security.inter.broker.protocol": "SSL"})
+    assert c.inter_broker_listener_name == "SSL"
+    assert BrokerConfig(SSL_LISTENER).inter_broker_listener_name == "PLAINTEXT"  # the first listener
+    assert BrokerConfig({**SSL_LISTENER, "inter.broker.listener.name": "ssl"}).inter_broker_listener_name == "SSL"
+    with pytest.raises(ConfigError, match="Only one of inter.broker.listener.name and security.inter.broker.protocol"):
+        BrokerConfig({**SSL_LISTENER, "security.inter.broker.protocol": "SSL", "inter.broker.listener.name": "SSL"})
+    with pytest.raises(ConfigError, match="SASL_SSL is not one of PLAINTEXT, SSL"):
+        BrokerConfig({**SSL_LISTENER, "security.inter.broker.protocol": "SASL_SSL"})
+
+
+def test_passwords_are_never_described():
+    c = BrokerConfig({**SSL_LISTENER, "ssl.keystore.type": "PKCS12", "ssl.keystore.password": "secret"})
+    entry = next(e for e in c.describe() if e.name == "ssl.keystore.password")
+    assert entry.value is None and entry.is_sensitive
+    assert [synonym.value for synonym in entry.synonyms] == [None]
+    assert entry.source is ConfigSource.STATIC_BROKER_CONFIG
+
+
+def test_the_acl_authorizer_is_the_only_authorizer_and_its_keys_need_it():
+    config = BrokerConfig.from_properties(
+        {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:admin"}
+    )
+    assert config.get("super.users") == "User:admin"
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig.from_properties({"authorizer.class.name": "com.example.MyAuthorizer"})
+    with pytest.raises(ConfigError, match="without an authorizer"):
+        BrokerConfig.from_properties({"allow.everyone.if.no.acl.found": "true"})
+    with pytest.raises(ConfigError, match="super.users"):
+        BrokerConfig.from_properties({"authorizer.class.name": "logway.acl", "super.users": "admin"})

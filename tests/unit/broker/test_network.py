@@ -1,10 +1,24 @@
 """Connection over a socketpair, with a stand-in for the dispatcher."""
 
 import asyncio
+import logging
 import os
 import socket
+import ssl
 
-from broker.network import CloseAfterResponse, Connection, ConnectionQuotas, Listener, RequestMemoryPool, client_ip
+import pytest
+import trustme
+
+from broker import network
+from broker.network import (
+    CloseAfterResponse,
+    Connection,
+    ConnectionQuotas,
+    Listener,
+    RequestMemoryPool,
+    TlsConnection,
+    client_ip,
+)
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 from storage.records_file import RecordsFile
@@ -309,5 +323,124 @@ def test_a_closed_connection_never_waits_for_pool_memory():
         # what a send failing inside _serve or _on_writable is followed by
         h.connection._apply_back_pressure()
         assert not pool.is_waiting(h.connection)
+
+    asyncio.run(scenario())
+
+
+# ------------------------------------------------------------------------------ TLS
+
+
+@pytest.fixture(scope="module")
+def tls_contexts():
+    """(server context, client context trusting the server's CA)."""
+    ca = trustme.CA()
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("localhost").configure_cert(server)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    return server, client
+
+
+class TlsHarness(Harness):
+    """A TlsConnection over a socketpair; the client side is a blocking TLS socket used from a
+    worker thread (`call`)."""
+
+    def __init__(self, dispatch, server_context, client_context, handshake_timeout=30.0, **limits):
+        self.loop = asyncio.get_running_loop()
+        raw_client, server = socket.socketpair()
+        server.setblocking(False)
+        raw_client.settimeout(5)
+        self.closed = asyncio.Event()
+        self.handshakes = []
+        self.connection = TlsConnection(
+            self.loop, server, "test", dispatch, lambda c: self.closed.set(), max_request_bytes=1 << 20,
+            context=server_context, on_handshake=self._on_handshake, handshake_timeout=handshake_timeout,
+            **limits,
+        )
+        self.client = client_context.wrap_socket(raw_client, server_hostname="localhost", do_handshake_on_connect=False)
+
+    def _on_handshake(self, tls_object):
+        self.handshakes.append(tls_object.version())
+        return None
+
+    async def call(self, function, *args):
+        return await self.loop.run_in_executor(None, function, *args)
+
+
+def test_tls_requests_and_file_regions_are_served_encrypted_in_bounded_reads(tmp_path, monkeypatch, tls_contexts):
+    async def scenario():
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        payload = bytes(range(256)) * (3 * 4096 + 7)  # several TLS chunks and a partial one
+        records.append(b"HEAD" + payload)
+        region = records.region(4, len(payload))
+        monkeypatch.setattr(os, "sendfile", lambda *a: pytest.fail("sendfile cannot encrypt"))
+        reads = []
+        real_pread = os.pread
+        monkeypatch.setattr(os, "pread", lambda fd, n, at: reads.append(n) or real_pread(fd, n, at))
+
+        def dispatch(view):
+            if bytes(view) == b"fetch":
+                return [INT32.pack(len(region) + 2) + b"<<", region]
+            return [frame(b"re:" + bytes(view))]
+
+        h = TlsHarness(dispatch, *tls_contexts)
+        await h.call(h.client.do_handshake)
+        await h.call(h.client.sendall, frame(b"one") + frame(b"fetch") + frame(b"two"))
+        data = await h.receive(4 + 6 + 4 + 2 + len(region) + 4 + 6)
+        assert data == frame(b"re:one") + INT32.pack(len(region) + 2) + b"<<" + payload + frame(b"re:two")
+        assert sum(reads) == len(region) and max(reads) <= network._TLS_CHUNK
+        assert h.handshakes == ["TLSv1.3"]
+
+    asyncio.run(scenario())
+
+
+def test_tls_requests_held_in_the_tls_buffers_are_read_without_new_socket_data(tls_contexts):
+    """With a request memory pool, reads stop at frame ends: frames decrypted from one record
+    beyond the first wait in the SSLObject, and must still be served."""
+
+    async def scenario():
+        h = TlsHarness(lambda view: [frame(b"re:" + bytes(view))], *tls_contexts, pool=RequestMemoryPool(1 << 20))
+        await h.call(h.client.do_handshake)
+        requests = [bytes([65 + i]) * (i + 1) for i in range(20)]
+        await h.call(h.client.sendall, b"".join(frame(r) for r in requests))  # one TLS record
+        expected = b"".join(frame(b"re:" + r) for r in requests)
+        assert await h.receive(len(expected)) == expected
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_tls_handshake_is_logged_with_its_reason_and_closes(tls_contexts, caplog):
+    async def scenario():
+        untrusting = ssl.create_default_context()  # does not trust the test CA
+        h = TlsHarness(echo, tls_contexts[0], untrusting)
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await h.call(h.client.do_handshake)
+        await asyncio.wait_for(h.closed.wait(), 5)
+
+    with caplog.at_level(logging.INFO, logger="broker.network"):
+        asyncio.run(scenario())
+    assert any("TLS handshake with test failed: " in r.getMessage() and "unknown ca" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_a_tls_handshake_that_never_completes_is_closed_at_its_bound(tls_contexts, caplog):
+    async def scenario():
+        h = TlsHarness(echo, *tls_contexts, handshake_timeout=0.05)
+        h.client.setblocking(True)
+        await asyncio.wait_for(h.closed.wait(), 5)  # the client never starts its handshake
+        assert h.connection.closed and h.handshakes == []
+
+    with caplog.at_level(logging.INFO, logger="broker.network"):
+        asyncio.run(scenario())
+    assert any("not completed within 0.05 s" in r.getMessage() for r in caplog.records)
+
+
+def test_a_refused_principal_closes_after_the_handshake(tls_contexts):
+    async def scenario():
+        h = TlsHarness(echo, *tls_contexts)
+        h._on_handshake = lambda tls_object: "No rules apply to CN=x"
+        h.connection._on_handshake = h._on_handshake
+        await h.call(h.client.do_handshake)
+        await asyncio.wait_for(h.closed.wait(), 5)
 
     asyncio.run(scenario())

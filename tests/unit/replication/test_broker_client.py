@@ -2,8 +2,10 @@
 
 import asyncio
 import datetime
+import ssl
 
 import pytest
+import trustme
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -37,8 +39,8 @@ def fetch_request(offset: int, replica_id: int = -1, max_wait_ms: int = 0) -> Fe
     )
 
 
-async def broker_with_records(tmp_path, *values: bytes):
-    context = running_broker(tmp_path)
+async def broker_with_records(tmp_path, *values: bytes, extra: dict | None = None):
+    context = running_broker(tmp_path, extra)
     broker = await context.__aenter__()
     await broker.topics.create(TOPIC, 1, {})
     broker.replica_manager.append(TopicPartition(TOPIC, 0), memoryview(batch(*values)))
@@ -247,5 +249,54 @@ def test_a_refused_sasl_login_is_a_connection_error(tmp_path):
             with pytest.raises(BrokerConnectionError, match="Invalid username or password"):
                 await client.send(ApiKey.METADATA, 12, METADATA)
             await client.close()
+
+    asyncio.run(main())
+
+
+def tls_broker_settings(tmp_path, ca) -> dict:
+    keystore = tmp_path / "broker.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    return {
+        "listeners": "SSL://127.0.0.1:0",
+        "advertised.listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+    }
+
+
+def test_fetch_over_tls_with_an_ssl_context(tmp_path):
+    async def main():
+        ca = trustme.CA()
+        context, broker = await broker_with_records(
+            tmp_path, b"a", b"b", b"c", extra=tls_broker_settings(tmp_path, ca)
+        )
+        try:
+            client_context = ssl.create_default_context()
+            ca.configure_trust(client_context)
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5, ssl_context=client_context)
+            response = await client.send(ApiKey.FETCH, 12, fetch_request(0))
+            await client.close()
+        finally:
+            await context.__aexit__(None, None, None)
+        data = response.topics[0].partitions[0].records
+        values = [
+            r.value for position, h in iter_batches(data) for r in iter_records(data[position : position + h.size])
+        ]
+        assert values == [b"a", b"b", b"c"]
+
+    asyncio.run(main())
+
+
+def test_an_untrusted_broker_certificate_is_a_connection_error(tmp_path):
+    async def main():
+        context, broker = await broker_with_records(tmp_path, b"a", extra=tls_broker_settings(tmp_path, trustme.CA()))
+        try:
+            client_context = ssl.create_default_context()
+            trustme.CA().configure_trust(client_context)  # another CA
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5, ssl_context=client_context)
+            with pytest.raises(BrokerConnectionError, match="certificate verify failed"):
+                await client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS)
+        finally:
+            await context.__aexit__(None, None, None)
 
     asyncio.run(main())

@@ -25,7 +25,7 @@ class RecordingChannel:
     """The ControllerChannel's interface; requests are kept, answered with None (as for a
     broker that went away)."""
 
-    def __init__(self, client_id: str, request_timeout_s: float, sasl=None) -> None:
+    def __init__(self, client_id: str, request_timeout_s: float, ssl_context=None, sasl=None) -> None:
         self.brokers: set[int] = set()
         self.sent: list[tuple[int, int, object]] = []
         CHANNELS.append(self)

@@ -87,7 +87,7 @@ def test_the_inter_broker_login_comes_from_the_listeners_jaas_entry():
         "security.inter.broker.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
     })
-    assert config.inter_broker_listener == "SASL_PLAINTEXT"
+    assert config.inter_broker_listener_name == "SASL_PLAINTEXT"
     assert (config.inter_broker_sasl.mechanism, config.inter_broker_sasl.username) == ("PLAIN", "admin")
 
 
