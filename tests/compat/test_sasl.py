@@ -359,3 +359,37 @@ def test_confluent_kafka_and_kafka_python_re_authenticate_before_their_sessions_
     assert log.count("SASL re-authentication of alice begins") >= 2
     assert log.count(f"SASL re-authentication of {SCRAM_USER[0]} begins") >= 2
     assert "SASL session expired" not in log
+
+
+def test_acls_decide_on_the_sasl_user(tmp_path):
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    broker = start_sasl_broker(tmp_path / "data", **{
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": f"User:{ADMIN[0]}",
+    })
+    try:
+        topic = unique_topic("acl")
+        create_topic(broker, topic)  # as the admin, a super user
+        create_scram_user(broker, SCRAM_USER, ["SCRAM-SHA-256"])
+
+        def produce_as(mechanism: str):
+            outcome = []
+            producer = confluent_kafka.Producer({
+                "bootstrap.servers": broker.bootstrap, "message.timeout.ms": 10_000, **librdkafka_settings(mechanism),
+            })
+            producer.produce(topic, b"x", callback=lambda err, msg: outcome.append(err))
+            producer.flush(TIMEOUT_S)
+            return outcome[0]
+
+        assert produce_as("PLAIN").code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+        admin = admin_client(broker)
+        write = AclBinding(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{PLAIN_USER[0]}", "*",
+            AclOperation.WRITE, AclPermissionType.ALLOW,
+        )
+        for future in admin.create_acls([write], request_timeout=TIMEOUT_S).values():
+            future.result(TIMEOUT_S)
+        assert produce_as("PLAIN") is None  # User:alice, over PLAIN
+        assert produce_as("SCRAM-SHA-256").code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED  # User:scram-user
+    finally:
+        broker.stop()
