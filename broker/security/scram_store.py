@@ -38,8 +38,9 @@ class UserConfigs(Protocol):
     async def read_all(self) -> dict[str, dict[str, str]]:
         """Every user's config."""
 
-    async def write(self, user: str, config: dict[str, str]) -> None:
-        """Replace one user's config (and tell the other brokers, in cluster mode)."""
+    async def write(self, user: str, credentials: dict[str, str]) -> dict[str, str]:
+        """Make `credentials` the user's SCRAM keys, keeping its other keys (quotas), and tell the
+        other brokers (cluster mode); the user's whole config after the write."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class ScramCredentialStore:
             for user in dict.fromkeys(user for user, _ in pairs if user in duplicated)
         )
         candidates = list(dict.fromkeys(user for user, _ in pairs if user not in duplicated))
-        configs = {user: dict(self._configs.get(user, {})) for user in candidates}
+        configs = {user: _scram_only(self._configs.get(user, {})) for user in candidates}
         missing = {
             d.user for d in deletions
             if d.user in configs and scram.BY_KAFKA_TYPE[d.mechanism].name not in configs[d.user]
@@ -182,14 +183,22 @@ class ScramCredentialStore:
                 configs[upsertion.user][mechanism.name] = credential.to_kafka_string()
         for user in to_alter:
             try:
-                await self._backend.write(user, configs[user])
+                self._configs[user] = await self._backend.write(user, configs[user])
             except Exception as exc:  # noqa: BLE001 - the user's result carries it, as in Kafka
                 log.warning("writing the SCRAM credentials of %s failed: %s", user, exc)
                 results.append(UserResult(user, ErrorCode.unknown_server_error, str(exc)))
                 continue
-            self._configs[user] = configs[user]
             results.append(UserResult(user))
         return results
+
+
+def _scram_only(config: dict[str, str]) -> dict[str, str]:
+    return {key: value for key, value in config.items() if key in scram.MECHANISMS}
+
+
+def merge_scram(config: dict[str, str], credentials: dict[str, str]) -> dict[str, str]:
+    """`config` with its SCRAM keys replaced by `credentials` (other keys kept)."""
+    return {**{k: v for k, v in config.items() if k not in scram.MECHANISMS}, **credentials}
 
 
 def _illegal_requests(
@@ -241,9 +250,9 @@ class FileUserConfigs:
             self._users = {user: dict(config) for user, config in best.get("users", {}).items()}
         return {user: dict(config) for user, config in self._users.items()}
 
-    async def write(self, user: str, config: dict[str, str]) -> None:
+    async def write(self, user: str, credentials: dict[str, str]) -> dict[str, str]:
         self._generation += 1
-        self._users[user] = dict(config)
+        self._users[user] = dict(credentials)
         data = json.dumps(
             {"version": 1, "generation": self._generation, "users": self._users}, indent=1, sort_keys=True
         ).encode()
@@ -256,3 +265,4 @@ class FileUserConfigs:
                 log.error("cannot write %s: %s", path, exc)
         if not written:
             raise OSError("the SCRAM credentials could be written to no log dir")
+        return dict(credentials)
