@@ -16,17 +16,18 @@ Parts (all by default):
   kafka-python  the pure-Python client against both brokers (fewer records).
   zerocopy      strace on the broker during a consume: record bytes leave through sendfile.
   tls           what TLS costs (issue 15): a broker of its own with a PLAINTEXT and an SSL
-                listener (server certificate only, from a CA trustme makes at run time; RSA 2048;
-                TLS 1.3 as OpenSSL and librdkafka agree it), and on each, in rounds alternating
-                which listener goes first: confluent-kafka produce (acks=1) of N S-byte records
-                and their consume, and the same with the large records. Both listeners consume
-                the same records (those produced over PLAINTEXT in the round), so they read the
-                same log. SSL / PLAINTEXT ratios (median of per-round ratios) and the broker's CPU
-                share and CPU seconds per GB on each: the SSL listener has no sendfile (it reads
-                the log with pread and encrypts it, as Kafka's does), and where the client is the
-                bottleneck (100 B records on two cores) the broker's CPU shows the cost that the
-                rate does not. --workloads does not apply. About 10 s a round at the default
-                volumes, so it is one of the default parts.
+                listener (server certificate only, from a CA trustme makes at run time; RSA
+                2048; TLS 1.3 as OpenSSL and librdkafka agree it), and on each, in rounds
+                alternating which listener goes first: confluent-kafka produce (acks=1) of N
+                S-byte records and their consume (all of them, three times over, seeking back),
+                and the same with the large records. Both listeners consume the same records
+                (those produced over PLAINTEXT in the round), so they read the same log. SSL /
+                PLAINTEXT ratios (median of per-round ratios) and the broker's CPU share and CPU
+                seconds per GB on each: the SSL listener has no sendfile (it reads the log with
+                pread and encrypts it, as Kafka's does), and where the client is the bottleneck
+                (100 B records on two cores) the broker's CPU shows the cost that the rate does
+                not. --workloads does not apply. About 15 s a round at the default volumes
+                (under a minute for 3 rounds), so it is one of the default parts.
   connections   a broker of its own holding --idle-connections idle connections (benchmarks.
                 connections): its RSS per connection and peak, and a confluent-kafka produce
                 and consume of N records with them open against the same without.
@@ -82,6 +83,9 @@ ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch")
 MiB = 1024 * 1024
 # recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
 _RECYCLE_SLACK = 64 * MiB
+# the tls part reads each round's records this many times (seeking back): a consume long enough
+# that the broker's CPU, counted in 10 ms ticks, is measured to a few per cent
+_TLS_CONSUME_REPEATS = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -586,8 +590,8 @@ class Bench:
                     low, high = clients.watermarks(plain.bootstrap, topic)
                     for t in order:
                         report.add(f"tls_consume_{key}", t.name, clients.ck_consume(
-                            f"{t.name}: ck consume {shown}, all {high - low:,} once", t.bootstrap, topic, low, high,
-                            size, t.meter(), a.deadline, security=t.security))
+                            f"{t.name}: ck consume {shown}, all {high - low:,} x {_TLS_CONSUME_REPEATS}", t.bootstrap,
+                            topic, low, high, size, t.meter(), a.deadline, _TLS_CONSUME_REPEATS, security=t.security))
         finally:
             broker.stop()
             if "Traceback" in broker.log():
