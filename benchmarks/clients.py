@@ -51,8 +51,11 @@ class Measurement:
         return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
 
 
-def producer_config(bootstrap: str, acks: str, record_size: int) -> dict:
+def producer_config(bootstrap: str, acks: str, record_size: int, security: dict | None = None) -> dict:
+    """`security`: librdkafka settings of the listener, e.g. {"security.protocol": "SSL",
+    "ssl.ca.location": ...}; none for PLAINTEXT."""
     return {
+        **(security or {}),
         "bootstrap.servers": bootstrap,
         "acks": acks,
         "linger.ms": LINGER_MS,
@@ -66,8 +69,9 @@ def producer_config(bootstrap: str, acks: str, record_size: int) -> dict:
     }
 
 
-def consumer_config(bootstrap: str) -> dict:
+def consumer_config(bootstrap: str, security: dict | None = None) -> dict:
     return {
+        **(security or {}),
         "bootstrap.servers": bootstrap,
         "group.id": GROUP,
         "enable.auto.commit": False,
@@ -82,10 +86,10 @@ def consumer_config(bootstrap: str) -> dict:
     }
 
 
-def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
+def watermarks(bootstrap: str, topic: str, security: dict | None = None) -> tuple[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer(consumer_config(bootstrap))
+    consumer = Consumer(consumer_config(bootstrap, security))
     try:
         return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     finally:
@@ -104,12 +108,13 @@ def ck_produce(
     acks: str,
     meter: CpuMeter,
     deadline_s: float,
+    security: dict | None = None,
 ) -> Measurement:
     """Produce `count` records of `record_size` bytes to partition 0 and wait for every ack."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
-    config = producer_config(bootstrap, acks, record_size)
+    config = producer_config(bootstrap, acks, record_size, security)
     config["error_cb"] = lambda err: errors.append(str(err))
     producer = Producer(config)
     value = b"v" * record_size
@@ -147,12 +152,12 @@ def ck_produce(
 class CkReader:
     """A confluent-kafka consumer assigned partition 0 of a topic, reading offset ranges."""
 
-    def __init__(self, bootstrap: str, topic: str, start: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, start: int, security: dict | None = None) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
         self._tp = TopicPartition
         self.topic = topic
-        self.consumer = Consumer(consumer_config(bootstrap))
+        self.consumer = Consumer(consumer_config(bootstrap, security))
         self.consumer.assign([TopicPartition(topic, 0, start)])
         self._assigned_at = start
 
@@ -193,10 +198,11 @@ def ck_consume(
     deadline_s: float,
     repeats: int = 1,
     warm_up: bool = True,
+    security: dict | None = None,
 ) -> Measurement:
     """Consume [start, end) `repeats` times (seeking back each time), after a warm-up read of
     up to 1000 records (connection, metadata, first fetch) unless `warm_up` is false."""
-    reader = CkReader(bootstrap, topic, start)
+    reader = CkReader(bootstrap, topic, start, security)
     try:
         if warm_up:
             reader.read(start, min(end, start + 1000), time.perf_counter() + 30)

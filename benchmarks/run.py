@@ -15,6 +15,19 @@ Parts (all by default):
                 same workloads, plus 1 MiB records and protocol-level produce/fetch.
   kafka-python  the pure-Python client against both brokers (fewer records).
   zerocopy      strace on the broker during a consume: record bytes leave through sendfile.
+  tls           what TLS costs (issue 15): a broker of its own with a PLAINTEXT and an SSL
+                listener (server certificate only, from a CA trustme makes at run time; RSA
+                2048; TLS 1.3 as OpenSSL and librdkafka agree it), and on each, in rounds
+                alternating which listener goes first: confluent-kafka produce (acks=1) of N
+                S-byte records and their consume (all of them, three times over, seeking back),
+                and the same with the large records. Both listeners consume the same records
+                (those produced over PLAINTEXT in the round), so they read the same log. SSL /
+                PLAINTEXT ratios (median of per-round ratios) and the broker's CPU share and CPU
+                seconds per GB on each: the SSL listener has no sendfile (it reads the log with
+                pread and encrypts it, as Kafka's does), and where the client is the bottleneck
+                (100 B records on two cores) the broker's CPU shows the cost that the rate does
+                not. --workloads does not apply. About 15 s a round at the default volumes
+                (under a minute for 3 rounds), so it is one of the default parts.
   connections   a broker of its own holding --idle-connections idle connections (benchmarks.
                 connections): its RSS per connection and peak, and a confluent-kafka produce
                 and consume of N records with them open against the same without.
@@ -65,11 +78,14 @@ from benchmarks import clients, cluster_scale, connections, machine, scale, wire
 from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
-ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "connections", "scale", "cluster-scale")
+ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "tls", "connections", "scale", "cluster-scale")
 ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch")
 MiB = 1024 * 1024
 # recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
 _RECYCLE_SLACK = 64 * MiB
+# the tls part reads each round's records this many times (seeking back): a consume long enough
+# that the broker's CPU, counted in 10 ms ticks, is measured to a few per cent
+_TLS_CONSUME_REPEATS = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -189,6 +205,7 @@ class Target:
     meter: Callable[[], CpuMeter]
     create_topic: Callable[[str], None]
     pid: int | None = None
+    security: dict | None = None  # librdkafka settings of the listener (the tls part's SSL side)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -207,22 +224,78 @@ def start_mock() -> tuple[Target, object]:
     return Target("mock", bootstrap, lambda: CpuMeter(broker_thread="rdk:mock"), create), host
 
 
-def start_logway(scratch: Path, large: int):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
+def _logway_broker(scratch: Path, data: str, large: int):
+    """A logway broker process (not started) with its data in scratch/data, its PLAINTEXT
+    listener on `broker.port`, taking records of `large` bytes."""
     from tests.harness import BrokerProcess
 
     max_message = max(8 * MiB, 2 * large + MiB)
-    broker = BrokerProcess(scratch / "logway-data", {"message.max.bytes": str(max_message)})
-    broker.start()
-    pid = broker.process.pid
+    return BrokerProcess(scratch / data, {"message.max.bytes": str(max_message)})
+
+
+def _topic_creator(bootstrap: str) -> Callable[[str], None]:
+    """Creates one-partition topics through a PLAINTEXT listener."""
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     def create(topic: str) -> None:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         for future in admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30).values():
             future.result(30)
 
-    return Target("logway", broker.bootstrap, lambda: CpuMeter(broker_pid=pid), create, pid), broker
+    return create
+
+
+def start_logway(scratch: Path, large: int):
+    broker = _logway_broker(scratch, "logway-data", large).start()
+    pid = broker.process.pid
+    return Target("logway", broker.bootstrap, lambda: CpuMeter(broker_pid=pid), _topic_creator(broker.bootstrap), pid), broker
+
+
+def start_tls(scratch: Path, large: int):
+    """One logway broker with a PLAINTEXT and an SSL listener (server certificate only, from a
+    CA trustme makes now, PEM files in scratch/tls-certs): a target for each, and the broker."""
+    import trustme
+
+    from tests.harness import free_port
+
+    certs = scratch / "tls-certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA(key_type=trustme.KeyType.RSA)  # RSA 2048, as keystores made with keytool or openssl usually are
+    ca_pem, server_pem = certs / "ca.pem", certs / "server.pem"
+    ca.cert_pem.write_to_path(str(ca_pem))
+    ca.issue_cert("localhost", "127.0.0.1", key_type=trustme.KeyType.RSA).private_key_and_cert_chain_pem.write_to_path(
+        str(server_pem))
+    broker = _logway_broker(scratch, "tls-data", large)
+    ssl_port = free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port}"
+    broker.overrides.update({
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(server_pem),
+    })
+    broker.start()
+    pid = broker.process.pid
+    meter = lambda: CpuMeter(broker_pid=pid)
+    create = _topic_creator(broker.bootstrap)
+    plain = Target("PLAINTEXT", broker.bootstrap, meter, create, pid)
+    secure = Target("SSL", f"127.0.0.1:{ssl_port}", meter, create, pid,
+                    security={"security.protocol": "SSL", "ssl.ca.location": str(ca_pem)})
+    return plain, secure, broker
+
+
+def _tls_session(address: tuple[str, int], ca_file: str) -> str:
+    """The TLS version and cipher the broker agrees with Python's ssl client (OpenSSL's
+    defaults, as librdkafka's)."""
+    import socket
+    import ssl
+
+    context = ssl.create_default_context(cafile=ca_file)
+    with socket.create_connection(address, timeout=10) as sock, context.wrap_socket(sock, server_hostname=address[0]) as tls:
+        name, _, bits = tls.cipher()
+        return f"{tls.version()} {name} ({bits}-bit)"
 
 
 def _walk_log(partition_dir: Path):
@@ -284,9 +357,9 @@ class Bench:
 
     def recycle_pages(self, t: Target, volume: int) -> None:
         """Untimed, before `t` appends `volume` bytes: recycle that many page-cache pages if `t`
-        writes files (logway; the mock keeps records in memory), so the run does not land in
+        writes files (a logway process; the mock keeps records in memory), so the run does not land in
         pages the hypervisor must back first (machine.recycle_page_cache)."""
-        if t.name == "logway":
+        if t.pid is not None:  # a broker process
             machine.recycle_page_cache(str(self.scratch / "recycle.bench"), volume + _RECYCLE_SLACK)
 
     def profiled(self, name: str, enabled: bool, work: Callable[[], Measurement]) -> Measurement:
@@ -485,6 +558,76 @@ class Bench:
         report.add("wire_fetch_small", "logway", _wire_measurement(
             f"logway: wire fetch {s} B records (big batches), 16 MiB", result, *meter.stop()))
 
+    def tls(self) -> None:
+        """PLAINTEXT against SSL on one broker: confluent-kafka produce (acks=1) and consume of
+        S-byte and of large records over each listener, in rounds alternating which goes first."""
+        a, report = self.args, self.report
+        section("tls: one logway broker, a PLAINTEXT and an SSL listener")
+        plain, secure, broker = start_tls(self.scratch, a.large_size)
+        try:
+            session = _tls_session(secure.address, secure.security["ssl.ca.location"])
+            print(f"logway broker pid {plain.pid}: PLAINTEXT at {plain.bootstrap}, SSL at {secure.bootstrap} "
+                  f"(trustme CA, RSA 2048 server key, no client certificate; with Python's ssl client: {session}), "
+                  f"data in {broker.data_dir}")
+            report.notes.append(f"tls part: SSL listener with Python's ssl client: {session}")
+            workloads = (("small", a.size, a.records), ("large", a.large_size, a.large_records))
+            for number in range(1, a.rounds + 1):
+                order = [plain, secure] if number % 2 else [secure, plain]
+                section(f"tls round {number} of {a.rounds}: {' then '.join(t.name for t in order)}")
+                _settle()
+                for key, size, count in workloads:
+                    shown = f"{size} B" if size < 1024 else f"{size // 1024} KiB"
+                    for t in order:
+                        topic = f"tls-{key}-{t.name.lower()}-r{number}"
+                        t.create_topic(topic)
+                        self.recycle_pages(t, count * (size + 80))
+                        report.add(f"tls_produce_{key}", t.name, clients.ck_produce(
+                            f"{t.name}: ck produce {shown} acks=1", t.bootstrap, topic, count, size, "1", t.meter(),
+                            a.deadline, t.security))
+                    # both listeners read the same records (those produced over PLAINTEXT), so
+                    # the log they read is the same byte for byte
+                    topic = f"tls-{key}-plaintext-r{number}"
+                    low, high = clients.watermarks(plain.bootstrap, topic)
+                    for t in order:
+                        report.add(f"tls_consume_{key}", t.name, clients.ck_consume(
+                            f"{t.name}: ck consume {shown}, all {high - low:,} x {_TLS_CONSUME_REPEATS}", t.bootstrap,
+                            topic, low, high, size, t.meter(), a.deadline, _TLS_CONSUME_REPEATS, security=t.security))
+        finally:
+            broker.stop()
+            if "Traceback" in broker.log():
+                print("\nWARNING: the tls part's broker logged a traceback:\n" + broker.log()[-3000:])
+        self.tls_summary()
+
+    def tls_summary(self) -> None:
+        """Medians per workload and listener, with the broker's CPU: its share of a core and its
+        CPU seconds per GB of record values, and SSL's over PLAINTEXT's per round."""
+        report = self.report
+        section("tls: medians over rounds; broker CPU")
+        print(f"{'workload':<22} {'listener':<10} {'rec/s':>10} {'MB/s':>8} {'brk cpu':>7} {'brk cpu s/GB':>12}")
+        for direction in ("produce", "consume"):
+            for key in ("small", "large"):
+                workload = f"tls_{direction}_{key}"
+                sides = report.series.get(workload, {})
+                per_gb: dict[str, list[float]] = {}
+                for side in ("PLAINTEXT", "SSL"):
+                    ms = sides.get(side, [])
+                    if not ms:
+                        continue
+                    share = statistics.median(m.broker_cpu / m.seconds for m in ms if m.seconds > 0)
+                    per_gb[side] = [m.broker_cpu / (m.bytes / 1e9) if m.bytes else math.nan for m in ms]
+                    cpu_per_gb = statistics.median([v for v in per_gb[side] if not math.isnan(v)] or [math.nan])
+                    print(f"{workload:<22} {side:<10} {statistics.median(m.records_per_s for m in ms):>10,.0f} "
+                          f"{statistics.median(m.mb_per_s for m in ms):>8.1f} {100 * share:>6.0f}% {cpu_per_gb:>12.2f}")
+                    report.values[f"{workload}_{side}_broker_cpu_share"] = share
+                    report.values[f"{workload}_{side}_broker_cpu_s_per_gb"] = cpu_per_gb
+                if len(per_gb) == 2:
+                    rounds = [s / p for s, p in zip(per_gb["SSL"], per_gb["PLAINTEXT"]) if p > 0]
+                    if rounds:
+                        ratio = statistics.median(rounds)
+                        report.values[f"{workload}_broker_cpu_per_byte_ssl_over_plaintext"] = ratio
+                        print(f"{'':<22} broker CPU per byte, SSL / PLAINTEXT: {ratio:.2f}x"
+                              + (f"  rounds {', '.join(f'{r:.2f}' for r in rounds)}" if len(rounds) > 1 else ""))
+
     def idle_connections(self) -> None:
         a, report = self.args, self.report
         section(f"logway: {a.idle_connections:,} idle connections (a broker of its own)")
@@ -581,6 +724,10 @@ RATIOS = [
     ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
     ("consume 100 B (same window), kafka-python: logway / mock", ("kp_consume", "logway"), ("kp_consume", "mock"), "records", None),
+    ("produce 100 B acks=1, confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_produce_small", "SSL"), ("tls_produce_small", "PLAINTEXT"), "records", None),
+    ("consume 100 B (same records), confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_consume_small", "SSL"), ("tls_consume_small", "PLAINTEXT"), "records", None),
+    ("produce 1 MiB acks=1, confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_produce_large", "SSL"), ("tls_produce_large", "PLAINTEXT"), "mb", None),
+    ("consume 1 MiB (same records), confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_consume_large", "SSL"), ("tls_consume_large", "PLAINTEXT"), "mb", None),
 ]
 # once-only logway runs against the machine: compared with the median of the machine's rounds
 SINGLE_RATIOS = [
@@ -740,6 +887,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.kafka_python()
         if "zerocopy" in args.parts and bench.logway is not None and bench.wants("ck"):
             bench.zerocopy()
+        if "tls" in args.parts:
+            bench.tls()
         if "connections" in args.parts:
             bench.idle_connections()
         if "scale" in args.parts:

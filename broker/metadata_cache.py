@@ -67,6 +67,13 @@ class MetadataCache:
         self._wake()
         return removed
 
+    @property
+    def filled(self) -> bool:
+        """Whether a controller (standalone: the broker itself) has filled the cache yet; a
+        broker just started in cluster mode knows no partition until the controller's first
+        UpdateMetadata."""
+        return self.controller_epoch >= 0
+
     async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until `condition` holds after an update (admin requests wait for their change
         to reach this cache); False after `timeout_s`."""

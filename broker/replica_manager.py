@@ -262,13 +262,18 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition:
         """This broker's replica of `tp`. Raises KAFKA_STORAGE_ERROR for a partition whose log
         dir failed; for one not hosted here NOT_LEADER_OR_FOLLOWER if the metadata cache knows
-        it, UNKNOWN_TOPIC_OR_PARTITION otherwise (Kafka's getPartitionOrException)."""
+        it or has not been filled by a controller yet, UNKNOWN_TOPIC_OR_PARTITION otherwise
+        (Kafka's getPartitionOrException, which answers UNKNOWN before the first UpdateMetadata)."""
         if self.log_manager.is_offline(tp):
             raise KafkaError(f"{tp} is offline: its log directory failed", ErrorCode.kafka_storage_error)
         partition = self.partitions.get(tp)
         if partition is not None:
             return partition
-        if self.metadata_cache is not None and self.metadata_cache.partition(tp) is not None:
+        # A broker no controller has told anything yet (just started) cannot know the partition
+        # does not exist: clients retry NOT_LEADER_OR_FOLLOWER, and take UNKNOWN_TOPIC_OR_PARTITION
+        # for an answer.
+        cache = self.metadata_cache
+        if cache is not None and (cache.partition(tp) is not None or not cache.filled):
             raise KafkaError(f"this broker is not a replica of {tp}", ErrorCode.not_leader_or_follower)
         raise KafkaError(f"this broker does not know {tp}", ErrorCode.unknown_topic_or_partition)
 

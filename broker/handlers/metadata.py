@@ -12,7 +12,13 @@ A requested topic that does not exist is created when the request allows it (v4+
 that) and auto.create.topics.enable is true, with num.partitions partitions and the broker's
 default configs; it comes back ready. Otherwise it is UNKNOWN_TOPIC_OR_PARTITION, or
 INVALID_TOPIC_EXCEPTION for an illegal name. Topics named by id (v10+) that do not exist are
-UNKNOWN_TOPIC_ID.
+UNKNOWN_TOPIC_ID. A topic this broker knows exists (from ZooKeeper) but whose partitions the
+controller has not yet told it about, and any topic asked of a broker that has heard from no
+controller yet (just restarted), is LEADER_NOT_AVAILABLE, which clients retry: they take
+UNKNOWN_TOPIC_OR_PARTITION for an answer that the topic is gone (librdkafka fails the topic's
+messages with "Unknown topic"). Kafka answers such a topic LEADER_NOT_AVAILABLE only when
+auto-creation is on (its create finds the topic exists), UNKNOWN_TOPIC_OR_PARTITION otherwise;
+an auto-creation that finds the topic exists answers LEADER_NOT_AVAILABLE here too.
 
 Authorization (with an authorizer, as Kafka's KafkaApis): a topic the caller may not DESCRIBE
 is left out of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED (no id, no
@@ -150,6 +156,8 @@ async def _create_then_respond(ctx: RequestContext, request: MetadataRequest, mi
                     name, broker.config.get("num.partitions"), {}, broker.config.get("default.replication.factor")
                 )
             except KafkaError as exc:
+                if exc.error_code == ErrorCode.topic_already_exists:  # created meanwhile, elsewhere
+                    exc = KafkaError(str(exc), ErrorCode.leader_not_available)
                 failed[name] = exc
     return _response(ctx, request, [_answer(ctx, t, failed, denied) for t in request.topics])
 
@@ -160,7 +168,10 @@ def _describe_requested(ctx: RequestContext, name: str | None, topic_id: uuid.UU
             name = ctx.broker.topics.find_by_id(topic_id).name
         else:
             validate_topic_name(name)
-        if not ctx.broker.metadata_cache.has_topic(name):
+        cache = ctx.broker.metadata_cache
+        if not cache.has_topic(name):
+            if name in ctx.broker.topics.topics or not cache.filled:
+                raise KafkaError(f"{name}: its partitions are not known here yet", ErrorCode.leader_not_available)
             raise KafkaError(
                 f"This server does not host this topic: {name}", ErrorCode.unknown_topic_or_partition
             )

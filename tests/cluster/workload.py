@@ -12,6 +12,7 @@ and a reader that takes a topic back out to the high watermark.
 import asyncio
 import concurrent.futures
 import json
+import logging
 import random
 import subprocess
 import threading
@@ -190,7 +191,8 @@ class _KafkaPythonClient:
 
 class _AiokafkaClient:
     """aiokafka: its event loop runs in a thread of this client, where answers come. An
-    idempotent aiokafka producer retries a batch until it is answered (it never expires one)."""
+    idempotent aiokafka producer retries a batch until it is answered (it never expires one).
+    `config` may hold "log_path", a file for aiokafka's log (its loggers are process-wide)."""
 
     library = AIOKAFKA
     defaults = {
@@ -203,6 +205,8 @@ class _AiokafkaClient:
     }
 
     def __init__(self, bootstrap: str, config: dict) -> None:
+        config = dict(config)
+        self._log = _log_to(logging.getLogger("aiokafka"), config.pop("log_path", None))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="aiokafka-loop", daemon=True)
         self._thread.start()
@@ -228,6 +232,9 @@ class _AiokafkaClient:
             if delivery.cancelled():
                 return  # the producer stopped: the value stays unknown
             if delivery.exception() is not None:
+                # in the client's log beside its own lines, which never name a failed batch
+                logging.getLogger("aiokafka.workload").warning("%s to partition %d failed: %r", value, partition,
+                                                               delivery.exception())
                 on_fail(repr(delivery.exception()))
             else:
                 on_ack(delivery.result().partition, delivery.result().offset)
@@ -260,6 +267,23 @@ class _AiokafkaClient:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if self._log is not None:
+            logging.getLogger("aiokafka").removeHandler(self._log)
+            self._log.close()
+
+
+def _log_to(logger: logging.Logger, path: str | None) -> logging.Handler | None:
+    """Everything `logger` logs from DEBUG up, also written to `path` (None: nothing)."""
+    if path is None:
+        return None
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    return handler
+
+
+_KAFKAJS_RETRY_FOREVER = {"retries": 2**53 - 1, "initialRetryTime": 200, "maxRetryTime": 2_000}
 
 
 class _KafkaJSClient:
@@ -270,16 +294,14 @@ class _KafkaJSClient:
 
     library = KAFKAJS
     defaults = {
-        "client": {"connectionTimeout": 3_000, "requestTimeout": 5_000},
-        "producer": {
-            "idempotent": False,
-            "maxInFlightRequests": 1,
-            # A send is retried until it is answered, as KafkaJS's idempotent producer does by
-            # default: it gives a partition's sequence number back when a send fails for good
-            # and the next value takes it, so were the failed one written, the broker would
-            # take the next for its retry. Retries 2 s apart at most, to resume soon after a heal.
-            "retry": {"retries": 2**53 - 1, "initialRetryTime": 200, "maxRetryTime": 2_000},
-        },
+        # A send is retried until it is answered, as KafkaJS's idempotent producer does by
+        # default, and so are its metadata requests (the client's retries; 5 by default): KafkaJS
+        # gives a partition's sequence number back when a send fails for good and the next value
+        # takes it, so were the failed one written, the broker would answer the next as its
+        # duplicate, with its offset (seed 3752034756: a send failed for want of a leader after
+        # a timed-out attempt was written). Retries 2 s apart at most, to resume soon after a heal.
+        "client": {"connectionTimeout": 3_000, "requestTimeout": 5_000, "retry": _KAFKAJS_RETRY_FOREVER},
+        "producer": {"idempotent": False, "maxInFlightRequests": 1, "retry": _KAFKAJS_RETRY_FOREVER},
     }
 
     def __init__(self, bootstrap: str, config: dict) -> None:

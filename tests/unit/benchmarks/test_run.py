@@ -1,6 +1,7 @@
 import pytest
 
-from benchmarks.run import ALL_PARTS, ALL_WORKLOADS, parse_args
+from benchmarks.clients import Measurement
+from benchmarks.run import ALL_PARTS, ALL_WORKLOADS, Report, compute_ratios, parse_args
 
 
 def test_every_workload_by_default():
@@ -28,3 +29,21 @@ def test_the_scale_part_takes_ten_thousand_partitions_or_a_thousand_when_quick()
     assert parse_args(["--parts", "scale"]).scale_partitions == 10_000
     assert parse_args(["--parts", "scale", "--quick"]).scale_partitions == 1_000
     assert parse_args(["--parts", "scale", "--scale-partitions", "500"]).scale_partitions == 500
+
+
+def test_the_tls_part_is_one_of_the_defaults_and_runs_alone():
+    assert "tls" in parse_args([]).parts
+    assert parse_args(["--parts", "tls", "--quick"]).parts == ["tls"]
+
+
+def test_tls_ratios_are_ssl_over_plaintext_per_round():
+    report = Report()
+    for plaintext, ssl in ((2.0, 1.0), (4.0, 3.0), (1.0, 1.0)):  # seconds for 1,000 records
+        report.add("tls_produce_small", "PLAINTEXT", Measurement("p", 1000, 100_000, plaintext))
+        report.add("tls_produce_small", "SSL", Measurement("s", 1000, 100_000, ssl))
+
+    rows = {row["label"]: row for row in compute_ratios(report)}
+
+    row = rows["produce 100 B acks=1, confluent-kafka: SSL / PLAINTEXT (tls)"]
+    assert row["rounds"] == [2.0, 4.0 / 3.0, 1.0]
+    assert row["value"] == 4.0 / 3.0

@@ -121,6 +121,13 @@ def test_a_partition_not_hosted_here_is_not_led_here_if_the_metadata_knows_it(tm
     with_manager(tmp_path, scenario, metadata_cache=cache)
 
 
+def test_before_any_controller_fills_the_metadata_no_partition_is_called_unknown(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        assert error_of(lambda: manager.get_partition(TopicPartition("t", 1))) == ErrorCode.not_leader_or_follower
+
+    with_manager(tmp_path, scenario, metadata_cache=MetadataCache("PLAINTEXT"))
+
+
 def test_a_requests_leader_epoch_is_checked_before_leadership(tmp_path):
     async def scenario(manager: ReplicaManager):
         manager.become_leader_or_follower(5, [state(leader=2, epoch=3)], {2: NOWHERE}, ME)
