@@ -411,10 +411,12 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("num.io.threads", _I, 8,
        "Kafka's request handler threads; logway handles requests on one event loop (disk work "
        "on its own threads), so only the default is accepted.", minimum=1, dynamic=True),
-    _c("socket.send.buffer.bytes", _I, 102400,
-       "SO_SNDBUF of the server sockets; -1 keeps the OS default."),
-    _c("socket.receive.buffer.bytes", _I, 102400,
-       "SO_RCVBUF of the server sockets; -1 keeps the OS default."),
+    # Kafka's defaults are 102400 for both; a fixed buffer turns off Linux's autotuning, which
+    # halved the throughput of 1 MiB produce requests over loopback (benchmarks/RESULTS.md).
+    _c("socket.send.buffer.bytes", _I, -1,
+       "SO_SNDBUF of the server sockets; -1 (logway's default) keeps the OS's, autotuned."),
+    _c("socket.receive.buffer.bytes", _I, -1,
+       "SO_RCVBUF of the server sockets; -1 (logway's default) keeps the OS's, autotuned."),
     _c("socket.request.max.bytes", _I, 104857600,
        "Largest request the broker reads; bigger ones close the connection.", minimum=1),
     _c("queued.max.request.bytes", _L, -1,
