@@ -24,12 +24,11 @@ Only this broker writes it.
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 
 from replication.zk import BadVersionError, NodeExistsError, NoNodeError, SessionEvent, WatchEvent, ZkClient, ZkError
-from storage.durable_file import replace_durably
+from storage.mirrored_document import MirroredDocument
 
 from broker.security.acl import (
     AccessControlEntry,
@@ -315,17 +314,16 @@ class ZkAclStore:
 
 
 class FileAclStore:
+    """Standalone: the ACLs in a file in every log dir (storage/mirrored_document.py)."""
+
     def __init__(self, log_dirs: Sequence[str]) -> None:
-        self._paths = [os.path.join(d, ACL_FILE) for d in log_dirs]
+        self._file = MirroredDocument(log_dirs, ACL_FILE, "the ACLs")
         self._acls: dict[ResourcePattern, Acls] = {}
-        self._generation = 0
         self._lock = asyncio.Lock()
 
     async def load(self) -> dict[ResourcePattern, Acls]:
-        documents = [d for d in await asyncio.to_thread(lambda: [_read_file(p) for p in self._paths]) if d]
-        if documents:
-            newest = max(documents, key=lambda d: d["generation"])
-            self._generation = newest["generation"]
+        newest = await asyncio.to_thread(self._file.load)
+        if newest is not None:
             self._acls = {
                 ResourcePattern(ResourceType.from_name(r["resourceType"]), r["name"], PatternType.from_name(r["patternType"])):
                     frozenset(_entry_from_json(item) for item in r["acls"])
@@ -337,7 +335,7 @@ class FileAclStore:
         """Nothing else writes the file."""
 
     async def update(self, resource: ResourcePattern, change: Callable[[Acls], Acls]) -> Acls:
-        async with self._lock:
+        async with self._lock:  # one save at a time, in order
             current = self._acls.get(resource, frozenset())
             new = change(current)
             if new == current:
@@ -347,32 +345,16 @@ class FileAclStore:
                 acls[resource] = new
             else:
                 acls.pop(resource, None)
-            document = _file_document(self._generation + 1, acls)
-            await asyncio.to_thread(self._write_everywhere, document)
-            self._acls, self._generation = acls, self._generation + 1
+            await asyncio.to_thread(self._file.save, _file_document(acls))
+            self._acls = acls
             return new
-
-    def _write_everywhere(self, document: dict) -> None:
-        data = json.dumps(document, indent=1, sort_keys=True).encode()
-        stored = 0
-        for path in self._paths:
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                replace_durably(path, data)
-                stored += 1
-            except OSError as exc:
-                log.error("cannot write the ACLs to %s: %s", path, exc)
-        if not stored:
-            raise OSError("no log directory could store the ACLs")
 
     async def close(self) -> None:
         pass
 
 
-def _file_document(generation: int, acls: dict[ResourcePattern, Acls]) -> dict:
+def _file_document(acls: dict[ResourcePattern, Acls]) -> dict:
     return {
-        "version": 1,
-        "generation": generation,
         "resources": [
             {
                 "resourceType": resource.resource_type.stored_name,
@@ -383,18 +365,3 @@ def _file_document(generation: int, acls: dict[ResourcePattern, Acls]) -> dict:
             for resource, entries in sorted(acls.items())
         ],
     }
-
-
-def _read_file(path: str) -> dict | None:
-    try:
-        with open(path, "rb") as f:
-            document = json.loads(f.read().decode())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring %s: %s", path, exc)
-        return None
-    if document.get("version") != 1:
-        log.warning("ignoring %s: unsupported version %r", path, document.get("version"))
-        return None
-    return document

@@ -20,14 +20,13 @@ import asyncio
 import concurrent.futures
 import json
 import logging
-import os
 import urllib.parse
 from collections.abc import Iterable, Mapping
 
 from protocol.errors import ErrorCode, KafkaError
 from replication import znodes
 from replication.zk import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
-from storage.durable_file import replace_durably
+from storage.mirrored_document import MirroredDocument
 
 from broker.security.quotas import DEFAULT, QUOTA_KEYS, ClientQuotas, Name, QuotaEntity
 
@@ -39,7 +38,6 @@ IP = "ip"
 DEFAULT_NAME = "<default>"  # Kafka's ZooKeeperInternals.DEFAULT_STRING
 
 QUOTAS_FILE = "logway-client-quotas.json"
-_FORMAT_VERSION = 1
 _CAS_ATTEMPTS = 5
 
 
@@ -150,22 +148,16 @@ def altered(config: Mapping[str, str], ops: Iterable[tuple[str, float, bool]]) -
 
 
 class FileQuotaStore:
-    """Standalone: the quotas in a file in every log dir."""
+    """Standalone: the quotas in a file in every log dir (storage/mirrored_document.py)."""
 
     def __init__(self, log_dirs: list[str]) -> None:
-        self._paths = [os.path.join(d, QUOTAS_FILE) for d in log_dirs]
+        self._file = MirroredDocument(log_dirs, QUOTAS_FILE, "the client quotas")
         self._configs: dict[str, dict[str, str]] = {}
-        self._generation = 0
         self._writer = concurrent.futures.ThreadPoolExecutor(1, "logway-client-quotas")
 
     async def load(self) -> dict[QuotaEntity, dict[str, str]]:
-        newest = None
-        for path in self._paths:
-            document = await asyncio.to_thread(_read, path)
-            if document and (newest is None or document["generation"] > newest["generation"]):
-                newest = document
+        newest = await asyncio.get_running_loop().run_in_executor(self._writer, self._file.load)
         if newest is not None:
-            self._generation = newest["generation"]
             self._configs = {p: dict(c) for p, c in newest["entities"].items()}
         return {
             entity: dict(config)
@@ -182,44 +174,14 @@ class FileQuotaStore:
             self._configs[path] = dict(config)
         else:
             self._configs.pop(path, None)
-        self._generation += 1
-        document = {
-            "version": _FORMAT_VERSION,
-            "generation": self._generation,
-            "entities": {p: dict(c) for p, c in self._configs.items()},
-        }
-        await asyncio.get_running_loop().run_in_executor(self._writer, self._write_everywhere, document)
-
-    def _write_everywhere(self, document: dict) -> None:
-        data = json.dumps(document, indent=1, sort_keys=True).encode()
-        written = 0
-        for path in self._paths:
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                replace_durably(path, data)
-                written += 1
-            except OSError as exc:
-                log.error("cannot write %s: %s", path, exc)
-        if not written:
-            raise KafkaError("no log directory could store the client quotas", ErrorCode.kafka_storage_error)
+        document = {"entities": {p: dict(c) for p, c in self._configs.items()}}
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._writer, self._file.save, document)
+        except OSError as exc:
+            raise KafkaError(str(exc), ErrorCode.kafka_storage_error) from exc
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)
-
-
-def _read(path: str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            document = json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        log.warning("ignoring unreadable %s: %s", path, exc)
-        return None
-    if document.get("version") != _FORMAT_VERSION:
-        log.warning("ignoring %s: unknown format version %r", path, document.get("version"))
-        return None
-    return document
 
 
 class ZkQuotaStore:

@@ -15,15 +15,13 @@ only. The client sends the salted password; only the salt, StoredKey and ServerK
 """
 
 import asyncio
-import json
 import logging
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from protocol.errors import ErrorCode
-from storage.durable_file import replace_durably
+from storage.mirrored_document import MirroredDocument
 
 from broker.security import scram
 from broker.security.scram import ScramCredential, ScramMechanism
@@ -223,46 +221,23 @@ def _illegal_requests(
 
 
 class FileUserConfigs:
-    """Standalone: every user's config in logway-users.json in each log dir, with a generation
-    number; written durably (storage/durable_file.py) to every dir, the highest generation
-    readable wins at start, as logway-metadata.json."""
+    """Standalone: every user's config in logway-users.json in each log dir
+    (storage/mirrored_document.py), as logway-metadata.json."""
 
     def __init__(self, log_dirs: Sequence[str]) -> None:
-        self._paths = [os.path.join(d, USERS_FILE) for d in log_dirs]
-        self._generation = 0
+        self._file = MirroredDocument(log_dirs, USERS_FILE, "the SCRAM credentials")
         self._users: dict[str, dict[str, str]] = {}
+        self._lock = asyncio.Lock()
 
     async def read_all(self) -> dict[str, dict[str, str]]:
-        best: dict | None = None
-        for path in self._paths:
-            try:
-                with open(path, "rb") as f:
-                    document = json.loads(f.read())
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as exc:
-                log.warning("cannot read %s: %s", path, exc)
-                continue
-            if best is None or document.get("generation", 0) > best.get("generation", 0):
-                best = document
-        if best is not None:
-            self._generation = best.get("generation", 0)
-            self._users = {user: dict(config) for user, config in best.get("users", {}).items()}
+        newest = await asyncio.to_thread(self._file.load)
+        if newest is not None:
+            self._users = {user: dict(config) for user, config in newest.get("users", {}).items()}
         return {user: dict(config) for user, config in self._users.items()}
 
     async def write(self, user: str, credentials: dict[str, str]) -> dict[str, str]:
-        self._generation += 1
-        self._users[user] = dict(credentials)
-        data = json.dumps(
-            {"version": 1, "generation": self._generation, "users": self._users}, indent=1, sort_keys=True
-        ).encode()
-        written = 0
-        for path in self._paths:
-            try:
-                await asyncio.to_thread(replace_durably, path, data)
-                written += 1
-            except OSError as exc:
-                log.error("cannot write %s: %s", path, exc)
-        if not written:
-            raise OSError("the SCRAM credentials could be written to no log dir")
+        async with self._lock:  # one save at a time, in order
+            users = {**self._users, user: dict(credentials)}
+            await asyncio.to_thread(self._file.save, {"users": users})
+            self._users = users
         return dict(credentials)
