@@ -283,6 +283,15 @@ def _eos_log(path: Path) -> dict:
     return {"debug": "eos", "logger": logger}
 
 
+def _close_eos_logs(paths) -> None:
+    """Close the files _eos_log opened, once their producers are gone."""
+    for path in paths:
+        logger = logging.getLogger(f"librdkafka-eos.{path}")
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+            handler.close()
+
+
 # librdkafka's idempotence log: an epoch bump, with its reason; a "skipped sequence" answer,
 # with the error of the earlier request that caused it.
 def _client_log(library: str, name: str, eos_logs: dict[str, Path], tmp_path: Path) -> dict:
@@ -519,7 +528,10 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
     finally:
         for workload in workloads:
             workload.request_stop()
-    idempotent = {name: w.join() for name, w in writers.items()}
+    try:
+        idempotent = {name: w.join() for name, w in writers.items()}
+    finally:
+        _close_eos_logs(eos_logs.values())
     transactional = {name: c.join() for name, c in committers.items()}
     nemesis.note("producers stopped")
 

@@ -267,6 +267,8 @@ class _AiokafkaClient:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if not self._thread.is_alive():
+            self._loop.close()
         if self._log is not None:
             logging.getLogger("aiokafka").removeHandler(self._log)
             self._log.close()
@@ -361,6 +363,7 @@ class _KafkaJSClient:
             self._process.kill()
             self._process.wait()
         self._reader.join(5)
+        self._process.stdout.close()
         if self._log is not None:
             self._log.close()
 
