@@ -20,7 +20,6 @@ import asyncio
 import concurrent.futures
 import json
 import logging
-import urllib.parse
 from collections.abc import Iterable, Mapping
 
 from protocol.errors import ErrorCode, KafkaError
@@ -41,21 +40,12 @@ QUOTAS_FILE = "logway-client-quotas.json"
 _CAS_ATTEMPTS = 5
 
 
-def sanitize(name: str) -> str:
-    """Kafka's Sanitizer.sanitize: a name as a ZooKeeper node name."""
-    return urllib.parse.quote(name, safe="").replace("~", "%7E").replace("*", "%2A")
-
-
-def desanitize(name: str) -> str:
-    return urllib.parse.unquote(name)
-
-
 def _path_part(name: Name) -> str:
-    return DEFAULT_NAME if name is DEFAULT else sanitize(name)
+    return DEFAULT_NAME if name is DEFAULT else znodes.sanitize(name)
 
 
 def _name_of(part: str) -> Name:
-    return DEFAULT if part == DEFAULT_NAME else desanitize(part)
+    return DEFAULT if part == DEFAULT_NAME else znodes.desanitize(part)
 
 
 def entity_path(entity: QuotaEntity) -> str:
