@@ -42,6 +42,7 @@ from protocol.headers import (
 from protocol.primitives import INT16, INT32
 
 from broker.handlers import HANDLERS
+from broker.metrics.stats import request_name
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.network import CloseAfterResponse
 from broker.security.sasl_server import Admission
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 
 Chunks = list[bytes | Sized]
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_REQUEST_NAMES = {key: request_name(key.name) for key in ApiKey}
 
 
 class Dispatcher:
@@ -85,6 +87,7 @@ class Dispatcher:
                 f"{ApiKey(api_key).name} v{version} is not supported "
                 f"(v{handler.min_version}-v{handler.max_version} are)"
             )
+        dispatched = time.monotonic()
         admission = Admission.SERVE if sasl is None else sasl.admit(api_key)
         if admission is Admission.CLOSE:
             raise ProtocolError(sasl.failure or "SASL session expired")
@@ -110,12 +113,16 @@ class Dispatcher:
             result = handler.handle(context, request)
             if inspect.isawaitable(result):
                 handler_s = time.perf_counter() - started
-                return self._finish_later(result, request, context, response_header, len(frame), handler_s)
-            return self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started)
+                return self._finish_later(
+                    result, request, context, response_header, len(frame), handler_s, dispatched
+                )
+            chunks = self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started)
         except ProtocolError:
             raise  # a request the handler found malformed: the connection closes
         except Exception as exc:
-            return self._failed(exc, request, context, response_header, time.perf_counter() - started)
+            chunks = self._failed(exc, request, context, response_header, time.perf_counter() - started)
+        self._record(context, request, dispatched, time.monotonic() - dispatched, 0.0)
+        return chunks
 
     @staticmethod
     def _parse(handler: ApiHandler, version: int, frame: memoryview, body_start: int) -> Any:
@@ -133,14 +140,32 @@ class Dispatcher:
         response_header: bytes,
         request_bytes: int,
         handler_s: float,
+        dispatched: float,
     ) -> Chunks | None:
+        waiting = time.monotonic()
         try:
             result = await pending
-            return self._respond(result, request, context, response_header, request_bytes, handler_s)
+            woken = time.monotonic()
+            chunks = self._respond(result, request, context, response_header, request_bytes, handler_s)
         except ProtocolError:
             raise
         except Exception as exc:
-            return self._failed(exc, request, context, response_header, handler_s)
+            woken = time.monotonic()
+            chunks = self._failed(exc, request, context, response_header, handler_s)
+        local_s = (waiting - dispatched) + (time.monotonic() - woken)
+        self._record(context, request, dispatched, local_s, woken - waiting)
+        return chunks
+
+    def _record(self, context: RequestContext, request: Any, dispatched: float, local_s: float, remote_s: float) -> None:
+        """The request's count and times (RequestMetrics; Fetch also under FetchConsumer or
+        FetchFollower, as Kafka records it)."""
+        api_key, version = context.header.api_key, context.api_version
+        queue_ms = max(dispatched - context.session.received_at, 0.0) * 1000 if context.session.received_at else 0.0
+        requests = self._broker.metrics.requests
+        requests.record(_REQUEST_NAMES[api_key], version, queue_ms, local_s * 1000, remote_s * 1000)
+        if api_key == ApiKey.FETCH:
+            name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
+            requests.record(name, version, queue_ms, local_s * 1000, remote_s * 1000)
 
     def _respond(
         self, result: Any, request: Any, context: RequestContext, response_header: bytes,

@@ -128,7 +128,10 @@ class Connection:
         max_queued_requests: int = 100,
         max_queued_bytes: int = 64 * 1024 * 1024,
         pool: RequestMemoryPool | None = None,
+        timing: Any = None,
     ) -> None:
+        """`timing`: an object whose `received_at` is set, before each request is dispatched, to
+        the loop time its frame was read whole (the request metrics' queue time)."""
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
@@ -138,6 +141,8 @@ class Connection:
         self._on_close = on_close
         self._frames = FrameReader(max_request_bytes)
         self._requests: deque[memoryview] = deque()
+        self._arrivals: deque[float] = deque()  # when each of _requests was read (loop time)
+        self._timing = timing
         self._in_progress: asyncio.Future | None = None
         self._out: deque[Any] = deque()
         self._out_bytes = 0
@@ -175,7 +180,7 @@ class Connection:
         if received == 0:
             self.close(None)
             return
-        self.last_active = self._loop.time()
+        now = self.last_active = self._loop.time()
         try:
             frames = self._frames.received(received)
         except ProtocolError as exc:
@@ -183,6 +188,7 @@ class Connection:
             return
         if frames:
             self._requests.extend(frames)
+            self._arrivals.extend([now] * len(frames))
             if self._pool is not None:
                 # Reads stop at frame ends: the one frame completed is the one granted.
                 self._held += self._granted
@@ -236,6 +242,9 @@ class Connection:
         """Serve queued requests in order until one has to wait."""
         while self._requests and self._in_progress is None and self._muted is None and not self.closed:
             frame = self._requests.popleft()
+            received_at = self._arrivals.popleft()
+            if self._timing is not None:
+                self._timing.received_at = received_at
             try:
                 outcome = self._dispatch(frame)
             except ProtocolError as exc:
@@ -458,6 +467,7 @@ class Connection:
             self._in_progress.cancel()
         self._out.clear()
         self._requests.clear()
+        self._arrivals.clear()
         if self._pool is not None:
             self._pool.forget(self)
             self._pool.give_back(self._held + self._granted)

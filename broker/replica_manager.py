@@ -86,6 +86,10 @@ class ReplicaManager:
         self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         self._isr_check: asyncio.Task | None = None
+        # ISR changes stored by this broker as leader, since start (Kafka's IsrShrinksPerSec
+        # and IsrExpandsPerSec counts, read by broker.metrics)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -251,7 +255,14 @@ class ReplicaManager:
         partition = self.partitions[tp] = Partition(tp, log_, self.broker_id)
         partition.isr_writer = self.isr_writer
         partition.on_change = lambda changed: self._on_partition_change(changed.topic_partition)
+        partition.on_isr_change = self._count_isr_change
         return partition
+
+    def _count_isr_change(self, before: int, after: int) -> None:
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
 
     def remove_partition(self, tp: TopicPartition) -> None:
         self.fetchers.remove_partitions([tp])

@@ -47,6 +47,9 @@ class Session:
     # On a SASL_PLAINTEXT or SASL_SSL listener: the connection's SASL exchange and session
     # (broker/security/sasl_server.py), which gates the requests served; None on the others.
     sasl: SaslAuthenticator | None = None
+    # When the request being served was read whole (loop time), set by the connection before
+    # dispatching it: the request metrics' queue time.
+    received_at: float = 0.0
 
     @property
     def client_host(self) -> str:
