@@ -46,6 +46,7 @@ class BrokerCollector:
 
     def collect(self) -> Iterator[Metric]:
         broker, metrics = self._broker, self._metrics
+        metrics.topics.retain(broker.topics.topics)
         yield from broker_topic_families(metrics.topics)
         yield from request_families(metrics.requests)
         yield from replica_manager_families(broker)
@@ -105,7 +106,7 @@ def broker_topic_families(stats: BrokerTopicStats) -> Iterator[Metric]:
     exporter gives the MBean without a topic)."""
     for metric, attribute, documentation in _TOPIC_METERS:
         family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{metric}", documentation, labels=["topic"])
-        total = 0
+        total = getattr(stats.retired, attribute)
         for topic, topic_stats in stats.topics.items():
             value = getattr(topic_stats, attribute)
             total += value

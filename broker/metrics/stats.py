@@ -7,7 +7,7 @@ into Prometheus families when the registry is read, also on the loop.
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 # Bucket bounds in milliseconds of the request, flush and ZooKeeper latency histograms: from
 # sub-millisecond requests to a long poll's full wait (Kafka's fetch.max.wait.ms is 500 ms,
@@ -64,6 +64,7 @@ class BrokerTopicStats:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicStats] = {}
+        self.retired = TopicStats()  # the counts of forgotten topics, kept in the broker's totals
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)
@@ -91,8 +92,18 @@ class BrokerTopicStats:
             stats.failed_fetch_requests += 1
 
     def forget(self, topic: str) -> None:
-        """A deleted topic's counts go with it, as Kafka removes its topic metrics."""
-        self.topics.pop(topic, None)
+        """A deleted topic's counts go with it, as Kafka removes its topic metrics; the broker's
+        totals keep them."""
+        stats = self.topics.pop(topic, None)
+        if stats is not None:
+            for name in TopicStats.__slots__:
+                setattr(self.retired, name, getattr(self.retired, name) + getattr(stats, name))
+
+    def retain(self, existing: Container[str]) -> None:
+        """Forget the topics not in `existing` (deleted, or never there: a produce to an unknown
+        topic is counted as failed)."""
+        for topic in [t for t in self.topics if t not in existing]:
+            self.forget(topic)
 
 
 class RequestTimes:

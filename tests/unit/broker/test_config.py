@@ -702,3 +702,35 @@ def test_the_acl_authorizer_is_the_only_authorizer_and_its_keys_need_it():
         BrokerConfig.from_properties({"allow.everyone.if.no.acl.found": "true"})
     with pytest.raises(ConfigError, match="super.users"):
         BrokerConfig.from_properties({"authorizer.class.name": "logway.acl", "super.users": "admin"})
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+
+
+def test_metrics_listener_is_an_http_host_and_port():
+    def listener(text):
+        return BrokerConfig({"metrics.listener": text}).metrics_listener
+
+    assert BrokerConfig().metrics_listener is None
+    assert listener("http://127.0.0.1:9404") == ("127.0.0.1", 9404)
+    assert listener("http://127.0.0.1:9404/metrics") == ("127.0.0.1", 9404)
+    assert listener("http://:0") == ("", 0)
+    assert listener("http://[::1]:9404") == ("::1", 9404)
+
+
+@pytest.mark.parametrize(
+    "text", ["127.0.0.1:9404", "https://127.0.0.1:9404", "http://127.0.0.1", "http://h:70000", "http://h:1/other"]
+)
+def test_a_metrics_listener_that_is_not_http_host_port_is_refused_at_start(text):
+    with pytest.raises(ConfigError, match="for configuration metrics.listener"):
+        BrokerConfig({"metrics.listener": text})
+
+
+def test_graphite_settings_need_a_host_and_default_their_prefix_to_the_broker():
+    assert BrokerConfig().metrics_graphite is None
+    settings = BrokerConfig({"metrics.graphite.host": "carbon", "metrics.graphite.port": "2004"}).metrics_graphite
+    assert (settings.host, settings.port, settings.interval_ms, settings.prefix) == ("carbon", 2004, 60000, None)
+    with pytest.raises(ConfigError, match="metrics.graphite.prefix set without metrics.graphite.host"):
+        BrokerConfig({"metrics.graphite.prefix": "x"})
