@@ -2,18 +2,15 @@
 through its dispatcher (no sockets): each count and gauge moves with the work that should move it."""
 
 import asyncio
-import dataclasses
 import datetime
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 
 from broker.metrics.collectors import names, zookeeper_families
 from protocol.api_keys import ApiKey
@@ -22,6 +19,7 @@ from protocol.records import Record, build_batch
 from replication.partition_state import PartitionState
 from storage.topic_partition import TopicPartition
 from tests.in_process import Client, running_broker
+from tests.unit.broker.test_group_handlers import stable_member
 
 MS = datetime.timedelta(milliseconds=1)
 TOPIC = "orders"
@@ -244,37 +242,10 @@ def test_controller_gauges_of_a_standalone_broker_count_it_active_and_its_offlin
     assert run(tmp_path, scenario) == (1, 2, 0, 2, 1, 1)
 
 
-async def _stable_member(client: Client, group_id: str) -> tuple[str, int]:
-    join = JoinGroupRequest(
-        group_id=group_id,
-        session_timeout=10_000 * MS,
-        rebalance_timeout=30_000 * MS,
-        member_id="",
-        group_instance_id=None,
-        protocol_type="consumer",
-        protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
-    )
-    joined = await client.call(ApiKey.JOIN_GROUP, 9, join)
-    if joined.error_code is ErrorCode.member_id_required:
-        joined = await client.call(ApiKey.JOIN_GROUP, 9, dataclasses.replace(join, member_id=joined.member_id))
-    await client.call(
-        ApiKey.SYNC_GROUP,
-        5,
-        SyncGroupRequest(
-            group_id=group_id,
-            generation_id=joined.generation_id,
-            member_id=joined.member_id,
-            group_instance_id=None,
-            assignments=(SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b""),),
-        ),
-    )
-    return joined.member_id, joined.generation_id
-
-
 def test_group_states_and_consumer_lag_of_the_groups_coordinated_here(tmp_path):
     async def scenario(broker, client):
         await produce(client, TOPIC, 0, batch(10))
-        member_id, generation = await _stable_member(client, "readers")
+        member_id, generation = await stable_member(client, "readers")
         commit = OffsetCommitRequest(
             group_id="readers",
             generation_id_or_member_epoch=generation,
