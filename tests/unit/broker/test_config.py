@@ -556,7 +556,7 @@ def test_server_properties_loads_without_warnings(caplog):
 
 def test_server_properties_commented_keys_are_known_with_their_defaults():
     """Commented-out `#key=value` lines name real keys, at their defaults unless said otherwise."""
-    examples = {"log.flush.interval.messages", "log.flush.interval.ms", "broker.rack"}
+    examples = {"log.flush.interval.messages", "log.flush.interval.ms", "broker.rack", "metrics.listener"}
     for line in SERVER_PROPERTIES.read_text().splitlines():
         if line.startswith("#") and "=" in line and " " not in line.split("=", 1)[0]:
             key, value = line[1:].split("=", 1)
