@@ -74,6 +74,35 @@ def test_pipelined_requests_are_answered_in_order_even_when_one_waits():
     asyncio.run(scenario())
 
 
+def test_each_request_is_dispatched_with_the_time_its_frame_was_read_whole():
+    class Timing:
+        received_at = 0.0
+
+    async def scenario():
+        timing = Timing()
+        seen = []
+
+        async def slow():
+            await asyncio.sleep(0.05)
+            return [frame(b"done")]
+
+        def dispatch(view):
+            seen.append((bytes(view), timing.received_at, h.loop.time()))
+            return slow() if bytes(view) == b"1" else [frame(b"done")]
+
+        h = Harness(dispatch, timing=timing)
+        read_before = h.loop.time()
+        h.client.sendall(frame(b"1") + frame(b"2"))
+        await h.receive(2 * len(frame(b"done")))
+        return read_before, seen
+
+    read_before, seen = asyncio.run(scenario())
+    (first, first_read, _), (second, second_read, second_dispatched) = seen
+    # The second waited behind the first (its queue time) from when it was read.
+    assert (first, second) == (b"1", b"2")
+    assert read_before <= first_read <= second_read < second_dispatched
+
+
 def test_responses_of_one_read_leave_in_one_write(monkeypatch):
     async def scenario():
         h = Harness(echo)
