@@ -258,6 +258,12 @@ class ReplicaManager:
         partition.on_isr_change = self._count_isr_change
         return partition
 
+    def waiting_requests(self) -> tuple[int, int]:
+        """(fetches waiting for data, produces waiting for followers): Kafka's purgatory sizes."""
+        fetches = set().union(*self._append_waiters.values()) if self._append_waiters else set()
+        produces = sum(len(waiters) for waiters in self._commit_waiters.values())
+        return len(fetches), produces
+
     def _count_isr_change(self, before: int, after: int) -> None:
         if after < before:
             self.isr_shrinks += 1

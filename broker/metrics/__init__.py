@@ -19,7 +19,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from broker.metrics.collectors import BrokerCollector
 from broker.metrics.endpoint import MetricsEndpoint
@@ -47,6 +47,10 @@ class BrokerMetrics:
         self.connections_accepted: dict[str, int] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker, self))
+        # The process (CPU, memory, open descriptors against their limit) and the interpreter.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         broker.log_manager.on_flush = lambda seconds: self.flush_times.observe(seconds * 1000)
         if broker.cluster is not None:
             broker.cluster.zk.on_request_latency = lambda seconds: self.zk_latency.observe(seconds * 1000)

@@ -49,6 +49,7 @@ class BrokerCollector:
         metrics.topics.retain(broker.topics.topics)
         yield from broker_topic_families(metrics.topics)
         yield from request_families(metrics.requests)
+        yield broker_state_family(broker)
         yield from replica_manager_families(broker)
         yield from controller_families(broker)
         yield from log_families(broker)
@@ -193,6 +194,33 @@ def replica_manager_families(broker: "Broker") -> Iterator[Metric]:
     yield counter(prefix + "isrshrinks", "ISR shrinks this broker stored as leader.", replica_manager.isr_shrinks)
     yield counter(prefix + "isrexpands", "ISR expansions this broker stored as leader.", replica_manager.isr_expands)
     yield per_partition
+    yield gauge(
+        "kafka_server_replicafetchermanager_maxlag",
+        "Largest lag in records of a partition this broker follows (leader high watermark minus log end).",
+        replica_manager.fetchers.max_lag(),
+    )
+    fetches, produces = replica_manager.waiting_requests()
+    purgatory = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_purgatorysize",
+        "Requests waiting: long-poll fetches for data, acks=all produces for followers.",
+        labels=["delayedoperation"],
+    )
+    purgatory.add_metric(["Fetch"], fetches)
+    purgatory.add_metric(["Produce"], produces)
+    yield purgatory
+
+
+# Kafka's BrokerState values
+_STARTING, _RUNNING, _SHUTTING_DOWN = 1, 3, 7
+
+
+def broker_state_family(broker: "Broker") -> Metric:
+    state = _SHUTTING_DOWN if broker.shutting_down else _RUNNING if broker.ready else _STARTING
+    return gauge(
+        "kafka_server_kafkaserver_brokerstate",
+        "Kafka's broker state: 1 starting (loading logs, registering), 3 running, 7 shutting down.",
+        state,
+    )
 
 
 # ------------------------------------------------------------------------ KafkaController

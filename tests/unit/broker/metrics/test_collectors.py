@@ -288,3 +288,26 @@ def test_zookeeper_families_appear_in_cluster_mode_only(tmp_path):
         return names(zookeeper_families(broker, broker.metrics))
 
     assert run(tmp_path, scenario) == set()
+
+
+def test_a_waiting_long_poll_is_in_the_fetch_purgatory_and_the_broker_state_is_running(tmp_path):
+    async def scenario(broker, client):
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait=10_000 * MS,
+            min_bytes=1,
+            topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024),)),),
+            forgotten_topics_data=(),
+        )
+        waiting = asyncio.ensure_future(client.call(ApiKey.FETCH, 12, request))
+        for _ in range(500):  # until the fetch waits for data (at most 5 s)
+            if broker.replica_manager.waiting_requests()[0]:
+                break
+            await asyncio.sleep(0.01)
+        during = value(broker, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedoperation="Fetch")
+        await produce(client, TOPIC, 0, batch(1))  # data: the fetch is answered
+        await waiting
+        after = value(broker, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedoperation="Fetch")
+        return during, after, value(broker, "kafka_server_kafkaserver_brokerstate")
+
+    assert run(tmp_path, scenario) == (1, 0, 3)

@@ -10,8 +10,8 @@ from broker.metrics.collectors import names, zookeeper_families
 from tests.in_process import running_broker
 
 DASHBOARD = Path(__file__).resolve().parents[4] / "docs" / "grafana" / "logway-dashboard.json"
-# A PromQL identifier; the broker's metrics all begin with kafka_.
-_METRIC = re.compile(r"\bkafka_[a-zA-Z0-9_:]*")
+# A PromQL identifier of the broker's metrics: kafka_..., and the process_ and python_ ones.
+_METRIC = re.compile(r"\b(?:kafka|process|python)_[a-zA-Z0-9_:]*")
 
 
 def dashboard_expressions() -> list[str]:
