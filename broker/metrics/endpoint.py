@@ -29,7 +29,10 @@ class MetricsEndpoint:
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host or None, port, limit=_MAX_HEAD_BYTES)
+        try:
+            self._server = await asyncio.start_server(self._serve, host or None, port, limit=_MAX_HEAD_BYTES)
+        except OSError as exc:
+            raise OSError(exc.errno, f"metrics.listener http://{host}:{port}: {exc.strerror or exc}") from exc
 
     @property
     def port(self) -> int:

@@ -2,6 +2,7 @@
 
 import asyncio
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from broker.metrics.endpoint import MetricsEndpoint
@@ -63,3 +64,16 @@ def test_other_paths_and_methods_are_refused():
         return (await get(port, "/nope"))[0], (await get(port, "/metrics", method="POST"))[0]
 
     assert serve(scenario, lambda: True) == (404, 405)
+
+
+def test_a_port_in_use_fails_the_start_naming_metrics_listener():
+    async def main():
+        taken = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = taken.sockets[0].getsockname()[1]
+        try:
+            await MetricsEndpoint(CollectorRegistry(), lambda: True).start("127.0.0.1", port)
+        finally:
+            taken.close()
+
+    with pytest.raises(OSError, match=r"metrics.listener http://127.0.0.1:\d+: "):
+        asyncio.run(main())
