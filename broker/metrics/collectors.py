@@ -14,13 +14,19 @@ Consumer lag is named as kafka-exporter names it (kafka_consumergroup_lag...).
 Gauges are computed from the state that exists (partitions, logs, groups, the controller's
 context) each time they are read; counters come from broker/metrics/stats.py and from the
 counts the storage, replication and cluster code keep.
+
+Reading happens in two steps, so that a broker with many partitions does not hold its event
+loop for the whole of a scrape: `BrokerCollector.snapshot()`, on the loop, reads the state into
+plain rows (and builds the few families of single values at once); `families(snapshot)` then
+builds the per-partition, per-topic and per-request families from those rows, on any thread.
 """
 
+import functools
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Union
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Sample
@@ -34,8 +40,13 @@ if TYPE_CHECKING:
     from broker.server import Broker
 
 
+# A family, or what builds families from rows already read (anywhere: it reads no broker state).
+Part = Union[Metric, Callable[[], Iterable[Metric]]]
+
+
 class BrokerCollector:
-    """Every family of one broker; registered in the broker's own registry."""
+    """Every family of one broker; registered in the broker's own registry (where `collect`
+    reads and builds at once, on the loop)."""
 
     def __init__(self, broker: "Broker", metrics: "BrokerMetrics") -> None:
         self._broker = broker
@@ -45,10 +56,17 @@ class BrokerCollector:
         return []  # families vary with the broker's state: nothing to check at registration
 
     def collect(self) -> Iterator[Metric]:
+        return families(self.snapshot())
+
+    def snapshot(self) -> list[Part]:
+        """On the loop: the broker's state read."""
+        return list(self._parts())
+
+    def _parts(self) -> Iterator[Part]:
         broker, metrics = self._broker, self._metrics
         metrics.topics.retain(broker.topics.topics)
-        yield from broker_topic_families(metrics.topics)
-        yield from request_families(metrics.requests)
+        yield broker_topic_part(metrics.topics)
+        yield request_part(metrics.requests)
         yield broker_state_family(broker)
         yield from replica_manager_families(broker)
         yield from controller_families(broker)
@@ -64,6 +82,26 @@ class BrokerCollector:
         yield from consumer_lag_families(broker)
         yield from transaction_families(broker)
         yield from zookeeper_families(broker, metrics)
+
+
+class Built:
+    """Families made by `build` when read: what prometheus_client's encoders and graphite bridge
+    take for a registry, on the thread that reads them."""
+
+    def __init__(self, build: Callable[[], Iterable[Metric]]) -> None:
+        self._build = build
+
+    def collect(self) -> Iterable[Metric]:
+        return self._build()
+
+
+def families(snapshot: Iterable[Part]) -> Iterator[Metric]:
+    """The families of a snapshot, the deferred ones built now."""
+    for part in snapshot:
+        if isinstance(part, Metric):
+            yield part
+        else:
+            yield from part()
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -102,16 +140,22 @@ _TOPIC_METERS = (
 )
 
 
-def broker_topic_families(stats: BrokerTopicStats) -> Iterator[Metric]:
+def broker_topic_part(stats: BrokerTopicStats) -> Part:
     """Kafka's BrokerTopicMetrics meters, per topic and for the broker (no topic label, as the
     exporter gives the MBean without a topic)."""
-    for metric, attribute, documentation in _TOPIC_METERS:
+    attributes = [attribute for _, attribute, _ in _TOPIC_METERS]
+    retired = [getattr(stats.retired, attribute) for attribute in attributes]
+    rows = [(topic, [getattr(topic_stats, a) for a in attributes]) for topic, topic_stats in stats.topics.items()]
+    return functools.partial(_broker_topic_families, retired, rows)
+
+
+def _broker_topic_families(retired: list[int], rows: list[tuple[str, list[int]]]) -> Iterator[Metric]:
+    for index, (metric, _, documentation) in enumerate(_TOPIC_METERS):
         family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{metric}", documentation, labels=["topic"])
-        total = getattr(stats.retired, attribute)
-        for topic, topic_stats in stats.topics.items():
-            value = getattr(topic_stats, attribute)
-            total += value
-            family.add_metric([topic], value)
+        total = retired[index]
+        for topic, values in rows:
+            total += values[index]
+            family.add_metric([topic], values[index])
         family.samples.append(Sample(f"kafka_server_brokertopicmetrics_{metric}_total", {}, total))
         yield family
 
@@ -129,34 +173,53 @@ _REQUEST_TIMES = (
 )
 
 
-def request_families(stats: RequestStats) -> Iterator[Metric]:
+def request_part(stats: RequestStats) -> Part:
+    rows = [
+        (name, dict(times.requests), [_copy(getattr(times, attribute)) for _, attribute, _ in _REQUEST_TIMES])
+        for name, times in stats.by_name.items()
+    ]
+    return functools.partial(_request_families, rows)
+
+
+def _copy(histogram: Histogram) -> Histogram:
+    copy = Histogram(histogram.bounds)
+    copy.counts, copy.sum = list(histogram.counts), histogram.sum
+    return copy
+
+
+def _request_families(rows: list[tuple[str, dict[int, int], list[Histogram]]]) -> Iterator[Metric]:
     requests = CounterMetricFamily(
         "kafka_network_requestmetrics_requests", "Requests served, by request name and version.",
         labels=["request", "version"],
     )
-    for name, times in stats.by_name.items():
-        for version, count in times.requests.items():
+    for name, versions, _ in rows:
+        for version, count in versions.items():
             requests.add_metric([name, str(version)], count)
     yield requests
-    for metric, attribute, documentation in _REQUEST_TIMES:
+    for index, (metric, _, documentation) in enumerate(_REQUEST_TIMES):
         family = HistogramMetricFamily(f"kafka_network_requestmetrics_{metric}", documentation, labels=["request"])
-        for name, times in stats.by_name.items():
-            histogram_family("", "", getattr(times, attribute), {"request": name}, family)
+        for name, _, histograms in rows:
+            histogram_family("", "", histograms[index], {"request": name}, family)
         yield family
 
 
 # ------------------------------------------------------------------------ ReplicaManager
 
 
-def replica_manager_families(broker: "Broker") -> Iterator[Metric]:
+def _partition_gauges(name: str, documentation: str, rows: list[tuple[str, int, float]]) -> Iterator[Metric]:
+    """A gauge per partition from (topic, partition, value) rows."""
+    family = GaugeMetricFamily(name, documentation, labels=["topic", "partition"])
+    samples = family.samples
+    for topic, partition, value in rows:
+        samples.append(Sample(name, {"topic": topic, "partition": str(partition)}, value))
+    yield family
+
+
+def replica_manager_families(broker: "Broker") -> Iterator[Part]:
     replica_manager = broker.replica_manager
     log_manager = broker.log_manager
     leaders = under_replicated = under_min_isr = at_min_isr = offline = 0
-    per_partition = GaugeMetricFamily(
-        "kafka_cluster_partition_underreplicated",
-        "1 when this broker leads the partition and its ISR is smaller than its replica set.",
-        labels=["topic", "partition"],
-    )
+    per_partition = []
     for tp, partition in replica_manager.partitions.items():
         if log_manager.is_offline(tp):
             offline += 1
@@ -171,7 +234,7 @@ def replica_manager_families(broker: "Broker") -> Iterator[Metric]:
                 under_min_isr += 1
             elif len(partition.isr) == min_isr:
                 at_min_isr += 1
-        per_partition.add_metric([tp.topic, str(tp.partition)], lagging)
+        per_partition.append((tp.topic, tp.partition, lagging))
     prefix = "kafka_server_replicamanager_"
     yield gauge(prefix + "leadercount", "Partitions this broker leads.", leaders)
     yield gauge(prefix + "partitioncount", "Partitions this broker holds a replica of.", len(replica_manager.partitions))
@@ -193,7 +256,12 @@ def replica_manager_families(broker: "Broker") -> Iterator[Metric]:
     yield gauge(prefix + "offlinereplicacount", "Replicas here whose log dir is offline.", offline)
     yield counter(prefix + "isrshrinks", "ISR shrinks this broker stored as leader.", replica_manager.isr_shrinks)
     yield counter(prefix + "isrexpands", "ISR expansions this broker stored as leader.", replica_manager.isr_expands)
-    yield per_partition
+    yield functools.partial(
+        _partition_gauges,
+        "kafka_cluster_partition_underreplicated",
+        "1 when this broker leads the partition and its ISR is smaller than its replica set.",
+        per_partition,
+    )
     yield gauge(
         "kafka_server_replicafetchermanager_maxlag",
         "Largest lag in records of a partition this broker follows (leader high watermark minus log end).",
@@ -253,20 +321,24 @@ def controller_families(broker: "Broker") -> Iterator[Metric]:
 # ----------------------------------------------------------------------------- Logs
 
 
-def log_families(broker: "Broker") -> Iterator[Metric]:
+_LOG_GAUGES = (
+    ("kafka_log_log_size", "Bytes of the partition's log segments."),
+    ("kafka_log_log_numlogsegments", "Segments of the partition's log."),
+    ("kafka_log_log_logstartoffset", "The log start offset."),
+    ("kafka_log_log_logendoffset", "The log end offset."),
+)
+
+
+def log_families(broker: "Broker") -> Iterator[Part]:
     log_manager = broker.log_manager
-    labels = ["topic", "partition"]
-    size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log segments.", labels=labels)
-    segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=labels)
-    start = GaugeMetricFamily("kafka_log_log_logstartoffset", "The log start offset.", labels=labels)
-    end = GaugeMetricFamily("kafka_log_log_logendoffset", "The log end offset.", labels=labels)
-    for tp, partition_log in log_manager.logs.items():
-        values = [tp.topic, str(tp.partition)]
-        size.add_metric(values, partition_log.size_in_bytes)
-        segments.add_metric(values, len(partition_log.segments))
-        start.add_metric(values, partition_log.log_start_offset)
-        end.add_metric(values, partition_log.log_end_offset)
-    yield from (size, segments, start, end)
+    rows = [
+        (tp.topic, tp.partition, (log.size_in_bytes, len(log.segments), log.log_start_offset, log.log_end_offset))
+        for tp, log in log_manager.logs.items()
+    ]
+    for index, (name, documentation) in enumerate(_LOG_GAUGES):
+        yield functools.partial(
+            _partition_gauges, name, documentation, [(topic, partition, values[index]) for topic, partition, values in rows]
+        )
     dirs = log_manager.dirs.values()
     yield gauge(
         "kafka_log_logmanager_offlinelogdirectorycount",
@@ -363,47 +435,56 @@ def group_families(broker: "Broker") -> Iterator[Metric]:
     )
 
 
-def consumer_lag_families(broker: "Broker") -> Iterator[Metric]:
+def consumer_lag_families(broker: "Broker") -> Iterator[Part]:
     """kafka-exporter's consumer group metrics for the groups this broker coordinates (each group
     has one coordinator, so summing over brokers counts each once). Lag is the partition's high
     watermark minus the committed offset, for partitions this broker holds a replica of (a
     follower's high watermark trails the leader's by a fetch); others are left out."""
-    labels = ["consumergroup", "topic", "partition"]
-    current = GaugeMetricFamily(
-        "kafka_consumergroup_current_offset", "The group's committed offset.", labels=labels
+    partitions = broker.replica_manager.partitions
+    committed = []
+    for group_id, tp, offset in broker.group_coordinator.committed_offsets():
+        partition = partitions.get(tp)
+        committed.append((group_id, tp.topic, tp.partition, offset, None if partition is None else partition.high_watermark))
+    yield functools.partial(_consumer_lag_families, committed)
+    led = [
+        (tp.topic, tp.partition, partition.high_watermark, partition.log.log_start_offset)
+        for tp, partition in partitions.items()
+        if partition.is_leader
+    ]
+    yield functools.partial(
+        _partition_gauges,
+        "kafka_topic_partition_current_offset",
+        "High watermark of the partitions this broker leads.",
+        [(topic, partition, newest) for topic, partition, newest, _ in led],
     )
+    yield functools.partial(
+        _partition_gauges,
+        "kafka_topic_partition_oldest_offset",
+        "Log start offset of the partitions this broker leads.",
+        [(topic, partition, oldest) for topic, partition, _, oldest in led],
+    )
+
+
+def _consumer_lag_families(committed: list[tuple[str, str, int, int, int | None]]) -> Iterator[Metric]:
+    labels = ["consumergroup", "topic", "partition"]
+    current = GaugeMetricFamily("kafka_consumergroup_current_offset", "The group's committed offset.", labels=labels)
     lag = GaugeMetricFamily(
         "kafka_consumergroup_lag", "High watermark minus the group's committed offset.", labels=labels
     )
     lag_sum: Counter[tuple[str, str]] = Counter()
-    partitions = broker.replica_manager.partitions
-    for group_id, tp, offset in broker.group_coordinator.committed_offsets():
-        values = [group_id, tp.topic, str(tp.partition)]
+    for group_id, topic, partition, offset, high_watermark in committed:
+        values = [group_id, topic, str(partition)]
         current.add_metric(values, offset)
-        partition = partitions.get(tp)
-        if partition is not None:
-            behind = max(partition.high_watermark - offset, 0)
+        if high_watermark is not None:
+            behind = max(high_watermark - offset, 0)
             lag.add_metric(values, behind)
-            lag_sum[group_id, tp.topic] += behind
+            lag_sum[group_id, topic] += behind
     lag_sums = GaugeMetricFamily(
         "kafka_consumergroup_lag_sum", "The group's lag over the topic's partitions.", labels=["consumergroup", "topic"]
     )
     for (group_id, topic), value in lag_sum.items():
         lag_sums.add_metric([group_id, topic], value)
     yield from (current, lag, lag_sums)
-    topic_labels = ["topic", "partition"]
-    newest = GaugeMetricFamily(
-        "kafka_topic_partition_current_offset", "High watermark of the partitions this broker leads.", labels=topic_labels
-    )
-    oldest = GaugeMetricFamily(
-        "kafka_topic_partition_oldest_offset", "Log start offset of the partitions this broker leads.", labels=topic_labels
-    )
-    for tp, partition in partitions.items():
-        if partition.is_leader:
-            values = [tp.topic, str(tp.partition)]
-            newest.add_metric(values, partition.high_watermark)
-            oldest.add_metric(values, partition.log.log_start_offset)
-    yield from (newest, oldest)
 
 
 def transaction_families(broker: "Broker") -> Iterator[Metric]:

@@ -1,20 +1,24 @@
 """metrics.listener: a small HTTP/1.1 server on the broker's event loop.
 
-GET /metrics answers the registry in Prometheus' text format (OpenMetrics when the scraper's
+GET /metrics answers the metrics in Prometheus' text format (OpenMetrics when the scraper's
 Accept header asks for it); GET /health (or /ready) answers 200 "ready" once the broker is ready
 and 503 "starting" before. Each connection gets one answer and is closed (Connection: close).
 
 Why on the loop (asyncio.start_server) and not prometheus_client's start_http_server thread or
 aiohttp: the collectors read loop-owned state (partitions, logs, groups), which other threads
-may not read; two GET routes need no framework, and the request line is all that is read.
+may not read; two GET routes need no framework, and the request line is all that is read. The
+state is read on the loop (`snapshot`); building the families and the text from it runs on a
+thread, so that a large scrape does not hold the loop.
 """
 
 import asyncio
 import logging
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder
+
+from broker.metrics.collectors import Built
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +27,9 @@ _READ_TIMEOUT_S = 10.0
 
 
 class MetricsEndpoint:
-    def __init__(self, registry: CollectorRegistry, ready: Callable[[], bool]) -> None:
-        self._registry = registry
+    def __init__(self, snapshot: Callable[[], Callable[[], list[Metric]]], ready: Callable[[], bool]) -> None:
+        """`snapshot()`, on the loop, reads the metrics; what it returns builds them, anywhere."""
+        self._snapshot = snapshot
         self._ready = ready
         self._server: asyncio.Server | None = None
 
@@ -47,7 +52,7 @@ class MetricsEndpoint:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
-            status, content_type, body = self._answer(head.decode("latin-1"))
+            status, content_type, body = await self._answer(head.decode("latin-1"))
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
             writer.close()
             return
@@ -66,7 +71,7 @@ class MetricsEndpoint:
         finally:
             writer.close()
 
-    def _answer(self, head: str) -> tuple[str, str, bytes]:
+    async def _answer(self, head: str) -> tuple[str, str, bytes]:
         request_line, _, header_text = head.partition("\r\n")
         parts = request_line.split(" ")
         if len(parts) != 3:
@@ -78,7 +83,8 @@ class MetricsEndpoint:
         if path == "/metrics":
             headers = _headers(header_text)
             encoder, content_type = choose_encoder(headers.get("accept", ""))
-            return "200 OK", content_type, encoder(self._registry)
+            built = Built(self._snapshot())
+            return "200 OK", content_type, await asyncio.to_thread(encoder, built)
         if path in ("/health", "/ready"):
             if self._ready():
                 return "200 OK", "text/plain; charset=utf-8", b"ready\n"

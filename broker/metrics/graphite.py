@@ -2,39 +2,30 @@
 documents' brokers report (prometheus_client's GraphiteBridge formats and sends the lines).
 
 The bridge's own pushing thread would read the registry from that thread, while the collectors
-read loop-owned state. So the registry is read on the loop every interval, and only the
-finished samples are handed to the bridge, whose push (connect, send, close: blocking) runs on
-a thread. A push that fails is logged and the next interval tries again; pushes never overlap.
+read loop-owned state. So the state is read on the loop every interval (`snapshot`), and the
+bridge's push (building the families from what was read, formatting, connect, send, close) runs
+on a thread. A push that fails is logged and the next interval tries again; pushes never overlap.
 Lines look like `<prefix>.kafka_server_brokertopicmetrics_messagesin_total.topic.orders 42.0
 <unix time>`: labels become path elements, sorted by name.
 """
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.bridge.graphite import GraphiteBridge
 from prometheus_client.core import Metric
 
 from broker.config import GraphiteSettings
+from broker.metrics.collectors import Built
 
 log = logging.getLogger(__name__)
 
 
-class _Collected:
-    """Families already read, in the shape GraphiteBridge reads a registry."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = list(families)
-
-    def collect(self) -> list[Metric]:
-        return self._families
-
-
 class GraphitePusher:
-    def __init__(self, registry: CollectorRegistry, settings: GraphiteSettings) -> None:
-        self._registry = registry
+    def __init__(self, snapshot: Callable[[], Callable[[], list[Metric]]], settings: GraphiteSettings) -> None:
+        """`snapshot()`, on the loop, reads the metrics; what it returns builds them, anywhere."""
+        self._snapshot = snapshot
         self._settings = settings
         self._task: asyncio.Task | None = None
 
@@ -47,11 +38,11 @@ class GraphitePusher:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def push(self) -> None:
-        """Read the registry (here, on the loop) and send it (on a thread)."""
+        """Read the metrics (here, on the loop) and send them (on a thread)."""
         settings = self._settings
         bridge = GraphiteBridge(
             (settings.host, settings.port),
-            registry=_Collected(self._registry.collect()),
+            registry=Built(self._snapshot()),
             timeout_seconds=settings.interval_ms / 1000,
         )
         await asyncio.to_thread(bridge.push, settings.prefix)

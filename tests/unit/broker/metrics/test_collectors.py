@@ -311,3 +311,21 @@ def test_a_waiting_long_poll_is_in_the_fetch_purgatory_and_the_broker_state_is_r
         return during, after, value(broker, "kafka_server_kafkaserver_brokerstate")
 
     assert run(tmp_path, scenario) == (1, 0, 3)
+
+
+def test_a_snapshot_reads_the_state_when_taken_and_builds_the_families_later_on_any_thread(tmp_path):
+    async def scenario(broker, client):
+        await produce(client, TOPIC, 0, batch(2))
+        build = broker.metrics.snapshot()
+        await produce(client, TOPIC, 0, batch(3))  # after the snapshot: not in it
+        built = await asyncio.to_thread(build)
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for family in built for s in family.samples}
+        labels = (("partition", "0"), ("topic", TOPIC))
+        return (
+            samples[("kafka_server_brokertopicmetrics_messagesin_total", (("topic", TOPIC),))],
+            samples[("kafka_log_log_logendoffset", labels)],
+            ("process_open_fds", ()) in samples,
+            value(broker, "kafka_log_log_logendoffset", topic=TOPIC, partition="0"),
+        )
+
+    assert run(tmp_path, scenario) == (2, 2, True, 5)

@@ -25,7 +25,7 @@ def serve(scenario, ready):
     Counter("logway_test_events", "events", registry=registry).inc(3)
 
     async def main():
-        endpoint = MetricsEndpoint(registry, ready)
+        endpoint = MetricsEndpoint(lambda: lambda: list(registry.collect()), ready)
         await endpoint.start("127.0.0.1", 0)
         try:
             return await scenario(endpoint.port)
@@ -71,7 +71,7 @@ def test_a_port_in_use_fails_the_start_naming_metrics_listener():
         taken = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         port = taken.sockets[0].getsockname()[1]
         try:
-            await MetricsEndpoint(CollectorRegistry(), lambda: True).start("127.0.0.1", port)
+            await MetricsEndpoint(lambda: list, lambda: True).start("127.0.0.1", port)
         finally:
             taken.close()
 

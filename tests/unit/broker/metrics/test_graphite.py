@@ -25,17 +25,18 @@ class _Carbon:
         await self.pushes.put(data.decode("ascii").splitlines())
 
 
-def registry_with(events: int) -> CollectorRegistry:
+def snapshot_of(events: int):
+    """A snapshot function as BrokerMetrics gives: reads now, builds when called."""
     registry = CollectorRegistry()
     Counter("kafka_server_brokertopicmetrics_messagesin", "m", ["topic"], registry=registry).labels("orders").inc(events)
-    return registry
+    return lambda: lambda: list(registry.collect())
 
 
 def test_a_push_sends_every_sample_as_a_plaintext_line_under_the_prefix():
     async def main():
         carbon = _Carbon()
         port = await carbon.start()
-        pusher = GraphitePusher(registry_with(7), GraphiteSettings("127.0.0.1", port, 60_000, "logway.broker3"))
+        pusher = GraphitePusher(snapshot_of(7), GraphiteSettings("127.0.0.1", port, 60_000, "logway.broker3"))
         await pusher.push()
         lines = await asyncio.wait_for(carbon.pushes.get(), 10)
         carbon.server.close()
@@ -51,7 +52,7 @@ def test_pushes_repeat_every_interval_and_survive_a_graphite_that_is_down():
     async def main():
         carbon = _Carbon()
         port = await carbon.start()
-        pusher = GraphitePusher(registry_with(1), GraphiteSettings("127.0.0.1", port, 10, "p"))
+        pusher = GraphitePusher(snapshot_of(1), GraphiteSettings("127.0.0.1", port, 10, "p"))
         pusher.start()
         first = await asyncio.wait_for(carbon.pushes.get(), 10)
         carbon.server.close()
