@@ -4,6 +4,7 @@ with kafka-python; EmbeddedBroker under unittest."""
 
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -15,31 +16,17 @@ pytest_plugins = ["pytester"]
 
 TIMEOUT_S = 20
 
-# An application's test, as the README shows it: nothing but the fixture's name.
-_CONFLUENT_ROUND_TRIP = """
-    from confluent_kafka import Consumer, Producer
-
-    def test_round_trip(kafka_broker):
-        producer = Producer({"bootstrap.servers": kafka_broker})
-        producer.produce("orders", key=b"k1", value=b"one pizza")
-        assert producer.flush(20) == 0
-
-        consumer = Consumer({"bootstrap.servers": kafka_broker, "group.id": "app",
-                             "auto.offset.reset": "earliest"})
-        consumer.subscribe(["orders"])
-        try:
-            for _ in range(40):
-                message = consumer.poll(0.5)
-                if message is not None and message.error() is None:
-                    break
-            assert (message.key(), message.value()) == (b"k1", b"one pizza")
-        finally:
-            consumer.close()
-"""
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def test_the_installed_plugin_gives_a_new_pytest_process_the_kafka_broker_fixture(pytester):
-    pytester.makepyfile(_CONFLUENT_ROUND_TRIP)
+def _readme_example() -> str:
+    """The python block of the README's "Testing your application" section."""
+    section = README.read_text().split("## Testing your application", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_example_passes_in_a_new_pytest_process_with_the_installed_plugin(pytester):
+    pytester.makepyfile(test_readme=_readme_example())
 
     # A separate process: the fixture comes from the pytest11 entry point alone, as it does
     # for an application that installed logway.
