@@ -103,6 +103,18 @@ def watermarks(bootstrap: str, topic: str, security: dict | None = None) -> tupl
 # --------------------------------------------------------------------------- confluent-kafka
 
 
+def _warmed_up_producer(label: str, config: dict, topic: str, value: bytes):
+    """A confluent-kafka producer that has sent one record to partition 0, untimed: metadata
+    fetched and connection made."""
+    from confluent_kafka import Producer
+
+    producer = Producer(config)
+    producer.produce(topic, value, partition=0)
+    if producer.flush(30) != 0:
+        raise RuntimeError(f"{label}: warm-up record was not acknowledged")
+    return producer
+
+
 def ck_produce(
     label: str,
     bootstrap: str,
@@ -115,16 +127,11 @@ def ck_produce(
     security: dict | None = None,
 ) -> Measurement:
     """Produce `count` records of `record_size` bytes to partition 0 and wait for every ack."""
-    from confluent_kafka import Producer
-
     errors: list[str] = []
     config = producer_config(bootstrap, acks, record_size, security)
     config["error_cb"] = lambda err: errors.append(str(err))
-    producer = Producer(config)
     value = b"v" * record_size
-    producer.produce(topic, value, partition=0)  # warm-up: metadata and connection
-    if producer.flush(30) != 0:
-        raise RuntimeError(f"{label}: warm-up record was not acknowledged")
+    producer = _warmed_up_producer(label, config, topic, value)
     produce, poll = producer.produce, producer.poll
     meter.start()
     start = time.perf_counter()
@@ -176,15 +183,10 @@ def ck_produce_latency(
 ) -> Measurement:
     """Produce `count` records one at a time (linger.ms=0, each acknowledged before the next is
     sent): the round trip of each from produce() to its delivery report, as percentiles."""
-    from confluent_kafka import Producer
-
     config = producer_config(bootstrap, acks, record_size)
     config["linger.ms"] = 0
-    producer = Producer(config)
     value = b"v" * record_size
-    producer.produce(topic, value, partition=0)  # warm-up: metadata and connection
-    if producer.flush(30) != 0:
-        raise RuntimeError(f"{label}: warm-up record was not acknowledged")
+    producer = _warmed_up_producer(label, config, topic, value)
     samples: list[float] = []
     errors: list[str] = []
     sent_at = 0.0
