@@ -20,6 +20,11 @@ followers (`become_leader_or_follower`), followers fetch through the replica fet
 Leadership listeners hear of every partition this broker starts or stops leading (the group
 coordinator loads and unloads __consumer_offsets partitions with them).
 
+Reading from the nearest replica (KIP-392): with replica.selector.class the leader picks the
+replica a consumer in a rack should read (`preferred_read_replica`, from the metadata cache's
+racks); a follower serves consumers while it is in the ISR (`check_follower_read`) up to the HW
+its leader last sent (`follow_high_watermark`, which wakes their long polls).
+
 Waiting: `wait_for_appends` wakes on appends and high watermark moves of the partitions it
 watches; `wait_for_commit` (a delayed produce) completes when the HW passes the records, when
 the replica stops leading, or at its timeout.

@@ -18,7 +18,9 @@ unreachable) is retried by the next check. The leader keeps serving either way, 
 pass followers that stopped fetching, so acks=all writes cannot commit (docs/cluster.md).
 
 Follower: knows its leader and epoch; the fetcher (replication.fetcher) appends and truncates
-its log and sets its HW.
+its log and sets its HW, up to which it serves consumers (KIP-392). As leader, the in-sync
+followers whose log holds a consumer's fetch offset are the replicas it may send the consumer to
+(`read_replicas_holding`).
 
 Standalone (`standalone_state`): leader at epoch 0 of a one-member ISR, so the HW follows the log end
 as soon as an append returns.

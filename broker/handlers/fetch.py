@@ -9,7 +9,12 @@ partition's records are a file region sent with sendfile after the hand-encoded 
 Long poll: when fewer than min_bytes are available and max_wait_ms > 0, the response waits until
 an append to one of the partitions brings enough, or max_wait_ms passes.
 
-Consumers (replica_id -1) read below the high watermark, from the leader only. Followers
+Consumers (replica_id -1) read below the high watermark, from the leader; with v11+ also from a
+follower in the ISR, below the high watermark the leader last sent it (KIP-392; out of the ISR it
+answers NOT_LEADER_OR_FOLLOWER, sending the consumer back to the leader). With
+replica.selector.class set, the leader answers a v11+ consumer whose rack_id is a follower's rack
+with preferred_read_replica (that follower, chosen by broker.replica_manager), no records and at
+once. A fetch with no rack_id or before v11 pays for none of this. Followers
 (replica_id >= 0, replication.fetcher) read up to the log end offset; their fetch offset is their
 log end offset, which the leader records (it may move the high watermark, waking delayed
 produces and consumer long polls, or bring the follower back into the ISR). A follower whose
