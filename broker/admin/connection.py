@@ -24,6 +24,7 @@ from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersions
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from broker.admin.command_config import ClientSettings
@@ -41,6 +42,7 @@ RETRIABLE = frozenset({
     ErrorCode.request_timed_out,
 })
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+LATEST, EARLIEST = -1, -2
 
 
 class AdminError(Exception):
@@ -206,6 +208,50 @@ class Admin:
         if controller < 0:
             raise AdminError("the cluster has no active controller: NOT_CONTROLLER")
         return controller
+
+    async def leaders(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The leader of each partition (-1: none); AdminError for a topic that does not exist."""
+        partitions = list(partitions)
+        metadata = await self.metadata(sorted({t for t, _ in partitions}))
+        leaders = {}
+        for topic in metadata.topics:
+            check(topic.error_code, f"Metadata of topic {topic.name}")
+            for partition in topic.partitions:
+                leaders[(topic.name, partition.partition_index)] = partition.leader_id
+        for partition in partitions:
+            if partition not in leaders:
+                raise AdminError(f"{partition[0]}-{partition[1]}: UNKNOWN_TOPIC_OR_PARTITION")
+        return leaders
+
+    async def list_offsets(self, partitions: Iterable[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+        """ListOffsets of each partition at `timestamp` (LATEST -1, EARLIEST -2, or a time in ms)
+        from its leader: the offset, -1 where no record is that recent."""
+        wanted = set(partitions)
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for partition, leader in (await self.leaders(wanted)).items():
+            if partition in wanted:
+                by_leader.setdefault(leader, []).append(partition)
+        offsets = {}
+        for leader, owned in by_leader.items():
+            if leader < 0:
+                raise AdminError(f"{owned[0][0]}-{owned[0][1]}: LEADER_NOT_AVAILABLE")
+            topics: dict[str, list[int]] = {}
+            for topic, partition in owned:
+                topics.setdefault(topic, []).append(partition)
+            request = ListOffsetsRequest(
+                replica_id=-1, isolation_level=0,
+                topics=tuple(
+                    ListOffsetsTopic(name=t, partitions=tuple(
+                        ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=timestamp) for p in ps
+                    )) for t, ps in topics.items()
+                ),
+            )
+            response = await self.send(request, node=leader, min_version=1)
+            for topic in response.topics:
+                for partition in topic.partitions:
+                    check(partition.error_code, f"ListOffsets of {topic.name}-{partition.partition_index}")
+                    offsets[(topic.name, partition.partition_index)] = partition.offset
+        return offsets
 
     async def coordinator(self, key: str, key_type: int = GROUP_KEY) -> int:
         """The node id of the coordinator of a group (or a transactional id), retrying while
