@@ -43,3 +43,11 @@ class Progress:
         if self._shown and self._tty:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def pretty_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Kafka's ToolsUtils.prettyPrintTable (kafka-transactions.sh): every column padded to its
+    widest cell and followed by a tab."""
+    cells = [list(headers)] + [[str(value) for value in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("".join(cell.ljust(width) + "\t" for cell, width in zip(row, widths)) for row in cells)
