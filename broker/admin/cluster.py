@@ -66,7 +66,9 @@ def format_versions(versions: dict[int, tuple[int, int]]) -> str:
 
 
 def _version_text(api_key: int, minimum: int, maximum: int) -> str:
-    text = f"{api_name(api_key)}({api_key}): " + (str(minimum) if minimum == maximum else f"{minimum} to {maximum}")
+    name = api_name(api_key)
+    label = name if name.startswith("UNKNOWN(") else f"{name}({api_key})"
+    text = f"{label}: " + (str(minimum) if minimum == maximum else f"{minimum} to {maximum}")
     newest = newest_known_version(api_key)
     if newest is None:
         return text
