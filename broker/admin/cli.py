@@ -10,6 +10,7 @@ stderr, names Kafka's error), 2 for wrong usage.
 import argparse
 import asyncio
 import importlib
+import os
 import sys
 
 from broker.admin import command_config
@@ -67,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (| head): stop quietly, as shell tools do, and keep
+        # the interpreter from complaining about the unflushed output at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 async def _run(module, args: argparse.Namespace, settings: command_config.ClientSettings) -> int:

@@ -111,6 +111,8 @@ def run_offline(args: argparse.Namespace) -> int:
                           f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}")
             else:
                 print(f"Ignoring unknown file {path}", file=sys.stderr)
+        except BrokenPipeError:
+            raise  # the reader went away (| head): not a problem of the file
         except (OSError, CorruptIndexError, CorruptRecordError, InvalidRecordError) as exc:
             print(f"Error: {path}: {exc}", file=sys.stderr)
             report.failed = True
