@@ -72,3 +72,22 @@ def test_elect_gives_leadership_back_to_the_preferred_replica(cluster):
                TIMEOUT_S, "the preferred replica leads again")
     again = logway_admin(cluster, "elect", "--election-type", "PREFERRED", "--topic", topic, "--partition", "0")
     assert again.stdout == f"Valid replica already elected for partitions {topic}-0\n"
+
+
+def test_describe_filters_find_the_partitions_a_dead_broker_leaves_behind(cluster):
+    shared, alone = unique_topic("admin-under-replicated"), unique_topic("admin-unavailable")
+    logway_admin(cluster, "topics", "--create", "--topic", shared, "--replica-assignment", "1:3")
+    logway_admin(cluster, "topics", "--create", "--topic", alone, "--replica-assignment", "3")
+    wait_until(lambda: agreed_view(cluster, shared, (1, 2, 3), 1) and agreed_view(cluster, alone, (1, 2, 3), 1),
+               TIMEOUT_S, "metadata agreement")
+    assert logway_admin(cluster, "topics", "--describe", "--under-replicated-partitions", "--topic", "admin-.*").stdout == ""
+    cluster.broker(3).kill()
+
+    def reported(flag: str) -> str:
+        out = logway_admin(cluster, "topics", "--describe", flag, "--topic", "admin-.*").stdout
+        return out or None
+
+    under = wait_until(lambda: reported("--under-replicated-partitions"), TIMEOUT_S, "an under-replicated partition")
+    assert f"\tTopic: {shared}\tPartition: 0\tLeader: 1\tReplicas: 1,3\tIsr: 1\t" in under
+    unavailable = wait_until(lambda: reported("--unavailable-partitions"), TIMEOUT_S, "an unavailable partition")
+    assert f"\tTopic: {alone}\tPartition: 0\tLeader: none\tReplicas: 3\t" in unavailable
