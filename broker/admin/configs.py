@@ -48,6 +48,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from broker.admin.connection import Admin, AdminError, UsageError, check
 from broker.config import parse_properties
 from broker.security import scram
+from protocol.api_keys import ApiKey
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE = 0, 1
@@ -278,7 +279,8 @@ async def describe_quotas(admin: Admin, targets: list[tuple[str, str | None]]) -
         print(line)
     types = [t for t, _ in targets]
     names = [n for _, n in targets]
-    if "clients" not in types and "" not in names:
+    scram_served = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS in await admin.api_versions()
+    if scram_served and "clients" not in types and "" not in names:
         users = tuple(UserName(name=n) for n in names if n is not None) or None
         scram_response = await admin.send(DescribeUserScramCredentialsRequest(users=users))
         if scram_response.error_code == 0:

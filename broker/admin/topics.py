@@ -137,7 +137,7 @@ async def create(args: argparse.Namespace, admin: Admin) -> int:
     assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else {}
     if assignment and (args.partitions is not None or args.replication_factor is not None):
         raise UsageError("Option --replica-assignment can't be used with --partitions or --replication-factor")
-    if "." in args.topic and "_" in args.topic:
+    if "." in args.topic or "_" in args.topic:  # Kafka's Topic.hasCollisionChars
         print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could "
               "collide. To avoid issues it is best to use either, but not both.")
     topic = CreatableTopic(
