@@ -288,7 +288,3 @@ def newest_known_version(api_key: int) -> int | None:
     """The newest version of an API whose schema this tool has (kio's or protocol.legacy's)."""
     versions = schema_name_map.get(api_key_map.get(api_key), {})
     return max(versions) if versions else None
-
-
-# APIs logway-admin sends that protocol.api_keys does not list yet.
-DESCRIBE_LOG_DIRS = 35
