@@ -10,7 +10,7 @@ empty key list means all), each with its value, source, type and read-only flag:
   default. The name "" stands for the cluster-wide dynamic defaults, as in Kafka; there are none
   standalone, so the list is empty. Another id is INVALID_REQUEST.
 - BROKER_LOGGER (8), named by this broker's id: the level of every Python logger of the process,
-  in log4j's names (root first). They are read-only: levels cannot be changed at runtime.
+  in log4j's names (root first; broker/log_levels.py), which IncrementalAlterConfigs changes.
 - anything else: INVALID_REQUEST.
 
 Synonyms (where the value could come from, highest precedence first) only with include_synonyms
@@ -26,7 +26,6 @@ CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import datetime
-import logging
 import re
 from collections.abc import Callable
 
@@ -44,14 +43,13 @@ from protocol.config_types import ConfigEntry, ConfigResourceType, ConfigSource,
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import describe_topic_configs
 
+from broker import log_levels
 from broker.handlers.authorization import check_config_access
 from broker.handlers.registry import RequestContext, api
 from broker.security.acl import AclOperation
 from broker.topic_manager import validate_topic_name
 
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
-# Python's level names where log4j's differ.
-_LOG4J_LEVELS = {"WARNING": "WARN", "CRITICAL": "FATAL"}
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
@@ -127,22 +125,7 @@ def _logger_levels(ctx: RequestContext, name: str, include_synonyms: bool) -> li
             f"Unexpected broker id, expected {ctx.broker.broker_id} but received {name}",
             ErrorCode.invalid_request,
         )
-    named = sorted(
-        (logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)),
-        key=lambda logger: logger.name,
-    )
-    return [_logger_entry(logger) for logger in [logging.root, *named]]
-
-
-def _logger_entry(logger: logging.Logger) -> ConfigEntry:
-    level = logging.getLevelName(logger.getEffectiveLevel())
-    return ConfigEntry(
-        name=logger.name,
-        value=_LOG4J_LEVELS.get(level, level),
-        source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
-        type=ConfigType.STRING,
-        read_only=True,
-    )
+    return log_levels.describe()
 
 
 def _broker_id(name: str) -> int:

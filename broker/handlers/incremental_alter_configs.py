@@ -16,8 +16,11 @@ or to none. Per resource type:
   INVALID_CONFIG with Kafka's message. Any other key, or the cluster-wide default resource "",
   is refused with INVALID_REQUEST as in AlterConfigs: broker configs come from
   server.properties.
-- BROKER_LOGGER (8): refused with INVALID_REQUEST: log levels cannot be changed at runtime
-  (DescribeConfigs reports them read-only).
+- BROKER_LOGGER (8), naming this broker: SET or DELETE of a logger's level, as Kafka's
+  RuntimeLoggerManager (broker/log_levels.py): INVALID_CONFIG for a logger that does not exist or
+  a level that is not TRACE, DEBUG, INFO, WARN, ERROR or FATAL; INVALID_REQUEST for DELETE of
+  "root", APPEND, SUBTRACT, an unknown operation, or another broker's id. In memory only, as in
+  Kafka.
 - anything else: INVALID_REQUEST.
 
 INVALID_REQUEST also for a resource named twice, a key named twice within a resource, an unknown
@@ -49,6 +52,7 @@ from protocol.config_types import ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import TOPIC_CONFIGS, InvalidConfigError, describe_topic_configs, parse_value
 
+from broker import log_levels
 from broker.config import ConfigError
 from broker.handlers.alter_configs import (
     alter_each,
@@ -78,6 +82,14 @@ async def handle_incremental_alter_configs(
 
 async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
     check_unique_keys(config.name for config in resource.configs)
+    if resource.resource_type == ConfigResourceType.BROKER_LOGGER:
+        # Before the generic checks: Kafka's RuntimeLoggerManager has its own messages.
+        check_own_node_id(ctx, resource.resource_name)
+        changes = [(config.name, config.config_operation, config.value) for config in resource.configs]
+        log_levels.check(changes)
+        if not validate_only:
+            log_levels.apply(changes)
+        return
     operations = [(config, _operation(config)) for config in resource.configs]
     missing = [config.name for config, op in operations if op != ConfigOperation.DELETE and config.value is None]
     if missing:
@@ -89,12 +101,6 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
         await replace_topic_configs(ctx, name, {**current, **changes}, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
         _alter_broker_tls(ctx, resource.resource_name, operations, validate_only)
-    elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
-        raise KafkaError(
-            "Log levels cannot be changed at runtime on this broker; start it with --log-level "
-            "instead.",
-            ErrorCode.invalid_request,
-        )
     else:
         raise KafkaError(f"Unknown resource type {resource.resource_type}", ErrorCode.invalid_request)
 

@@ -394,7 +394,7 @@ def test_describe_configs_broker_logger(tmp_path):
         assert own.configs[0].name == "root"
         levels = {c.name: c for c in own.configs}
         assert levels["logway.test.admin"].value == "WARN"
-        assert levels["logway.test.admin"].read_only
+        assert not levels["logway.test.admin"].read_only
         assert levels["logway.test.admin"].config_source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
         assert (empty.error_code, empty.error_message) == (ErrorCode.invalid_request, "Broker id must not be empty")
         assert other.error_code == ErrorCode.invalid_request
@@ -593,7 +593,7 @@ def test_incremental_alter_configs_errors(tmp_path):
                 (TOPIC, "t", [("retention.ms", SET, None)]),
                 (TOPIC, "u", [("retention.ms", 7, "1")]),
                 (BROKER, "0", [("log.retention.hours", SET, "1")]),
-                (BROKER_LOGGER, "0", [("root", SET, "DEBUG")]),
+                (BROKER_LOGGER, "0", [("root", APPEND, "DEBUG")]),
                 (TOPIC, "dup", []),
                 (TOPIC, "dup", []),
                 (99, "x", []),
@@ -620,6 +620,35 @@ def test_incremental_alter_configs_errors(tmp_path):
         ]
 
     run(tmp_path, scenario)
+
+
+def test_incremental_alter_configs_changes_log_levels_at_run_time(tmp_path):
+    logger = logging.getLogger("logway.test.admin.levels")
+
+    async def scenario(admin):
+        async def change(name, *operations, validate_only=False):
+            request = incremental((BROKER_LOGGER, name, operations), validate_only=validate_only)
+            response = await admin.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)
+            return response.responses[0].error_code, response.responses[0].error_message
+
+        assert await change("0", (logger.name, SET, "DEBUG"), validate_only=True) == (ErrorCode.none, None)
+        assert logger.level == logging.NOTSET
+        assert await change("0", (logger.name, SET, "DEBUG")) == (ErrorCode.none, None)
+        assert logger.level == logging.DEBUG
+        described = await admin.call(ApiKey.DESCRIBE_CONFIGS, 4, describe((BROKER_LOGGER, "0")))
+        assert {c.name: c.value for c in described.results[0].configs}[logger.name] == "DEBUG"
+        assert await change("0", (logger.name, DELETE, None)) == (ErrorCode.none, None)
+        assert logger.level == logging.NOTSET
+        assert await change("1", (logger.name, SET, "DEBUG")) == (
+            ErrorCode.invalid_request, "Unexpected broker id, expected 0, but received 1"
+        )
+        assert (await change("0", (logger.name, SET, "NOISY")))[0] == ErrorCode.invalid_config
+        assert logger.level == logging.NOTSET
+
+    try:
+        run(tmp_path, scenario)
+    finally:
+        logger.setLevel(logging.NOTSET)
 
 
 # --------------------------------------------------------------------------------------------
