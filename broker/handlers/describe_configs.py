@@ -6,9 +6,11 @@ empty key list means all), each with its value, source, type and read-only flag:
 - TOPIC (2): every topic config, from the topic's overrides, else the broker keys the operator
   set, else Kafka's default (see storage.log_config.describe_topic_configs).
   INVALID_TOPIC_EXCEPTION for an illegal name, UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
-- BROKER (4), named by this broker's id: every broker config, as set in server.properties or by
-  default. The name "" stands for the cluster-wide dynamic defaults, as in Kafka; there are none
-  standalone, so the list is empty. Another id is INVALID_REQUEST.
+- BROKER (4), named by this broker's id: every broker config with the value in effect and its
+  source: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG
+  (server.properties) or DEFAULT_CONFIG (broker/dynamic_config.py); read-only unless it can be
+  changed at run time. The name "" stands for the cluster-wide dynamic defaults, as in Kafka:
+  only the keys set there. Another id is INVALID_REQUEST.
 - BROKER_LOGGER (8), named by this broker's id: the level of every Python logger of the process,
   in log4j's names (root first; broker/log_levels.py), which IncrementalAlterConfigs changes.
 - anything else: INVALID_REQUEST.
@@ -44,6 +46,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import describe_topic_configs
 
 from broker import log_levels
+from broker.dynamic_config import DEFAULT
 from broker.handlers.authorization import check_config_access
 from broker.handlers.registry import RequestContext, api
 from broker.security.acl import AclOperation
@@ -107,14 +110,15 @@ def _topic_configs(ctx: RequestContext, name: str, include_synonyms: bool) -> li
 
 
 def _broker_configs(ctx: RequestContext, name: str, include_synonyms: bool) -> list[ConfigEntry]:
+    dynamic = ctx.broker.dynamic_config
     if name == "":
-        return []
+        return dynamic.describe(DEFAULT, ctx.broker.config, include_synonyms)
     if _broker_id(name) != ctx.broker.broker_id:
         raise KafkaError(
             f"Unexpected broker id, expected {ctx.broker.broker_id} or empty string, but received {name}",
             ErrorCode.invalid_request,
         )
-    return ctx.broker.config.describe(include_synonyms)
+    return dynamic.describe(name, ctx.broker.config, include_synonyms)
 
 
 def _logger_levels(ctx: RequestContext, name: str, include_synonyms: bool) -> list[ConfigEntry]:
