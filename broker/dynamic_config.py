@@ -34,8 +34,6 @@ Passwords (keystore passwords, inline keys) are kept as given: Kafka encrypts th
 password.encoder.secret, logway has no such key, so keep the log dirs and ZooKeeper private.
 """
 
-import asyncio
-import concurrent.futures
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
@@ -46,7 +44,7 @@ from protocol.errors import ErrorCode, KafkaError
 from replication import znodes
 from replication.zk import NoNodeError, NodeExistsError, ZkClient
 from storage.log_config import TOPIC_CONFIGS, InvalidConfigError
-from storage.mirrored_document import MirroredDocument
+from storage.mirrored_document import EntityConfigs
 
 from broker.config import BROKER_CONFIGS, BrokerConfig, ConfigError
 from broker.security import tls
@@ -87,35 +85,17 @@ class Reconfigurable(Protocol):
     def reconfigure(self, config: BrokerConfig, validate_only: bool) -> None: ...
 
 
-class FileBrokerConfigStore:
+class FileBrokerConfigStore(EntityConfigs):
     """Standalone: every entity's dynamic config in a file in every log dir."""
 
     def __init__(self, log_dirs: list[str]) -> None:
-        self._file = MirroredDocument(log_dirs, CONFIG_FILE, "the dynamic broker configs")
-        self._entities: dict[str, dict[str, str]] = {}
-        self._writer = concurrent.futures.ThreadPoolExecutor(1, "logway-broker-configs")
+        super().__init__(log_dirs, CONFIG_FILE, "the dynamic broker configs")
 
     async def read_all(self) -> dict[str, dict[str, str]]:
-        newest = await asyncio.get_running_loop().run_in_executor(self._writer, self._file.load)
-        if newest is not None:
-            self._entities = {entity: dict(config) for entity, config in newest["entities"].items()}
-        return {entity: dict(config) for entity, config in self._entities.items()}
+        return await self.load()
 
     async def read(self, entity: str) -> dict[str, str]:
-        return dict(self._entities.get(entity, {}))
-
-    async def write(self, entity: str, config: Mapping[str, str]) -> None:
-        entities = {**self._entities, entity: dict(config)}
-        if not config:
-            del entities[entity]
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._writer, self._file.save, {"entities": entities})
-        except OSError as exc:
-            raise KafkaError(str(exc), ErrorCode.kafka_storage_error) from exc
-        self._entities = entities
-
-    def close(self) -> None:
-        self._writer.shutdown(wait=True)
+        return self.get(entity)
 
 
 class ZkBrokerConfigStore:
