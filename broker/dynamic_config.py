@@ -164,8 +164,10 @@ class DynamicBrokerConfig:
         elif entity == str(self.broker_id):
             self._install(self.default, await self.store.read(entity))
 
-    def _install(self, default: dict[str, str], own: dict[str, str]) -> None:
-        if (default, own) == (self.default, self.own):
+    def _install(self, default: dict[str, str], own: dict[str, str], force: bool = False) -> None:
+        """Put the levels in effect; unless `force`d, only when they changed (a keystore
+        file replaced in place is read again when its location is set again, as in Kafka)."""
+        if not force and (default, own) == (self.default, self.own):
             return
         try:
             config = self._effective(default, own)
@@ -230,7 +232,7 @@ class DynamicBrokerConfig:
             return
         await self.store.write(entity, new)
         log.info("Updating %s with new configuration : %s", "brokers" if entity == DEFAULT else f"broker {entity}", _loggable(new))
-        self._install(default, own)
+        self._install(default, own, force=True)
 
     def close(self) -> None:
         self.store.close()
