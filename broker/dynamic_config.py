@@ -232,7 +232,11 @@ class DynamicBrokerConfig:
             return
         await self.store.write(entity, new)
         log.info("Updating %s with new configuration : %s", "brokers" if entity == DEFAULT else f"broker {entity}", _loggable(new))
-        self._install(default, own, force=True)
+        # The other level as it is now: a notification may have changed it during the write.
+        if entity == DEFAULT:
+            self._install(new, self.own, force=True)
+        else:
+            self._install(self.default, new, force=True)
 
     def close(self) -> None:
         self.store.close()

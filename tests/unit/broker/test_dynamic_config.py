@@ -253,3 +253,40 @@ def test_the_file_store_keeps_every_entity(tmp_path):
         reopened.close()
 
     asyncio.run(scenario())
+
+
+class SlowStore:
+    """A store whose writes wait for `release`, so a notification can arrive during one."""
+
+    def __init__(self):
+        self.entities = {}
+        self.release = asyncio.Event()
+
+    async def read_all(self):
+        return dict(self.entities)
+
+    async def read(self, entity):
+        return dict(self.entities.get(entity, {}))
+
+    async def write(self, entity, config):
+        self.entities[entity] = dict(config)
+        await self.release.wait()
+
+    def close(self):
+        pass
+
+
+def test_a_default_changed_elsewhere_during_a_write_of_this_brokers_level_is_kept(tmp_path):
+    async def scenario():
+        store, broker = SlowStore(), RecordingBroker()
+        dynamic = DynamicBrokerConfig(settings(tmp_path), 0, broker, store)
+        writing = asyncio.create_task(dynamic.alter("0", lambda current: {"message.max.bytes": "5000"}, "0", False))
+        await asyncio.sleep(0)  # the write has begun
+        store.entities[DEFAULT] = {"log.retention.ms": "9000"}
+        await dynamic.reload(DEFAULT)  # another broker's change, announced meanwhile
+        store.release.set()
+        await writing
+        assert (dynamic.default, dynamic.own) == ({"log.retention.ms": "9000"}, {"message.max.bytes": "5000"})
+        assert broker.configs[-1].get("log.retention.ms") == 9000
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
