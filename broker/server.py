@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from broker.cluster import ClusterMember, resolve_broker_id
 from broker.config import TLS_PROTOCOLS, BrokerConfig, ConfigError
+from broker import systemd
 from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, ZkBrokerConfigStore
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
@@ -426,8 +427,10 @@ class Broker:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop_requested.set)
         await self.start()
+        systemd.notify("READY=1")
         await stop_requested.wait()
         log.info("shutting down")
+        systemd.notify("STOPPING=1")
         await self.stop()
 
 

@@ -120,3 +120,19 @@ def test_a_bad_logging_config_stops_the_start_with_a_message(tmp_path):
     while broker.process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert broker.process.returncode == 2
+
+
+def test_the_broker_tells_systemd_when_it_is_ready_and_when_it_stops(tmp_path, monkeypatch):
+    import socket
+
+    path = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(path)
+        listener.settimeout(TIMEOUT_S)
+        monkeypatch.setenv("NOTIFY_SOCKET", path)  # as systemd sets it for Type=notify
+        broker = BrokerProcess(tmp_path / "data").start()
+        try:
+            assert listener.recv(100) == b"READY=1"
+        finally:
+            assert broker.stop() == 0
+        assert listener.recv(100) == b"STOPPING=1"
