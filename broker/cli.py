@@ -1,7 +1,8 @@
 """`logway` and `python -m broker`: run one broker.
 
     logway --config config/server.properties [--override key=value ...]
-           [--log-level INFO] [--log-file FILE [--log-file-max-bytes N] [--log-file-backups N]]
+           [--log-level INFO] [--log-file FILE | --log-dir DIR] [--log-file-max-bytes N]
+           [--log-file-backups N]
            [--log-format text|json] [--log-config logging.json]
 
 Without zookeeper.connect the broker runs standalone: its own controller, with topic metadata
@@ -32,7 +33,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="set a config key, over the file's value (repeatable)",
     )
     parser.add_argument("--log-level", default="INFO", help="TRACE, DEBUG, INFO, WARN, ERROR or FATAL")
-    parser.add_argument("--log-file", help="log to this file, rotated by size, instead of stderr")
+    destination = parser.add_mutually_exclusive_group()
+    destination.add_argument("--log-file", help="log to this file, rotated by size, instead of stderr")
+    destination.add_argument(
+        "--log-dir", help="log to server.log, and the request log to kafka-request.log, in this directory (Kafka's LOG_DIR)"
+    )
     parser.add_argument(
         "--log-file-max-bytes", type=int, default=logging_setup.DEFAULT_MAX_BYTES,
         help="size at which --log-file is rotated (0: never)",
@@ -57,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             args.log_level,
             config_file=args.log_config,
             log_file=args.log_file,
+            log_dir=args.log_dir,
             max_bytes=args.log_file_max_bytes,
             backups=args.log_file_backups,
             json_format=args.log_format == "json",

@@ -113,7 +113,7 @@ class Dispatcher:
             chunks = _encode(handler.handle(context, request), api_key, version, response_header)
             if sasl.failed:
                 raise CloseAfterResponse(sasl.failure or "SASL authentication failed", chunks)
-            return chunks
+            return _logged(chunks, context, started)
         try:
             result = handler.handle(context, request)
             if inspect.isawaitable(result):

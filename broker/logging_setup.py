@@ -8,6 +8,8 @@ Kafka's brokers are configured by log4j.properties; logway's by one of (command 
   config/logging.json: server.log and the request log in files of their own, rotated.
 - otherwise `--log-file FILE` writes to that file instead of stderr, rotated when it reaches
   `--log-file-max-bytes` (100 MiB), keeping `--log-file-backups` old files (10) as FILE.1 ...;
+  or `--log-dir DIR` (Kafka's LOG_DIR) writes DIR/server.log and the request log apart in
+  DIR/kafka-request.log, as Kafka's log4j.properties does, both rotated so;
   `--log-format json` writes one JSON object per line instead of text; `--log-level` sets the
   root logger's level (INFO).
 
@@ -93,6 +95,7 @@ def configure(
     level: str = "INFO",
     config_file: str | None = None,
     log_file: str | None = None,
+    log_dir: str | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     backups: int = DEFAULT_BACKUPS,
     json_format: bool = False,
@@ -106,26 +109,38 @@ def configure(
         root_level = python_level(level)
     except ValueError as exc:
         raise LoggingSetupError(str(exc)) from None
+    if max_bytes < 0 or backups < 0:
+        raise LoggingSetupError("--log-file-max-bytes and --log-file-backups must not be negative")
+    formatter = JsonFormatter() if json_format else logging.Formatter(TEXT_FORMAT)
+    request_handler = None
+    if log_dir is not None:
+        log_file = os.path.join(log_dir, "server.log")
+        request_handler = _rotating(os.path.join(log_dir, "kafka-request.log"), max_bytes, backups, formatter)
     if log_file is not None:
-        if max_bytes < 0 or backups < 0:
-            raise LoggingSetupError("--log-file-max-bytes and --log-file-backups must not be negative")
-        try:
-            directory = os.path.dirname(os.path.abspath(log_file))
-            os.makedirs(directory, exist_ok=True)
-            handler: logging.Handler = logging.handlers.RotatingFileHandler(
-                log_file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
-            )
-        except OSError as exc:
-            raise LoggingSetupError(f"cannot open the log file {log_file}: {exc}") from None
+        handler = _rotating(log_file, max_bytes, backups, formatter)
     else:
         handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if json_format else logging.Formatter(TEXT_FORMAT))
+        handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
         old.close()
     root.addHandler(handler)
     root.setLevel(root_level)
+    if request_handler is not None:
+        request_log = logging.getLogger(REQUEST_LOGGER)
+        request_log.addHandler(request_handler)
+        request_log.propagate = False
+
+
+def _rotating(path: str, max_bytes: int, backups: int, formatter: logging.Formatter) -> logging.Handler:
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+    except OSError as exc:
+        raise LoggingSetupError(f"cannot open the log file {path}: {exc}") from None
+    handler.setFormatter(formatter)
+    return handler
 
 
 def _apply_config_file(path: str) -> None:

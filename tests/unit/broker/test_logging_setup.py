@@ -36,6 +36,16 @@ def test_log_file_is_rotated_by_size_keeping_the_backups_asked_for(tmp_path):
     assert all(p.stat().st_size <= 2000 for p in path.parent.iterdir())
 
 
+def test_a_log_dir_holds_server_log_and_the_request_log_apart_as_kafkas(tmp_path):
+    logging_setup.configure("DEBUG", log_dir=str(tmp_path / "logs"))
+    logging.getLogger("logway.test.dir").info("a server line")
+    logging.getLogger(logging_setup.REQUEST_LOGGER).debug("a request line")
+    server = (tmp_path / "logs" / "server.log").read_text()
+    requests = (tmp_path / "logs" / "kafka-request.log").read_text()
+    assert "a server line" in server and "a request line" not in server
+    assert "a request line" in requests and "a server line" not in requests
+
+
 def test_json_format_writes_one_object_per_line_with_log4j_level_names(tmp_path):
     path = tmp_path / "server.log"
     logging_setup.configure("INFO", log_file=str(path), json_format=True)
