@@ -206,6 +206,13 @@ class DynamicBrokerConfig:
             )
         return result
 
+    def sources(self) -> dict[str, ConfigSource]:
+        """The source of each key set dynamically, for the broker synonyms of topic configs."""
+        return {
+            **{key: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG for key in self.default},
+            **{key: ConfigSource.DYNAMIC_BROKER_CONFIG for key in self.own},
+        }
+
     # ------------------------------------------------------------------ changes
 
     async def alter(

@@ -4,7 +4,8 @@ Answers with the configs of each resource, all of them or only the keys asked fo
 empty key list means all), each with its value, source, type and read-only flag:
 
 - TOPIC (2): every topic config, from the topic's overrides, else the broker keys the operator
-  set, else Kafka's default (see storage.log_config.describe_topic_configs).
+  set (in server.properties or as dynamic broker configs, each with its source), else Kafka's
+  default (see storage.log_config.describe_topic_configs).
   INVALID_TOPIC_EXCEPTION for an illegal name, UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
 - BROKER (4), named by this broker's id: every broker config with the value in effect and its
   source: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG
@@ -106,7 +107,10 @@ def _describe(
 def _topic_configs(ctx: RequestContext, name: str, include_synonyms: bool) -> list[ConfigEntry]:
     validate_topic_name(name)
     info = ctx.broker.topics.get(name)
-    return describe_topic_configs(info.configs, ctx.broker.config.explicit_settings, include_synonyms)
+    broker = ctx.broker
+    return describe_topic_configs(
+        info.configs, broker.config.explicit_settings, include_synonyms, broker.dynamic_config.sources()
+    )
 
 
 def _broker_configs(ctx: RequestContext, name: str, include_synonyms: bool) -> list[ConfigEntry]:

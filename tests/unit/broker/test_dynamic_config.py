@@ -290,3 +290,21 @@ def test_a_default_changed_elsewhere_during_a_write_of_this_brokers_level_is_kep
         assert broker.configs[-1].get("log.retention.ms") == 9000
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_a_topic_reports_a_dynamic_broker_default_with_its_source(tmp_path):
+    from tests.unit.broker.test_admin_handlers import TOPIC
+
+    async def scenario(admin):
+        await admin.create_topic("t")
+        await change(admin, "", ("log.retention.ms", SET, "600000"))
+        await change(admin, "0", ("log.segment.bytes", SET, "70000"))
+        response = await admin.call(ApiKey.DESCRIBE_CONFIGS, 4, describe((TOPIC, "t"), synonyms=True))
+        configs = {c.name: c for c in response.results[0].configs}
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("600000", DYNAMIC_DEFAULT)
+        assert (configs["segment.bytes"].value, configs["segment.bytes"].config_source) == ("70000", DYNAMIC)
+        assert [(s.name, s.source) for s in configs["segment.bytes"].synonyms] == [
+            ("log.segment.bytes", DYNAMIC), ("log.segment.bytes", DEFAULT_CONFIG),
+        ]
+
+    run(tmp_path, scenario)
