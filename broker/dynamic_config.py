@@ -173,7 +173,10 @@ class DynamicBrokerConfig:
             config = self._effective(default, own)
             self._broker.reconfigure(config, validate_only=False)
         except (ConfigError, KafkaError) as exc:
-            log.error("ignoring dynamic broker configs %s (this broker) and %s (default): %s", own, default, exc)
+            log.error(
+                "ignoring dynamic broker configs %s (this broker) and %s (default): %s",
+                _loggable(own), _loggable(default), exc,
+            )
             return
         self.default, self.own = dict(default), dict(own)
         log.info("dynamic broker configs in effect: %s (this broker), %s (default)", _loggable(own), _loggable(default))

@@ -308,3 +308,16 @@ def test_a_topic_reports_a_dynamic_broker_default_with_its_source(tmp_path):
         ]
 
     run(tmp_path, scenario)
+
+
+def test_a_stored_value_the_broker_no_longer_accepts_is_left_out_and_the_broker_starts(tmp_path, caplog):
+    (tmp_path / "logway-broker-configs.json").write_text(
+        json.dumps({"version": 1, "generation": 1, "entities": {"0": {"log.segment.bytes": "5"}}})
+    )
+
+    async def scenario(admin):
+        assert admin.broker.config.get("log.segment.bytes") == 1073741824
+        assert admin.broker.dynamic_config.own == {}
+
+    run(tmp_path, scenario)
+    assert any("ignoring dynamic broker configs" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
