@@ -13,12 +13,14 @@ Keys that can change (logway applies each at once; `reconfigurable`):
   defaults, message.max.bytes, compression.type, min.insync.replicas, unclean.leader.election.enable
   and the rest of storage.log_config's broker synonyms: every log of a topic without its own
   override takes the new value (broker/topic_manager.py);
+- log.cleaner.dedupe.buffer.size, log.cleaner.io.buffer.size, log.cleaner.backoff.ms: for the
+  cleanings started, and the waits begun, from then on;
 - max.connections, max.connections.per.ip, max.connections.per.ip.overrides: for connections
   accepted from then on;
 - this broker's keystore and truststore (ssl.keystore.*, ssl.truststore.*, ssl.key.password,
   plain or listener.name.<l>.*), per broker only as in Kafka: SSL listeners get new contexts.
 Any other key, Kafka's static ones and the dynamic ones logway cannot apply while running
-(listeners, num.*.threads, log.cleaner.threads and buffers, num.replica.fetchers ...), is
+(listeners, num.*.threads, log.cleaner.threads, num.replica.fetchers ...), is
 INVALID_CONFIG "Cannot update these configs dynamically: Set(...)", as Kafka answers for its
 static keys.
 
@@ -59,6 +61,7 @@ TOPIC_DEFAULT_KEYS = frozenset(
     if synonym.name in BROKER_CONFIGS
 )
 CONNECTION_KEYS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"})
+CLEANER_KEYS = frozenset({"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms"})
 
 
 def is_tls_key(key: str) -> bool:
@@ -72,7 +75,7 @@ def _base_key(key: str) -> str:
 
 
 def reconfigurable(key: str) -> bool:
-    return key in TOPIC_DEFAULT_KEYS or key in CONNECTION_KEYS or is_tls_key(key)
+    return key in TOPIC_DEFAULT_KEYS or key in CONNECTION_KEYS or key in CLEANER_KEYS or is_tls_key(key)
 
 
 def _scala_set(names) -> str:

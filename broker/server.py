@@ -335,8 +335,8 @@ class Broker:
 
     def reconfigure(self, config: BrokerConfig, validate_only: bool) -> None:
         """Put `config` in effect (dynamic broker configs, broker/dynamic_config.py): topic
-        defaults reach every log without an override, connection limits the connections
-        accepted from then on, and every SSL listener whose keystore or truststore settings
+        defaults reach every log without an override, the cleaner's buffers and backoff its
+        next cleanings, connection limits the connections accepted from then on, and every SSL listener whose keystore or truststore settings
         or files changed gets a new context, used by new connections (those open keep theirs,
         as in Kafka; so does the inter-broker client). All or nothing: ConfigError (nothing
         changed) when a store cannot be loaded or replaces the certificate's subject DN or
@@ -357,6 +357,7 @@ class Broker:
         for name in rebuilt:
             log.info("listener %s: TLS keystore and truststore reloaded", name)
         self.topics.set_broker_settings(config.explicit_settings)
+        self.log_manager.cleaner.reconfigure(_cleaner_config(config))
         if self._quotas is not None:
             self._quotas.reconfigure(config.get("max.connections"), config.get("max.connections.per.ip"), per_ip_overrides)
 
@@ -526,11 +527,15 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
         producer_id_expiration_check_interval_ms=config.get(
             "producer.id.expiration.check.interval.ms"
         ),
-        cleaner=CleanerConfig(
-            enable=config.get("log.cleaner.enable"),
-            threads=config.get("log.cleaner.threads"),
-            dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
-            io_buffer_size=config.get("log.cleaner.io.buffer.size"),
-            backoff_ms=config.get("log.cleaner.backoff.ms"),
-        ),
+        cleaner=_cleaner_config(config),
+    )
+
+
+def _cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    return CleanerConfig(
+        enable=config.get("log.cleaner.enable"),
+        threads=config.get("log.cleaner.threads"),
+        dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
+        io_buffer_size=config.get("log.cleaner.io.buffer.size"),
+        backoff_ms=config.get("log.cleaner.backoff.ms"),
     )

@@ -136,6 +136,19 @@ def test_connection_limits_apply_to_connections_accepted_afterwards(tmp_path):
     run(tmp_path, scenario)
 
 
+def test_the_cleaners_buffers_and_backoff_change_at_run_time_its_threads_do_not(tmp_path):
+    async def scenario(admin):
+        assert await change(admin, "", ("log.cleaner.backoff.ms", SET, "100"), ("log.cleaner.io.buffer.size", SET, "65536")) == (
+            ErrorCode.none, None
+        )
+        cleaner = admin.broker.log_manager.cleaner.config
+        assert (cleaner.backoff_ms, cleaner.io_buffer_size) == (100, 65536)
+        code, message = await change(admin, "0", ("log.cleaner.threads", SET, "2"))
+        assert code == ErrorCode.invalid_config and message.endswith("Set(log.cleaner.threads)")
+
+    run(tmp_path, scenario)
+
+
 def test_append_and_subtract_start_from_the_value_in_effect(tmp_path):
     async def scenario(admin):
         await admin.create_topic("t")
@@ -195,6 +208,7 @@ def test_describe_v0_reports_dynamic_values_as_not_default(tmp_path):
 def test_only_keys_logway_applies_at_run_time_are_reconfigurable():
     assert reconfigurable("log.retention.ms") and reconfigurable("unclean.leader.election.enable")
     assert reconfigurable("listener.name.ssl.ssl.keystore.location")
+    assert reconfigurable("log.cleaner.backoff.ms")
     assert not reconfigurable("num.io.threads") and not reconfigurable("log.cleaner.threads")
     assert not reconfigurable("no.such.key")
 
