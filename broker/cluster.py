@@ -18,6 +18,9 @@ start at once), then stops the start.
 
 Client quotas (broker/security/quota_store.py): read from /config/users and /config/clients
 once changes are followed, and an entity re-read when a /config/changes notification names it.
+Dynamic broker configs (broker/dynamic_config.py) likewise from /config/brokers/<id> and
+/config/brokers/<default>; the controller's unclean leader election follows the broker's
+unclean.leader.election.enable in effect for topics without an override.
 
 Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
 (children, and each topic's partition count and id) and /config/topics (overrides), re-read
@@ -177,6 +180,7 @@ class ClusterMember:
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
         # Read again now that changes are followed: none made since the start is missed.
+        await self.broker.dynamic_config.load()
         await self.broker.quota_configs.load()
         await self.broker.scram_credentials.load()
         await self._register()
@@ -310,6 +314,7 @@ class ClusterMember:
             await self._register()
             await self._follow_topics()
             await self._follow_config_changes()
+            await self.broker.dynamic_config.load()
             await self.broker.quota_configs.load()
             await self.broker.scram_credentials.load()
         except ZkError as exc:
@@ -402,6 +407,8 @@ class ClusterMember:
                 entity_type, name = znodes.decode_config_change(found[0])
                 if entity_type == "topics":
                     await self._read_topic(name)
+                elif entity_type == "brokers":  # dynamic broker configs: this broker's or the default
+                    await self.broker.dynamic_config.reload(name)
                 elif entity_type in ("users", "clients"):  # client quotas; a user's SCRAM credentials
                     await self.broker.quota_configs.reload(f"{entity_type}/{name}")
                     if entity_type == "users":
@@ -430,4 +437,6 @@ class ClusterMember:
     async def _topic_unclean_election(self, topic: str) -> bool | None:
         found = await self.zk.get_or_none(znodes.topic_config_path(topic))
         value = znodes.decode_topic_config(found[0]).get("unclean.leader.election.enable") if found else None
-        return None if value is None else value.strip().lower() == "true"
+        if value is None:  # the broker's setting in effect, which dynamic broker configs change
+            return self.broker.config.get("unclean.leader.election.enable")
+        return value.strip().lower() == "true"

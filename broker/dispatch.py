@@ -22,6 +22,12 @@ Kafka does: every error code of the response, for every entry the request named;
 logged with its traceback and the connection stays open (a ProtocolError a handler raises,
 for a request it finds malformed, still closes it). The exception is Produce with acks=0,
 which has no response: its connection is closed, as Kafka closes it, so the producer notices.
+
+The request log: each request answered (or left unanswered, as acks=0 Produce) gets one DEBUG
+line on the kafka.request.logger logger (broker/logging_setup.py): API, version, correlation
+id, client id, client address, principal, listener, latency from the frame's arrival to its
+response being ready, and response size. When that logger is above DEBUG a request costs one
+level check (cached by the logging module) and nothing is formatted.
 """
 
 import inspect
@@ -42,6 +48,7 @@ from protocol.headers import (
 from protocol.primitives import INT16, INT32
 
 from broker.handlers import HANDLERS
+from broker.logging_setup import REQUEST_LOGGER
 from broker.metrics.stats import request_name
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.network import CloseAfterResponse
@@ -60,6 +67,7 @@ if TYPE_CHECKING:
     from broker.server import Broker
 
 log = logging.getLogger(__name__)
+_request_log = logging.getLogger(REQUEST_LOGGER)
 
 Chunks = list[bytes | Sized]
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
@@ -108,13 +116,13 @@ class Dispatcher:
             chunks = _encode(handler.handle(context, request), api_key, version, response_header)
             if sasl.failed:
                 raise CloseAfterResponse(sasl.failure or "SASL authentication failed", chunks)
-            return chunks
+            return _logged(chunks, context, started)
         try:
             result = handler.handle(context, request)
             if inspect.isawaitable(result):
                 handler_s = time.perf_counter() - started
                 return self._finish_later(
-                    result, request, context, response_header, len(frame), handler_s, dispatched
+                    result, request, context, response_header, len(frame), handler_s, started, dispatched
                 )
             chunks = self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started)
         except ProtocolError:
@@ -122,7 +130,7 @@ class Dispatcher:
         except Exception as exc:
             chunks = self._failed(exc, request, context, response_header, time.perf_counter() - started)
         self._record(context, request, dispatched, time.monotonic() - dispatched, 0.0)
-        return chunks
+        return _logged(chunks, context, started)
 
     @staticmethod
     def _parse(handler: ApiHandler, version: int, frame: memoryview, body_start: int) -> Any:
@@ -140,6 +148,7 @@ class Dispatcher:
         response_header: bytes,
         request_bytes: int,
         handler_s: float,
+        started: float,
         dispatched: float,
     ) -> Chunks | None:
         waiting = time.monotonic()
@@ -154,7 +163,7 @@ class Dispatcher:
             chunks = self._failed(exc, request, context, response_header, handler_s)
         local_s = (waiting - dispatched) + (time.monotonic() - woken)
         self._record(context, request, dispatched, local_s, woken - waiting)
-        return chunks
+        return _logged(chunks, context, started)
 
     def _record(self, context: RequestContext, request: Any, dispatched: float, local_s: float, remote_s: float) -> None:
         """The request's count and times (RequestMetrics; Fetch also under FetchConsumer or
@@ -203,6 +212,33 @@ class Dispatcher:
             response = throttling.with_throttle_time(response, throttle_ms)
             return ThrottledResponse(_frame(response_header, [schemas.encode(response)]), throttle_ms / 1000)
         return _frame(response_header, [schemas.encode(response)])
+
+
+def _logged(response: Chunks | None, context: RequestContext, started: float) -> Any:
+    """`response`, after its line in the request log when that logger is at DEBUG (a level
+    check per request, nothing more, when it is not)."""
+    if _request_log.isEnabledFor(logging.DEBUG):
+        _log_request(response, context, started)
+    return response
+
+
+def _log_request(response: Chunks | None, context: RequestContext, started: float) -> None:
+    header = context.header
+    session = context.session
+    fields = {
+        "api": ApiKey(header.api_key).name,
+        "version": header.api_version,
+        "correlationId": header.correlation_id,
+        "clientId": header.client_id,
+        "clientAddress": session.client_address,
+        "principal": str(session.principal),
+        "listener": session.listener,
+        "latencyMs": round((time.perf_counter() - started) * 1000, 3),
+        "responseBytes": sum(len(chunk) for chunk in response) if response else 0,
+    }
+    _request_log.debug(
+        "Completed request: %s", " ".join(f"{key}={value}" for key, value in fields.items()), extra={"request": fields}
+    )
 
 
 def _encode(result: Any, api_key: int, version: int, response_header: bytes) -> Chunks | None:

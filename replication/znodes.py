@@ -320,6 +320,20 @@ def encode_user_config_change(sanitized_user: str) -> bytes:
     return _dump({"version": 2, "entity_path": f"users/{sanitized_user}"})
 
 
+BROKER_CONFIG_DEFAULT = "<default>"  # the cluster-wide default entity of /config/brokers
+
+
+def broker_config_path(entity: str) -> str:
+    """/config/brokers/<broker id>, or /config/brokers/<default>; the node holds
+    encode_topic_config's {"version": 1, "config": {...}}, as every entity config does."""
+    return f"/config/brokers/{entity}"
+
+
+def encode_broker_config_change(entity: str) -> bytes:
+    """The notification of a change of /config/brokers/<entity>."""
+    return _dump({"version": 2, "entity_path": f"brokers/{entity}"})
+
+
 def user_config_path(sanitized_user: str) -> str:
     return f"{CONFIG_USERS}/{sanitized_user}"
 
