@@ -44,10 +44,11 @@ async def produce(client: Client, topic: str, partition: int, records: bytes):
     return await client.call(ApiKey.PRODUCE, 9, request)
 
 
-async def fetch(client: Client, topic: str, partition: int, offset: int, replica_id: int = -1):
+async def fetch(client: Client, topic: str, partition: int, offset: int, max_wait_ms: int = 0):
+    """A consumer's fetch; with `max_wait_ms`, a long poll for data beyond `offset`."""
     request = FetchRequest(
-        replica_id=replica_id,
-        max_wait=0 * MS,
+        replica_id=-1,
+        max_wait=max_wait_ms * MS,
         min_bytes=1,
         topics=(
             FetchTopic(
@@ -136,14 +137,7 @@ def test_requests_are_counted_by_name_and_version_and_a_consumer_fetch_also_as_f
 
 def test_a_long_poll_fetch_spends_its_wait_in_remote_time(tmp_path):
     async def scenario(broker, client):
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait=50 * MS,
-            min_bytes=1,
-            topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024),)),),
-            forgotten_topics_data=(),
-        )
-        await client.call(ApiKey.FETCH, 12, request)  # nothing to read: waits out max_wait
+        await fetch(client, TOPIC, 0, 0, max_wait_ms=50)  # nothing to read: waits out max_wait
         return value(broker, "kafka_network_requestmetrics_remotetimems_sum", request="FetchConsumer")
 
     assert run(tmp_path, scenario) >= 50
@@ -292,14 +286,7 @@ def test_zookeeper_families_appear_in_cluster_mode_only(tmp_path):
 
 def test_a_waiting_long_poll_is_in_the_fetch_purgatory_and_the_broker_state_is_running(tmp_path):
     async def scenario(broker, client):
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait=10_000 * MS,
-            min_bytes=1,
-            topics=(FetchTopic(topic=TOPIC, partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024),)),),
-            forgotten_topics_data=(),
-        )
-        waiting = asyncio.ensure_future(client.call(ApiKey.FETCH, 12, request))
+        waiting = asyncio.ensure_future(fetch(client, TOPIC, 0, 0, max_wait_ms=10_000))
         for _ in range(500):  # until the fetch waits for data (at most 5 s)
             if broker.replica_manager.waiting_requests()[0]:
                 break
