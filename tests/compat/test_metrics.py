@@ -231,3 +231,23 @@ def test_the_endpoint_answers_404_elsewhere(metered_broker):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(metered_broker.metrics_url + "/jmx", timeout=10)
     assert refused.value.code == 404
+
+
+def test_a_log_dir_unusable_at_start_is_counted_offline_and_the_broker_is_ready(tmp_path):
+    bad, good = tmp_path / "not-a-directory", tmp_path / "good"
+    bad.write_text("a log dir cannot be a file\n")
+    metrics_port = free_port()
+    broker = BrokerProcess(
+        tmp_path / "broker", {"log.dirs": f"{bad},{good}", "metrics.listener": f"http://127.0.0.1:{metrics_port}"}
+    )
+    broker.metrics_url = f"http://127.0.0.1:{metrics_port}"
+    broker.start()
+    try:
+        samples = scrape(broker)
+        with urllib.request.urlopen(broker.metrics_url + "/health", timeout=10) as answer:
+            assert answer.status == 200  # the other dir serves
+    finally:
+        broker.kill()
+    assert sample(samples, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+    assert sample(samples, "kafka_log_logmanager_logdirectoryoffline", logdirectory=str(bad)) == 1
+    assert sample(samples, "kafka_log_logmanager_logdirectoryoffline", logdirectory=str(good)) == 0
