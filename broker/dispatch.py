@@ -49,7 +49,7 @@ from protocol.primitives import INT16, INT32
 
 from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
-from broker.metrics.stats import request_name
+from broker.metrics.stats import SendTimer, request_name
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.network import CloseAfterResponse
 from broker.security.sasl_server import Admission
@@ -129,7 +129,7 @@ class Dispatcher:
             raise  # a request the handler found malformed: the connection closes
         except Exception as exc:
             chunks = self._failed(exc, request, context, response_header, time.perf_counter() - started)
-        self._record(context, request, dispatched, time.monotonic() - dispatched, 0.0)
+        self._record(context, request, dispatched, time.monotonic() - dispatched, 0.0, chunks)
         return _logged(chunks, context, started)
 
     @staticmethod
@@ -162,19 +162,30 @@ class Dispatcher:
             woken = time.monotonic()
             chunks = self._failed(exc, request, context, response_header, handler_s)
         local_s = (waiting - dispatched) + (time.monotonic() - woken)
-        self._record(context, request, dispatched, local_s, woken - waiting)
+        self._record(context, request, dispatched, local_s, woken - waiting, chunks)
         return _logged(chunks, context, started)
 
-    def _record(self, context: RequestContext, request: Any, dispatched: float, local_s: float, remote_s: float) -> None:
+    def _record(
+        self, context: RequestContext, request: Any, dispatched: float, local_s: float, remote_s: float,
+        response: Chunks | None,
+    ) -> None:
         """The request's count and times (RequestMetrics; Fetch also under FetchConsumer or
-        FetchFollower, as Kafka records it)."""
+        FetchFollower, as Kafka records it). The send and total times come once the connection
+        has sent the response (the session's send_timer); without a response, now."""
+        session = context.session
         api_key, version = context.header.api_key, context.api_version
-        queue_ms = max(dispatched - context.session.received_at, 0.0) * 1000 if context.session.received_at else 0.0
+        queue_ms = max(dispatched - session.received_at, 0.0) * 1000 if session.received_at else 0.0
+        local_ms, remote_ms = local_s * 1000, remote_s * 1000
         requests = self._broker.metrics.requests
-        requests.record(_REQUEST_NAMES[api_key], version, queue_ms, local_s * 1000, remote_s * 1000)
+        times = (requests.record(_REQUEST_NAMES[api_key], version, queue_ms, local_ms, remote_ms),)
         if api_key == ApiKey.FETCH:
             name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
-            requests.record(name, version, queue_ms, local_s * 1000, remote_s * 1000)
+            times += (requests.record(name, version, queue_ms, local_ms, remote_ms),)
+        timer = SendTimer(times, queue_ms + local_ms + remote_ms)
+        if response is None:
+            timer.sent(0.0)
+        else:
+            session.send_timer = timer
 
     def _respond(
         self, result: Any, request: Any, context: RequestContext, response_header: bytes,

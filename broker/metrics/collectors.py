@@ -169,7 +169,9 @@ _REQUEST_TIMES = (
      "response on the event loop, in ms."),
     ("remotetimems", "remote", "Time the request waited for others (a long-poll fetch for data, "
      "an acks=all produce for followers, a join for the group), in ms."),
-    ("totaltimems", "total", "Time from the request read to its response ready to send, in ms."),
+    ("responsesendtimems", "send", "Time from the response queued on its connection to its last "
+     "byte handed to the socket, in ms."),
+    ("totaltimems", "total", "Time from the request read to its response sent, in ms."),
 )
 
 

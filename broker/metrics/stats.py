@@ -109,14 +109,32 @@ class BrokerTopicStats:
 class RequestTimes:
     """Kafka's RequestMetrics of one request name: how many, and where their time went."""
 
-    __slots__ = ("requests", "queue", "local", "remote", "total")
+    __slots__ = ("requests", "queue", "local", "remote", "send", "total")
 
     def __init__(self) -> None:
         self.requests: dict[int, int] = {}  # by version
         self.queue = Histogram()
         self.local = Histogram()
         self.remote = Histogram()
+        self.send = Histogram()
         self.total = Histogram()
+
+
+class SendTimer:
+    """A response on its way out: its connection calls `sent` once its last byte went to the
+    socket (or, on TLS, to the encryption), which records the send time and the total time."""
+
+    __slots__ = ("times", "before_ms")
+
+    def __init__(self, times: tuple[RequestTimes, ...], before_ms: float) -> None:
+        self.times = times
+        self.before_ms = before_ms  # queue, local and remote time
+
+    def sent(self, seconds: float) -> None:
+        send_ms = seconds * 1000
+        for times in self.times:
+            times.send.observe(send_ms)
+            times.total.observe(self.before_ms + send_ms)
 
 
 class RequestStats:
@@ -125,7 +143,8 @@ class RequestStats:
     def __init__(self) -> None:
         self.by_name: dict[str, RequestTimes] = {}
 
-    def record(self, name: str, version: int, queue_ms: float, local_ms: float, remote_ms: float) -> None:
+    def record(self, name: str, version: int, queue_ms: float, local_ms: float, remote_ms: float) -> RequestTimes:
+        """Count a request and its times but the send and total time (see SendTimer)."""
         times = self.by_name.get(name)
         if times is None:
             times = self.by_name[name] = RequestTimes()
@@ -133,7 +152,7 @@ class RequestStats:
         times.queue.observe(queue_ms)
         times.local.observe(local_ms)
         times.remote.observe(remote_ms)
-        times.total.observe(queue_ms + local_ms + remote_ms)
+        return times
 
 
 class LoopIdle:

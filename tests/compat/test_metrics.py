@@ -165,6 +165,10 @@ def test_topic_request_and_log_metrics_moved_with_the_workload(metered_broker, w
     for request in ("Produce", "FetchConsumer", "Metadata", "JoinGroup", "OffsetCommit", "EndTxn"):
         assert sample(now, "kafka_network_requestmetrics_totaltimems_count", request=request) > 0, request
     assert sample(now, "kafka_network_requestmetrics_remotetimems_sum", request="FetchConsumer") > 0
+    for metric in ("requestqueuetimems", "localtimems", "responsesendtimems"):
+        assert sample(now, f"kafka_network_requestmetrics_{metric}_count", request="Produce") == sample(
+            now, "kafka_network_requestmetrics_totaltimems_count", request="Produce"
+        ), metric
     partition = {"topic": TOPIC, "partition": "0"}
     assert sample(now, "kafka_log_log_size", **partition) > 0
     assert sample(now, "kafka_log_log_numlogsegments", **partition) == 1

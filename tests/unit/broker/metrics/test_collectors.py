@@ -117,22 +117,28 @@ def test_a_deleted_topic_leaves_the_per_topic_counts_and_stays_in_the_broker_tot
 
 def test_requests_are_counted_by_name_and_version_and_a_consumer_fetch_also_as_fetch_consumer(tmp_path):
     async def scenario(broker, client):
-        await produce(client, TOPIC, 0, batch(1))
-        await produce(client, TOPIC, 0, batch(1))
+        for _ in range(2):
+            await produce(client, TOPIC, 0, batch(1))
+            # What the connection does once the response is out (no connection here).
+            client.session.send_timer.sent(0.004)
         await fetch(client, TOPIC, 0, 0)
+        unsent = value(broker, "kafka_network_requestmetrics_totaltimems_count", request="Fetch")
         counts = {
             request: value(broker, "kafka_network_requestmetrics_requests_total", request=request, version=version)
             for request, version in (("Produce", "9"), ("Fetch", "12"), ("FetchConsumer", "12"), ("FetchFollower", "12"))
         }
         times = {
             metric: value(broker, f"kafka_network_requestmetrics_{metric}_count", request="Produce")
-            for metric in ("requestqueuetimems", "localtimems", "remotetimems", "totaltimems")
+            for metric in ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")
         }
-        return counts, times
+        sent = value(broker, "kafka_network_requestmetrics_responsesendtimems_sum", request="Produce")
+        return counts, times, sent, unsent
 
-    counts, times = run(tmp_path, scenario)
+    counts, times, sent, unsent = run(tmp_path, scenario)
     assert counts == {"Produce": 2, "Fetch": 1, "FetchConsumer": 1, "FetchFollower": None}
     assert times == dict.fromkeys(times, 2)
+    assert sent == 8
+    assert unsent == 0  # a response not sent yet has no send time nor total time
 
 
 def test_a_long_poll_fetch_spends_its_wait_in_remote_time(tmp_path):

@@ -1,6 +1,6 @@
 """The loop-owned counts behind the broker's metrics."""
 
-from broker.metrics.stats import BrokerTopicStats, Histogram, RequestStats, request_name
+from broker.metrics.stats import BrokerTopicStats, Histogram, RequestStats, SendTimer, request_name
 
 
 def test_histogram_buckets_are_cumulative_and_a_value_on_a_bound_falls_in_its_bucket():
@@ -11,12 +11,13 @@ def test_histogram_buckets_are_cumulative_and_a_value_on_a_bound_falls_in_its_bu
     assert (histogram.count, histogram.sum) == (5, 25.5)
 
 
-def test_request_times_add_up_to_the_total():
+def test_request_times_add_up_to_the_total_once_the_response_is_sent():
     stats = RequestStats()
-    stats.record("Produce", 9, 1.0, 2.0, 4.0)
-    times = stats.by_name["Produce"]
+    times = stats.record("Produce", 9, 1.0, 2.0, 4.0)
     assert times.requests == {9: 1}
-    assert (times.queue.sum, times.local.sum, times.remote.sum, times.total.sum) == (1.0, 2.0, 4.0, 7.0)
+    assert times.total.count == 0
+    SendTimer((times,), 7.0).sent(0.008)
+    assert (times.queue.sum, times.local.sum, times.remote.sum, times.send.sum, times.total.sum) == (1.0, 2.0, 4.0, 8.0, 15.0)
 
 
 def test_forgotten_topics_keep_their_counts_in_the_retired_totals():
