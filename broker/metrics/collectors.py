@@ -538,13 +538,3 @@ def zookeeper_families(broker: "Broker", metrics: "BrokerMetrics") -> Iterator[M
         "Time a ZooKeeper request took, retries after a lost connection included, in ms.",
         metrics.zk_latency,
     )
-
-
-_SAMPLE_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
-
-
-def names(families: Iterable[Metric]) -> set[str]:
-    """The sample names `families` export, with samples now or not (what a PromQL expression
-    may name): a counter's <name>_total, a histogram's _bucket, _count and _sum."""
-    return {family.name + suffix for family in families for suffix in _SAMPLE_SUFFIXES.get(family.type, ("",))}
-

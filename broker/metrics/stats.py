@@ -32,10 +32,6 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
 
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
     def cumulative(self) -> Iterator[tuple[str, int]]:
         """(le, observations at or below it) per bucket, "+Inf" last."""
         total = 0

@@ -6,12 +6,19 @@ import re
 import types
 from pathlib import Path
 
-from broker.metrics.collectors import names, zookeeper_families
+from broker.metrics.collectors import zookeeper_families
 from tests.in_process import running_broker
 
 DASHBOARD = Path(__file__).resolve().parents[4] / "docs" / "grafana" / "logway-dashboard.json"
 # A PromQL identifier of the broker's metrics: kafka_..., and the process_ and python_ ones.
 _METRIC = re.compile(r"\b(?:kafka|process|python)_[a-zA-Z0-9_:]*")
+_SAMPLE_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+
+
+def names(families) -> set[str]:
+    """The sample names `families` export, with samples now or not (what a PromQL expression
+    may name): a counter's <name>_total, a histogram's _bucket, _count and _sum."""
+    return {family.name + suffix for family in families for suffix in _SAMPLE_SUFFIXES.get(family.type, ("",))}
 
 
 def dashboard_expressions() -> list[str]:
