@@ -36,7 +36,7 @@ from protocol.errors import ErrorCode, KafkaError
 from replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from replication.partition import Partition
 from replication.partition_state import NO_LEADER, IsrWriter, LeaderEndpoint, PartitionState
-from storage.log import AppendResult
+from storage.log import AppendResult, Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records_file import FileRegion
@@ -86,6 +86,7 @@ class ReplicaManager:
         self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         self._isr_check: asyncio.Task | None = None
+        log_manager.add_swap_listener(self._on_log_moved)
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -252,6 +253,12 @@ class ReplicaManager:
         partition.isr_writer = self.isr_writer
         partition.on_change = lambda changed: self._on_partition_change(changed.topic_partition)
         return partition
+
+    def _on_log_moved(self, tp: TopicPartition, moved: Log) -> None:
+        """A replica moved to another log dir (AlterReplicaLogDirs): its new log serves now."""
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.log = moved
 
     def remove_partition(self, tp: TopicPartition) -> None:
         self.fetchers.remove_partitions([tp])
