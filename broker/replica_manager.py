@@ -87,6 +87,7 @@ class ReplicaManager:
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         self._isr_check: asyncio.Task | None = None
         log_manager.add_swap_listener(self._on_log_moved)
+        log_manager.add_offline_listener(self._on_log_dir_failure)
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -138,7 +139,8 @@ class ReplicaManager:
         epoch is ignored (FENCED_LEADER_EPOCH); one of the same epoch refreshes ISR, replicas and
         zk version (a controller-side ISR change, or a resend after isr_stale) and changes the
         role only if it differs. Logs are created as needed (not for an existing partition
-        while a log dir is offline: KAFKA_STORAGE_ERROR). Followers whose leader or epoch
+        while a log dir is offline: KAFKA_STORAGE_ERROR); a partition in a failed log dir
+        answers KAFKA_STORAGE_ERROR, which tells the controller its replica here is offline. Followers whose leader or epoch
         changed restart fetching (truncating by epoch first) from `leaders[leader]`; a leader
         missing there leaves the follower idle until the next request."""
         if broker_id != self.broker_id:
@@ -153,6 +155,9 @@ class ReplicaManager:
         stopped_following: list[TopicPartition] = []
         for state in states:
             tp = state.topic_partition
+            if self.log_manager.is_offline(tp):  # its log dir failed (Kafka's HostedPartition.Offline)
+                errors[tp] = ErrorCode.kafka_storage_error
+                continue
             try:
                 partition = self._partition_for_state(state)
             except KafkaError as exc:
@@ -253,6 +258,21 @@ class ReplicaManager:
         partition.isr_writer = self.isr_writer
         partition.on_change = lambda changed: self._on_partition_change(changed.topic_partition)
         return partition
+
+    def _on_log_dir_failure(self, path: str) -> None:
+        """A log dir failed (Kafka's handleLogDirFailure): its partitions stay here as offline
+        (answering KAFKA_STORAGE_ERROR, to the controller's LeaderAndIsr too), stop fetching,
+        and those led here tell the leadership listeners they no longer are."""
+        offline = [tp for tp in self.partitions if self.log_manager.is_offline(tp)]
+        if not offline:
+            return
+        log.warning("stopped serving %d partition(s) in the failed log directory %s", len(offline), path)
+        self.fetchers.remove_partitions(offline)
+        for tp in offline:
+            partition = self.partitions[tp]
+            if partition.is_leader:
+                self._notify(_RESIGN, tp, partition.leader_epoch)
+            self._on_partition_change(tp)
 
     def _on_log_moved(self, tp: TopicPartition, moved: Log) -> None:
         """A replica moved to another log dir (AlterReplicaLogDirs): its new log serves now."""
