@@ -402,20 +402,25 @@ class LogManager:
         preferred = self._preferred_dir.pop(tp, None)
         log_dir = preferred if preferred is not None and preferred.online else min(online, key=lambda d: len(d.logs))
         self._settle_deleted(tp, log_dir)
-        directory = os.path.join(log_dir.path, tp.dir_name)
+        created = self._new_log(log_dir, tp.dir_name, tp, config)
+        self._register(tp, created, log_dir)
+        return created
+
+    def _new_log(self, log_dir: LogDir, name: str, tp: TopicPartition, config: LogConfig, **offsets) -> Log:
+        """A new log of `tp` in the directory `name` of `log_dir`; an I/O error takes the dir
+        offline and raises KafkaStorageError."""
         try:
-            created = Log.load(
-                directory,
+            return Log.load(
+                os.path.join(log_dir.path, name),
                 tp,
                 config,
                 scheduler=self,
                 producer_id_expiration_ms=self._settings.producer_id_expiration_ms,
+                **offsets,
             )
         except OSError as exc:
             self._take_offline(log_dir, exc)
-            raise KafkaStorageError(f"cannot create {tp} in {log_dir.path}: {exc}") from exc
-        self._register(tp, created, log_dir)
-        return created
+            raise KafkaStorageError(f"cannot create {name} in {log_dir.path}: {exc}") from exc
 
     def _settle_deleted(self, tp: TopicPartition, log_dir: LogDir) -> None:
         """Before `tp` gets a directory in `log_dir`: wait for work still under way on the old
@@ -451,19 +456,25 @@ class LogManager:
         draining = self._path_work.pop(tp, set()) | ({cleaning} if cleaning is not None else set())
         if draining:  # an empty entry would stay for every deleted name never created again
             self._draining.setdefault(tp, set()).update(draining)
+        if self._delete_dir_of(removed, log_dir, f"{removed.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"):
+            self._checkpoint_without(log_dir, tp)
+
+    def _delete_dir_of(self, removed: Log, log_dir: LogDir, doomed: str) -> bool:
+        """Rename the directory of `removed` to `doomed` (every path of the log follows it) and
+        remove that after file.delete.delay.ms. False when the rename failed (the dir is then
+        offline)."""
         epochs_write = self._writing.get(removed)
         if epochs_write is not None:
             epochs_write.queued = None
-        doomed = f"{removed.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
             os.rename(removed.directory, doomed)
         except OSError as exc:
             self._take_offline(log_dir, exc)
-            return
+            return False
         removed.update_parent_dir(doomed)
-        self._checkpoint_without(log_dir, tp)
         delay = removed.config.file_delete_delay_ms / 1000
         self._later(delay, self._run_blocking, _delete_partition_dir, removed, doomed)
+        return True
 
     def _checkpoint_without(self, log_dir: LogDir, tp: TopicPartition) -> None:
         """`tp` left `log_dir`: its checkpoints are written again without it, and until that is
@@ -635,18 +646,7 @@ class LogManager:
             offline = ",".join(d.path for d in self.dirs.values() if not d.online)
             raise KafkaStorageError(f"Can not create log for {tp} because log directories {offline} are offline")
         name = f"{tp.dir_name}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
-        try:
-            future = Log.load(
-                os.path.join(target.path, name),
-                tp,
-                current.config,
-                log_start_offset=current.log_start_offset,
-                scheduler=self,
-                producer_id_expiration_ms=self._settings.producer_id_expiration_ms,
-            )
-        except OSError as exc:
-            self._take_offline(target, exc)
-            raise KafkaStorageError(f"cannot create the future log of {tp} in {target.path}: {exc}") from exc
+        future = self._new_log(target, name, tp, current.config, log_start_offset=current.log_start_offset)
         self._register_future(tp, future, target)
         log.info("%s: moving from %s to %s", tp, self._log_dir_of[tp].path, target.path)
         self._start_move(tp)
@@ -660,22 +660,8 @@ class LogManager:
         if future is None or log_dir is None:
             return
         log_dir.futures.discard(tp)
-        if log_dir.online:
-            self._retire_future(future, log_dir)
-
-    def _retire_future(self, future: Log, log_dir: LogDir) -> None:
-        epochs_write = self._writing.get(future)
-        if epochs_write is not None:
-            epochs_write.queued = None
-        doomed = f"{future.directory[: -len(FUTURE_DIR_SUFFIX)]}{DELETE_DIR_SUFFIX}"
-        try:
-            os.rename(future.directory, doomed)
-        except OSError as exc:
-            self._take_offline(log_dir, exc)
-            return
-        future.update_parent_dir(doomed)
-        delay = future.config.file_delete_delay_ms / 1000
-        self._later(delay, self._run_blocking, _delete_partition_dir, future, doomed)
+        if log_dir.online:  # <topic>-<partition>.<id>-future becomes <topic>-<partition>.<id>-delete
+            self._delete_dir_of(future, log_dir, f"{future.directory[: -len(FUTURE_DIR_SUFFIX)]}{DELETE_DIR_SUFFIX}")
 
     def _start_move(self, tp: TopicPartition) -> None:
         self._stop_move(tp)

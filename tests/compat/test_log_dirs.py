@@ -71,18 +71,25 @@ def partition_dirs(log_dir: str, topic: str) -> list[str]:
     return sorted(name for name in Path(log_dir).iterdir() if name.name.startswith(f"{topic}-0"))
 
 
+def seeded(broker, admin, prefix: str, count: int, size: int) -> tuple[str, Acked, str, str]:
+    """A new one-partition topic holding `count` records of `size` bytes: (topic, what was
+    acknowledged, the log dir of its replica, the other log dir)."""
+    topic = unique_topic(prefix)
+    create_topic(broker, topic, 1)
+    acked = Acked()
+    produce(make_producer(broker), topic, acked, range(count), BASE_TS, 1, size=size)
+    [source] = [d for d, found in replicas(admin, topic).items() if found == [(0, False)]]
+    [target] = [d for d in replicas(admin, topic) if d != source]
+    return topic, acked, source, target
+
+
 def move(admin, topic: str, target: str) -> None:
     answer = admin.alter_replica_log_dirs({(topic, 0, 0): target})
     assert [error.__name__ for error in answer.values()] == ["NoError"]
 
 
 def test_a_replica_moves_to_the_other_log_dir_while_a_producer_writes_to_it(broker, admin):
-    topic = unique_topic("move")
-    create_topic(broker, topic, 1)
-    acked = Acked()
-    produce(make_producer(broker), topic, acked, range(20_000), BASE_TS, 1)
-    [source] = [d for d, found in replicas(admin, topic).items() if found == [(0, False)]]
-    [target] = [d for d in replicas(admin, topic) if d != source]
+    topic, acked, source, target = seeded(broker, admin, "move", 20_000, 100)
     streamer = Streamer(broker, topic, acked, 20_000, BASE_TS, 1, limit=200_000, size=100)
     streamer.start()
     try:
@@ -103,13 +110,8 @@ def test_a_replica_moves_to_the_other_log_dir_while_a_producer_writes_to_it(brok
 
 
 def test_a_kill_mid_move_loses_nothing_and_the_restarted_broker_finishes_the_move(broker, admin):
-    topic = unique_topic("kill")
-    create_topic(broker, topic, 1)
-    acked = Acked()
     # Some 60 MB: the copy takes long enough for the kill to land in the middle of it.
-    produce(make_producer(broker), topic, acked, range(6_000), BASE_TS, 1, size=10_000)
-    [source] = [d for d, found in replicas(admin, topic).items() if found == [(0, False)]]
-    [target] = [d for d in replicas(admin, topic) if d != source]
+    topic, acked, source, target = seeded(broker, admin, "kill", 6_000, 10_000)
     streamer = Streamer(broker, topic, acked, 6_000, BASE_TS, 1, limit=200_000, size=100)
     streamer.start()
     try:

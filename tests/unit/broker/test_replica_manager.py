@@ -33,10 +33,12 @@ class Recorder:
         )
 
 
-def with_manager(tmp_path, scenario, min_insync: int = 1, metadata_cache: MetadataCache | None = None):
+def with_manager(tmp_path, scenario, min_insync: int = 1, metadata_cache: MetadataCache | None = None, log_dirs=("",)):
+    """Run `scenario(manager)` with a replica manager over log dirs `log_dirs` (under tmp_path)."""
+
     async def main():
         config = LogConfig(min_insync_replicas=min_insync)
-        logs = LogManager([str(tmp_path)], lambda topic: config)
+        logs = LogManager([str(tmp_path / d) for d in log_dirs], lambda topic: config)
         await logs.startup()
         settings = ReplicationSettings(replica_lag_time_max_ms=100, commit_timeout_ms=300)
         manager = ReplicaManager(logs, ME, settings, metadata_cache)
@@ -254,14 +256,4 @@ def test_a_partition_follows_its_log_moved_to_another_log_dir(tmp_path):
         manager.append(TP, memoryview(batch(b"b")))
         assert logs.get(TP).log_end_offset == 2
 
-    async def main():
-        logs = LogManager([str(tmp_path / "a"), str(tmp_path / "b")], lambda topic: LogConfig())
-        await logs.startup()
-        manager = ReplicaManager(logs, ME)
-        try:
-            await scenario(manager)
-        finally:
-            await manager.shutdown()
-            await logs.shutdown()
-
-    asyncio.run(main())
+    with_manager(tmp_path, scenario, log_dirs=("a", "b"))
