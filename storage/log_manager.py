@@ -70,6 +70,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from protocol.record_batch import iter_batches
 from storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
@@ -715,6 +716,11 @@ class LogManager:
             ):
                 continue  # changed while read: read again what is there now
             try:
+                first = next(iter_batches(chunk), None)
+                if first is not None and first[1].base_offset < end == future.log_start_offset:
+                    # The current log starts inside this batch (DeleteRecords): the copy starts
+                    # with the whole batch, as Kafka's future replica does.
+                    future.truncate_fully_and_start_at(first[1].base_offset)
                 future.append_as_follower(memoryview(chunk))
             except OSError as exc:
                 self._take_offline(future_dir, exc)

@@ -794,3 +794,26 @@ def test_a_dir_going_offline_is_told_to_the_offline_listeners(tmp_path):
         return failed
 
     assert told == [run(scenario())]
+
+
+def test_a_log_starting_inside_a_batch_is_moved_whole(tmp_path):
+    """DeleteRecords can put the log start inside a batch: the copy starts with that batch, as
+    Kafka's future replica does."""
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        current = logs.create(tp, LogConfig())
+        current.append_as_leader(memoryview(batch(b"v0", b"v1", b"v2", b"v3")), 0)
+        current.high_watermark = current.log_end_offset
+        current.delete_records_before(2)
+        target = _dir_of(logs, tp, other=True)
+        logs.move(tp, target)
+        await _until(lambda: logs.log_dir_of(tp) == target, "the move")
+        moved = logs.get(tp)
+        result = moved.log_start_offset, moved.log_end_offset, _values(moved)
+        await logs.shutdown()
+        return result
+
+    assert run(scenario()) == (2, 4, [b"v0", b"v1", b"v2", b"v3"])
