@@ -10,7 +10,11 @@ controller, told through /log_dir_event_notification, moves the leadership to an
 replica and broker 1 out of the ISR; the producer goes on. Then the procedure of
 docs/operations.md ("Replacing a failed disk"): stop the broker, put an empty directory (the new
 disk) in place, start it; its replica is fetched again from the leader, the ISR is full again,
-and every acknowledged record is read back, the same batches on every replica."""
+and every acknowledged record is read back, the same batches on every replica.
+
+And a follower's replica moved to the other log dir of its broker (AlterReplicaLogDirs) while
+the producer writes: the follower goes on fetching into it, nothing is lost, every replica ends
+with the same batches."""
 
 import json
 import shutil
@@ -30,7 +34,11 @@ pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 45
 BROKERS = (1, 2, 3)
-FAST_FAILURES = {"replica.lag.time.max.ms": "2000", "replica.high.watermark.checkpoint.interval.ms": "1000"}
+FAST_FAILURES = {
+    "replica.lag.time.max.ms": "2000",
+    "replica.high.watermark.checkpoint.interval.ms": "1000",
+    "log.segment.delete.delay.ms": "500",  # a moved replica's old directory goes at once
+}
 
 
 def _state(cluster: Cluster, topic: str) -> dict | None:
@@ -105,6 +113,51 @@ def test_a_failed_log_dir_loses_its_leaderships_and_a_replaced_disk_fetches_its_
     assert verdict.valid, verdict
     assert len(history.acked) >= 600
     assert all(d.is_dir() for d in dirs) and _log_dir_errors(cluster, 1) == {str(d): 0 for d in dirs}
+    replicas = [str(next(d for d in cluster.broker(b).data_dirs if (d / f"{topic}-0").is_dir()) / f"{topic}-0")
+                for b in BROKERS]
+
+    def identical() -> bool:
+        return replicas_agree(replicas) is None and len({len(partition_batches(d)) for d in replicas}) == 1
+
+    wait_until(identical, TIMEOUT_S, "every replica's log the same", interval=0.5)
+
+
+def test_a_follower_replica_moves_to_its_brokers_other_log_dir_under_load(cluster_factory):
+    """AlterReplicaLogDirs on a follower: its future replica copies the log the follower goes on
+    appending to from the leader, and takes its place; the follower never leaves the ISR for
+    long, and every replica ends with the same batches."""
+    cluster = cluster_factory(overrides=FAST_FAILURES, start=False)
+    follower = cluster.broker(2)
+    dirs = [cluster.root / "broker-2" / name for name in ("disk-a", "disk-b")]
+    follower.settings["log.dirs"] = ",".join(str(d) for d in dirs)
+    cluster.start()
+    wait_formed(cluster)
+    topic = unique_topic("follower-move")
+    admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
+    admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replica_assignment=[list(BROKERS)], config={"min.insync.replicas": "2"})],
+        operation_timeout=30,
+    )[topic].result(timeout=TIMEOUT_S)
+    _wait_state(cluster, topic, lambda s: s["leader"] == 1 and sorted(s["isr"]) == list(BROKERS), "a full ISR led by 1")
+    workload = ProducerWorkload(cluster.bootstrap, topic, 1, count=20_000, duration_s=120, rate_per_s=100).start()
+    try:
+        _acked_more(workload, 300, "before the move")
+        [source] = [d for d in dirs if (d / f"{topic}-0").is_dir()]
+        [target] = [d for d in dirs if d != source]
+        mover = KafkaAdminClient(bootstrap_servers=follower.bootstrap, request_timeout_ms=10_000)
+        try:
+            answer = mover.alter_replica_log_dirs({(topic, 0, 2): str(target)})
+        finally:
+            mover.close()
+        assert [error.__name__ for error in answer.values()] == ["NoError"]
+        wait_until(lambda: (target / f"{topic}-0").is_dir() and not list(source.glob(f"{topic}-0*")), TIMEOUT_S,
+                   "the follower's replica in the other dir, the old one removed")
+        _acked_more(workload, 300, "after the move")
+        _wait_state(cluster, topic, lambda s: sorted(s["isr"]) == list(BROKERS), "a full ISR")
+    finally:
+        history = workload.stop()
+    verdict = check(history, read_topic(cluster.bootstrap, topic, 1, timeout_s=TIMEOUT_S))
+    assert verdict.valid, verdict
     replicas = [str(next(d for d in cluster.broker(b).data_dirs if (d / f"{topic}-0").is_dir()) / f"{topic}-0")
                 for b in BROKERS]
 
