@@ -37,6 +37,7 @@ from storage.log_config import (
 )
 
 from broker.security.authorizer import authorizer_enabled, parse_super_users
+from replication.replica_selector import replica_selector
 
 __all__ = [
     "parse_properties",
@@ -368,7 +369,12 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("reserved.broker.max.id", _I, 1000,
        "The largest broker.id that can be configured; generated ids start above it.", minimum=0),
     _c("broker.rack", _S, None,
-       "Rack or availability zone of this broker; replicas are spread across racks."),
+       "Rack or availability zone of this broker; replicas are spread across racks, and with "
+       "replica.selector.class consumers of the same client.rack read from this broker."),
+    _c("replica.selector.class", _S, None,
+       "The replica selector that picks the replica a consumer reads from (KIP-392): unset, "
+       "the leader; org.apache.kafka.common.replica.RackAwareReplicaSelector, a replica in the "
+       "consumer's client.rack. Any other class is refused."),
     _c("zookeeper.connect", _S, None,
        "ZooKeeper hosts as host:port[,host:port...][/chroot]. When absent, logway runs as a "
        "standalone broker."),
@@ -820,6 +826,10 @@ class BrokerConfig:
         _refuse_thread_counts(self._values)
         _refuse_preallocation(self._values)
         _check_authorizer(self._values)
+        try:
+            replica_selector(self._values["replica.selector.class"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:

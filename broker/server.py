@@ -51,6 +51,7 @@ from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.broker_client import SaslClientFactory
 from replication.fetcher import FetcherSettings
+from replication.replica_selector import replica_selector
 from storage import descriptor_pool
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
@@ -486,6 +487,7 @@ def _replication_settings(
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
+        replica_selector=replica_selector(config.get("replica.selector.class")),
         fetcher=FetcherSettings(
             num_fetchers=config.get("num.replica.fetchers"),
             wait_max_ms=config.get("replica.fetch.wait.max.ms"),

@@ -382,20 +382,27 @@ class TransactionCoordinator:
             txn.state is TxnState.PREPARE_COMMIT,
         )
         remaining = sorted(txn.partitions)
+        last_errors: dict[TopicPartition, ErrorCode] = {}  # logged once until the error changes
         while remaining and self._coordinates(txn):
             results = await self._markers.write_markers(marker, remaining)
             for tp, error in results.items():
                 if error in _NOT_RETRIED:
                     log.warning("%s: no marker for %s (%s)", txn.transactional_id, tp, error.name)
-                elif error is not ErrorCode.none:
-                    log.debug("%s: marker for %s failed (%s); retrying", txn.transactional_id, tp, error.name)
+                elif error is not ErrorCode.none and last_errors.get(tp) is not error:
+                    log.info("%s: marker for %s failed (%s); retrying", txn.transactional_id, tp, error.name)
+                last_errors[tp] = error
             done = (ErrorCode.none, *_NOT_RETRIED)
             remaining = [tp for tp in remaining if results.get(tp, ErrorCode.unknown_server_error) not in done]
             if remaining:
                 await asyncio.sleep(_MARKER_RETRY_S)
+        last_error = ErrorCode.none
         while not remaining and self._coordinates(txn):
-            if await self._write(txn, txn.complete_transaction(self.clock()).target) is ErrorCode.none:
+            error = await self._write(txn, txn.complete_transaction(self.clock()).target)
+            if error is ErrorCode.none:
                 return
+            if error is not last_error:
+                log.info("%s: writing the transaction's completion failed (%s); retrying", txn.transactional_id, error.name)
+                last_error = error
             await asyncio.sleep(_MARKER_RETRY_S)
         log.info("%s: no longer coordinated here; its new coordinator ends the transaction", txn.transactional_id)
 

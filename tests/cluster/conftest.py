@@ -9,10 +9,12 @@
 - `cluster`: three brokers in loopback mode, started, each knowing the others and the controller.
 
 A broker log with a Python traceback fails the test at teardown: brokers must not crash,
-whatever the fault.
+whatever the fault. When a test fails, each broker's warnings and last lines are printed at
+teardown, so that a failure seen only in CI (whose tmp_path is gone) can be read.
 """
 
 import contextlib
+import sys
 from collections.abc import Callable, Mapping
 
 import pytest
@@ -22,6 +24,24 @@ from tests.cluster.clients import SMALL_INDEXES, wait_formed
 from tests.cluster.harness import TICK_MS, Cluster, namespaces_unavailable
 
 ClusterFactory = Callable[..., Cluster]
+
+_LAST_LINES = 40  # of each broker's log printed after a failure, besides its warnings
+_PRINTED_WARNINGS = 60
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item, for the fixtures' teardown to see."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def _log_digest(log: str) -> str:
+    """A broker log's WARNING and ERROR lines (the last _PRINTED_WARNINGS), then its last lines."""
+    lines = log.splitlines()
+    warnings = [line for line in lines if " WARNING " in line or " ERROR " in line][-_PRINTED_WARNINGS:]
+    return "\n".join([*warnings, "...", *lines[-_LAST_LINES:]])
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +76,11 @@ def cluster_factory(tmp_path, request) -> ClusterFactory:
         return cluster.start() if start else cluster
 
     yield create
+    call = getattr(request.node, "report_call", None)
+    if call is not None and call.failed:
+        for cluster in clusters:
+            for broker in cluster.brokers.values():
+                print(f"----- {broker.name} ({broker.log_path})\n{_log_digest(broker.log())}", file=sys.stderr)
     with contextlib.ExitStack() as closing:  # closes every cluster, even if one close fails
         for cluster in clusters:
             closing.callback(cluster.close)
