@@ -3,15 +3,18 @@ describes the log dirs (DescribeLogDirs) and moves a replica from one to the oth
 (AlterReplicaLogDirs) while confluent-kafka produces to it with acks=all; every acknowledged
 record reads back at its offset, and afterwards the partition's files are only in the target
 dir. A kill -9 in the middle of a move loses nothing either: the restarted broker finishes the
-move from the future replica it finds.
+move from the future replica it finds. And `logway-admin log-dirs --describe` (the console
+script) shows the dirs and their replicas as Kafka's kafka-log-dirs.sh does.
 """
 
+import json
 import time
 from pathlib import Path
 
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from tests.compat.test_admin_cli import logway_admin
 from tests.compat.test_restart import (
     TIMEOUT_S,
     Acked,
@@ -133,3 +136,15 @@ def test_a_kill_mid_move_loses_nothing_and_the_restarted_broker_finishes_the_mov
     check_partition(broker, topic, 0, acked, set(range(6_000 + streamer.sent)), exact=False)
     wait_until(lambda: partition_dirs(source, topic) == [], "the old replica's files removed")
     assert [path.name for path in partition_dirs(target, topic)] == [f"{topic}-0"]
+
+
+def test_logway_admin_log_dirs_shows_each_dir_with_its_replicas(broker, admin):
+    topic, _, source, target = seeded(broker, admin, "cli", 100, 100)
+    out = logway_admin(broker, "log-dirs", "--describe", "--topic-list", topic).stdout.splitlines()
+    assert out[:2] == ["Querying brokers for log directories information", "Received log directory information from brokers 0"]
+    [described] = json.loads(out[2])["brokers"]
+    dirs = {d["logDir"]: d for d in described["logDirs"]}
+    assert set(dirs) == {source, target} and all(d["error"] is None for d in dirs.values())
+    [replica] = dirs[source]["partitions"]
+    assert (replica["partition"], replica["offsetLag"], replica["isFuture"]) == (f"{topic}-0", 0, False)
+    assert replica["size"] > 100 * 100 and dirs[target]["partitions"] == []
