@@ -760,6 +760,8 @@ class LogManager:
         self.logs[tp] = future
         self._log_dir_of[tp] = target
         target.logs.add(tp)
+        for listener in self._swap_listeners:
+            listener(tp, future)
         self._retire(tp, current, source, cleaning)
         try:
             os.unlink(os.path.join(directory, SWAP_MARKER))
@@ -768,8 +770,6 @@ class LogManager:
             return
         log.info("%s: moved from %s to %s", tp, source.path, target.path)
         self._checkpoint_dir(target)
-        for listener in self._swap_listeners:
-            listener(tp, future)
 
     # ------------------------------------------------------------ LogScheduler, for the logs
 
