@@ -147,6 +147,8 @@ class ClusterMember:
         self._watched_topics: set[str] = set()
         self._watches: dict[str, Callable[[WatchEvent], None]] = {}
         self._stopping = False
+        self._log_dir_events: set[asyncio.Task] = set()
+        broker.log_manager.add_offline_listener(self._on_log_dir_failure)
 
     # ------------------------------------------------------------------ start and stop
 
@@ -321,6 +323,28 @@ class ClusterMember:
             log.error("cannot rejoin the cluster after session expiry: %s", exc)
             return
         self.controller.on_new_session()
+
+    # ------------------------------------------------------------------ log dir failures
+
+    def _on_log_dir_failure(self, path: str) -> None:
+        """Tell the controller through a log dir event notification (Kafka's
+        propagateLogDirEvent): it asks this broker about its replicas and moves leaderships and
+        ISR places off those in the failed dir."""
+        if not self._stopping:
+            task = asyncio.get_running_loop().create_task(self._propagate_log_dir_event(path))
+            self._log_dir_events.add(task)
+            task.add_done_callback(self._log_dir_events.discard)
+
+    async def _propagate_log_dir_event(self, path: str) -> None:
+        try:
+            await self.zk.create(
+                f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{znodes.LOG_DIR_EVENT_PREFIX}",
+                znodes.encode_log_dir_event(self.broker_id),
+                sequence=True,
+                makepath=True,
+            )
+        except ZkError as exc:
+            log.error("cannot tell the controller that log directory %s failed: %s", path, exc)
 
     # ------------------------------------------------------------------ epochs
 

@@ -42,7 +42,7 @@ from replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from replication.partition import Partition
 from replication.partition_state import NO_LEADER, IsrWriter, LeaderEndpoint, PartitionState
 from replication.replica_selector import RackAwareReplicaSelector, ReplicaView
-from storage.log import AppendResult
+from storage.log import AppendResult, Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records_file import FileRegion
@@ -97,6 +97,8 @@ class ReplicaManager:
         # and IsrExpandsPerSec counts, read by broker.metrics)
         self.isr_shrinks = 0
         self.isr_expands = 0
+        log_manager.add_swap_listener(self._on_log_moved)
+        log_manager.add_offline_listener(self._on_log_dir_failure)
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -148,7 +150,8 @@ class ReplicaManager:
         epoch is ignored (FENCED_LEADER_EPOCH); one of the same epoch refreshes ISR, replicas and
         zk version (a controller-side ISR change, or a resend after isr_stale) and changes the
         role only if it differs. Logs are created as needed (not for an existing partition
-        while a log dir is offline: KAFKA_STORAGE_ERROR). Followers whose leader or epoch
+        while a log dir is offline: KAFKA_STORAGE_ERROR); a partition in a failed log dir
+        answers KAFKA_STORAGE_ERROR, which tells the controller its replica here is offline. Followers whose leader or epoch
         changed restart fetching (truncating by epoch first) from `leaders[leader]`; a leader
         missing there leaves the follower idle until the next request."""
         if broker_id != self.broker_id:
@@ -163,6 +166,9 @@ class ReplicaManager:
         stopped_following: list[TopicPartition] = []
         for state in states:
             tp = state.topic_partition
+            if self.log_manager.is_offline(tp):  # its log dir failed (Kafka's HostedPartition.Offline)
+                errors[tp] = ErrorCode.kafka_storage_error
+                continue
             try:
                 partition = self._partition_for_state(state)
             except KafkaError as exc:
@@ -276,6 +282,27 @@ class ReplicaManager:
             self.isr_shrinks += 1
         elif after > before:
             self.isr_expands += 1
+
+    def _on_log_dir_failure(self, path: str) -> None:
+        """A log dir failed (Kafka's handleLogDirFailure): its partitions stay here as offline
+        (answering KAFKA_STORAGE_ERROR, to the controller's LeaderAndIsr too), stop fetching,
+        and those led here tell the leadership listeners they no longer are."""
+        offline = [tp for tp in self.partitions if self.log_manager.is_offline(tp)]
+        if not offline:
+            return
+        log.warning("stopped serving %d partition(s) in the failed log directory %s", len(offline), path)
+        self.fetchers.remove_partitions(offline)
+        for tp in offline:
+            partition = self.partitions[tp]
+            if partition.is_leader:
+                self._notify(_RESIGN, tp, partition.leader_epoch)
+            self._on_partition_change(tp)
+
+    def _on_log_moved(self, tp: TopicPartition, moved: Log) -> None:
+        """A replica moved to another log dir (AlterReplicaLogDirs): its new log serves now."""
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.log = moved
 
     def remove_partition(self, tp: TopicPartition) -> None:
         self.fetchers.remove_partitions([tp])

@@ -1,8 +1,8 @@
 """`logway-admin`, the venv's console script, run as an operator runs it against a live broker
 process: the state it shows or changes is made and checked with a real client (confluent-kafka,
 librdkafka). Reassignment and leader election need a cluster: tests/cluster/test_admin_cli.py.
-log-dirs is tested once the broker serves DescribeLogDirs (its output against a decoded response
-in tests/unit/broker/admin/test_log_dirs.py)."""
+log-dirs against a broker with two log dirs: tests/compat/test_log_dirs.py (its output against a
+decoded response in tests/unit/broker/admin/test_log_dirs.py)."""
 
 import json
 import subprocess
