@@ -291,6 +291,11 @@ class ClusterMember:
             await client.close()
         return ErrorCode(response.error_code), len(response.remaining_partitions)
 
+    @property
+    def registered(self) -> bool:
+        """Whether /brokers/ids/<id> holds this broker's registration (of the current session)."""
+        return self._registered
+
     # ------------------------------------------------------------------ session
 
     def _on_session_event(self, event: SessionEvent) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
 from broker.security.ssl_principal_mapper import SslPrincipalMapper
 from protocol.config_types import ConfigEntry, ConfigSource, ConfigSynonym, ConfigType
@@ -713,6 +714,18 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "Wait between controlled shutdown attempts.", minimum=0),
     _c("controller.socket.timeout.ms", _I, 30000,
        "Timeout of the controller's requests to brokers.", minimum=0),
+    # --- metrics (broker/metrics); logway's own keys: Kafka reports through JMX
+    _c("metrics.listener", _S, None,
+       "Where to serve Prometheus metrics (GET /metrics) and readiness (GET /health): "
+       "http://host:port, an empty host for every interface, port 0 for any free one. Unset: "
+       "no endpoint."),
+    _c("metrics.graphite.host", _S, None,
+       "Graphite host to push the metrics to (its plaintext protocol); unset: no pushing."),
+    _c("metrics.graphite.port", _I, 2003, "Graphite's plaintext port.", minimum=1, maximum=65535),
+    _c("metrics.graphite.interval.ms", _L, 60000, "How often metrics are pushed to graphite.",
+       minimum=1000),
+    _c("metrics.graphite.prefix", _S, None,
+       "Prefix of the pushed metric paths; unset: logway.broker<broker.id>."),
     # --- authorization (broker/security/authorizer.py)
     _c("authorizer.class.name", _S, "",
        "kafka.security.authorizer.AclAuthorizer (or its alias logway.acl) authorizes every "
@@ -756,7 +769,7 @@ class BrokerConfig:
 
     __slots__ = (
         "_settings", "_values", "_listeners", "_advertised", "_log_config", "_protocol_map",
-        "_listener_overrides", "_sasl_listeners", "_inter_broker_sasl",
+        "_listener_overrides", "_sasl_listeners", "_inter_broker_sasl", "_metrics_listener",
     )
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
@@ -826,6 +839,8 @@ class BrokerConfig:
         _refuse_thread_counts(self._values)
         _refuse_preallocation(self._values)
         _check_authorizer(self._values)
+        self._metrics_listener = _parse_metrics_listener(self._values["metrics.listener"])
+        _check_graphite(self._values)
         try:
             replica_selector(self._values["replica.selector.class"])
         except ValueError as exc:
@@ -995,6 +1010,24 @@ class BrokerConfig:
         return list(self._listeners)
 
     @property
+    def metrics_listener(self) -> tuple[str, int] | None:
+        """metrics.listener as (host, port); host "" = every interface. None when unset."""
+        return self._metrics_listener
+
+    @property
+    def metrics_graphite(self) -> GraphiteSettings | None:
+        """Where and how often to push metrics to graphite; None when no host is set."""
+        host = self._values["metrics.graphite.host"]
+        if host is None:
+            return None
+        return GraphiteSettings(
+            host,
+            self._values["metrics.graphite.port"],
+            self._values["metrics.graphite.interval.ms"],
+            self._values["metrics.graphite.prefix"],
+        )
+
+    @property
     def advertised_listeners(self) -> list[Listener]:
         """What clients are told: advertised.listeners, else listeners; a wildcard host ("",
         0.0.0.0 or ::) is replaced by this machine's hostname."""
@@ -1145,6 +1178,52 @@ _LISTENER_OVERRIDE_RE = re.compile(r"listener\.name\.(?P<listener>[^.]+)\.(?P<ke
 def _is_listener_override(name: str) -> bool:
     match = _LISTENER_OVERRIDE_RE.fullmatch(name)
     return match is not None and match["key"] in BROKER_CONFIGS
+
+
+@dataclass(frozen=True)
+class GraphiteSettings:
+    host: str
+    port: int
+    interval_ms: int
+    prefix: str | None  # None: logway.broker<id>, the id the broker resolved
+
+
+def _parse_metrics_listener(text: str | None) -> tuple[str, int] | None:
+    """http://host:port (a trailing /metrics allowed) -> (host, port)."""
+    if text is None:
+        return None
+
+    def refuse(reason: str) -> ConfigError:
+        return ConfigError(f"Invalid value {text} for configuration metrics.listener: {reason}")
+
+    try:
+        url = urlsplit(text.strip())
+        port = url.port
+    except ValueError as exc:
+        raise refuse(str(exc)) from None
+    if url.scheme != "http":
+        raise refuse("expected http://host:port")
+    if port is None:
+        raise refuse("a port is required (0 for any free one)")
+    if url.path not in ("", "/", "/metrics") or url.query or url.fragment or url.username is not None:
+        raise refuse("expected http://host:port, metrics being served at /metrics")
+    return url.hostname or "", port
+
+
+def _check_graphite(values: Mapping[str, Any]) -> None:
+    """The other metrics.graphite.* keys mean nothing without a host: refused alone (unless
+    given their defaults)."""
+    host = values["metrics.graphite.host"]
+    if host is not None:
+        if not host.strip():
+            raise ConfigError("Invalid value  for configuration metrics.graphite.host: a host name is required")
+        return
+    alone = sorted(
+        name for name, value in values.items()
+        if name.startswith("metrics.graphite.") and value != BROKER_CONFIGS[name].default
+    )
+    if alone:
+        raise ConfigError(f"{', '.join(alone)} set without metrics.graphite.host: nothing would be pushed")
 
 
 def _check_authorizer(values: Mapping[str, Any]) -> None:

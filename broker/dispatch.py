@@ -49,6 +49,7 @@ from protocol.primitives import INT16, INT32
 
 from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
+from broker.metrics.stats import SendTimer, request_name
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.network import CloseAfterResponse
 from broker.security.sasl_server import Admission
@@ -70,6 +71,7 @@ _request_log = logging.getLogger(REQUEST_LOGGER)
 
 Chunks = list[bytes | Sized]
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_REQUEST_NAMES = {key: request_name(key.name) for key in ApiKey}
 
 
 class Dispatcher:
@@ -93,6 +95,7 @@ class Dispatcher:
                 f"{ApiKey(api_key).name} v{version} is not supported "
                 f"(v{handler.min_version}-v{handler.max_version} are)"
             )
+        dispatched = time.monotonic()
         admission = Admission.SERVE if sasl is None else sasl.admit(api_key)
         if admission is Admission.CLOSE:
             raise ProtocolError(sasl.failure or "SASL session expired")
@@ -118,15 +121,16 @@ class Dispatcher:
             result = handler.handle(context, request)
             if inspect.isawaitable(result):
                 handler_s = time.perf_counter() - started
-                return self._finish_later(result, request, context, response_header, len(frame), handler_s, started)
-            return _logged(
-                self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started),
-                context, started,
-            )
+                return self._finish_later(
+                    result, request, context, response_header, len(frame), handler_s, started, dispatched
+                )
+            chunks = self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started)
         except ProtocolError:
             raise  # a request the handler found malformed: the connection closes
         except Exception as exc:
-            return _logged(self._failed(exc, request, context, response_header, time.perf_counter() - started), context, started)
+            chunks = self._failed(exc, request, context, response_header, time.perf_counter() - started)
+        self._record(context, request, dispatched, time.monotonic() - dispatched, 0.0, chunks)
+        return _logged(chunks, context, started)
 
     @staticmethod
     def _parse(handler: ApiHandler, version: int, frame: memoryview, body_start: int) -> Any:
@@ -145,14 +149,43 @@ class Dispatcher:
         request_bytes: int,
         handler_s: float,
         started: float,
+        dispatched: float,
     ) -> Chunks | None:
+        waiting = time.monotonic()
         try:
             result = await pending
-            return _logged(self._respond(result, request, context, response_header, request_bytes, handler_s), context, started)
+            woken = time.monotonic()
+            chunks = self._respond(result, request, context, response_header, request_bytes, handler_s)
         except ProtocolError:
             raise
         except Exception as exc:
-            return _logged(self._failed(exc, request, context, response_header, handler_s), context, started)
+            woken = time.monotonic()
+            chunks = self._failed(exc, request, context, response_header, handler_s)
+        local_s = (waiting - dispatched) + (time.monotonic() - woken)
+        self._record(context, request, dispatched, local_s, woken - waiting, chunks)
+        return _logged(chunks, context, started)
+
+    def _record(
+        self, context: RequestContext, request: Any, dispatched: float, local_s: float, remote_s: float,
+        response: Chunks | None,
+    ) -> None:
+        """The request's count and times (RequestMetrics; Fetch also under FetchConsumer or
+        FetchFollower, as Kafka records it). The send and total times come once the connection
+        has sent the response (the session's send_timer); without a response, now."""
+        session = context.session
+        api_key, version = context.header.api_key, context.api_version
+        queue_ms = max(dispatched - session.received_at, 0.0) * 1000 if session.received_at else 0.0
+        local_ms, remote_ms = local_s * 1000, remote_s * 1000
+        requests = self._broker.metrics.requests
+        times = (requests.record(_REQUEST_NAMES[api_key], version, queue_ms, local_ms, remote_ms),)
+        if api_key == ApiKey.FETCH:
+            name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
+            times += (requests.record(name, version, queue_ms, local_ms, remote_ms),)
+        timer = SendTimer(times, queue_ms + local_ms + remote_ms)
+        if response is None:
+            timer.sent(0.0)
+        else:
+            session.send_timer = timer
 
     def _respond(
         self, result: Any, request: Any, context: RequestContext, response_header: bytes,

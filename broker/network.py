@@ -128,7 +128,12 @@ class Connection:
         max_queued_requests: int = 100,
         max_queued_bytes: int = 64 * 1024 * 1024,
         pool: RequestMemoryPool | None = None,
+        timing: Any = None,
     ) -> None:
+        """`timing`: an object whose `received_at` is set, before each request is dispatched, to
+        the loop time its frame was read whole (the request metrics' queue time), and whose
+        `send_timer`, when the dispatcher left one, is taken as its response is queued and told
+        (`sent(seconds)`) once the response's last byte went out (the send time)."""
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
@@ -138,6 +143,12 @@ class Connection:
         self._on_close = on_close
         self._frames = FrameReader(max_request_bytes)
         self._requests: deque[memoryview] = deque()
+        self._arrivals: deque[float] = deque()  # when each of _requests was read (loop time)
+        self._timing = timing
+        # Responses being sent that wait for their send time: (bytes queued up to their end,
+        # when queued, timer); bytes ever queued.
+        self._sending: deque[tuple[int, float, Any]] = deque()
+        self._queued_total = 0
         self._in_progress: asyncio.Future | None = None
         self._out: deque[Any] = deque()
         self._out_bytes = 0
@@ -175,7 +186,7 @@ class Connection:
         if received == 0:
             self.close(None)
             return
-        self.last_active = self._loop.time()
+        now = self.last_active = self._loop.time()
         try:
             frames = self._frames.received(received)
         except ProtocolError as exc:
@@ -183,6 +194,7 @@ class Connection:
             return
         if frames:
             self._requests.extend(frames)
+            self._arrivals.extend([now] * len(frames))
             if self._pool is not None:
                 # Reads stop at frame ends: the one frame completed is the one granted.
                 self._held += self._granted
@@ -236,6 +248,9 @@ class Connection:
         """Serve queued requests in order until one has to wait."""
         while self._requests and self._in_progress is None and self._muted is None and not self.closed:
             frame = self._requests.popleft()
+            received_at = self._arrivals.popleft()
+            if self._timing is not None:
+                self._timing.received_at = received_at
             try:
                 outcome = self._dispatch(frame)
             except ProtocolError as exc:
@@ -355,6 +370,19 @@ class Connection:
             if len(chunk):
                 self._out.append(chunk)
                 self._out_bytes += len(chunk)
+                self._queued_total += len(chunk)
+        timing = self._timing
+        if timing is not None and timing.send_timer is not None:
+            self._sending.append((self._queued_total, self._loop.time(), timing.send_timer))
+            timing.send_timer = None
+
+    def _note_sent(self) -> None:
+        """Tell the responses whose last byte has gone how long their sending took."""
+        sent_total = self._queued_total - self._out_bytes
+        now = self._loop.time()
+        while self._sending and self._sending[0][0] <= sent_total:
+            _end, queued_at, timer = self._sending.popleft()
+            timer.sent(max(now - queued_at, 0.0))
 
     def _flush(self) -> None:
         """Send as much as the socket takes; wait for writability if anything is left."""
@@ -368,6 +396,9 @@ class Connection:
         except OSError as exc:
             self.close(f"send failed: {exc}")
             return
+        finally:
+            if self._sending:
+                self._note_sent()
         self._want_writable(False)
 
     def _send_bytes(self) -> int | None:
@@ -458,6 +489,8 @@ class Connection:
             self._in_progress.cancel()
         self._out.clear()
         self._requests.clear()
+        self._arrivals.clear()
+        self._sending.clear()
         if self._pool is not None:
             self._pool.forget(self)
             self._pool.give_back(self._held + self._granted)
@@ -640,6 +673,10 @@ class TlsConnection(Connection):
         except (OSError, ValueError) as exc:  # ValueError: a region's file closed under it
             self.close(f"send failed: {exc}")
             return
+        finally:
+            # Sent: encrypted, and every encrypted byte handed to the socket.
+            if self._sending and not self._raw_out:
+                self._note_sent()
         self._want_writable(False)
 
     def _encrypt_next(self) -> None:

@@ -93,6 +93,10 @@ class ReplicaManager:
         self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         self._isr_check: asyncio.Task | None = None
+        # ISR changes stored by this broker as leader, since start (Kafka's IsrShrinksPerSec
+        # and IsrExpandsPerSec counts, read by broker.metrics)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         log_manager.add_swap_listener(self._on_log_moved)
         log_manager.add_offline_listener(self._on_log_dir_failure)
 
@@ -264,7 +268,20 @@ class ReplicaManager:
         partition = self.partitions[tp] = Partition(tp, log_, self.broker_id)
         partition.isr_writer = self.isr_writer
         partition.on_change = lambda changed: self._on_partition_change(changed.topic_partition)
+        partition.on_isr_change = self._count_isr_change
         return partition
+
+    def waiting_requests(self) -> tuple[int, int]:
+        """(fetches waiting for data, produces waiting for followers): Kafka's purgatory sizes."""
+        fetches = set().union(*self._append_waiters.values()) if self._append_waiters else set()
+        produces = sum(len(waiters) for waiters in self._commit_waiters.values())
+        return len(fetches), produces
+
+    def _count_isr_change(self, before: int, after: int) -> None:
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
 
     def _on_log_dir_failure(self, path: str) -> None:
         """A log dir failed (Kafka's handleLogDirFailure): its partitions stay here as offline

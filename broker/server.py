@@ -32,6 +32,7 @@ from broker import systemd
 from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, ZkBrokerConfigStore
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
+from broker.metrics import BrokerMetrics
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.security import sasl_clients, sasl_config
@@ -173,13 +174,23 @@ class Broker:
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
-        self._connections: dict[Connection, str] = {}  # each with its client's ip
+        self._connections: dict[Connection, tuple[str, str]] = {}  # each with its client's ip and listener
         self._quotas: ConnectionQuotas | None = None
         self._advertised_names = {listener.name for listener in config.advertised_listeners}
         self._idle_check: asyncio.TimerHandle | None = None
         queued_bytes = config.get("queued.max.request.bytes")
         self._request_memory = RequestMemoryPool(queued_bytes) if queued_bytes > 0 else None
         self.shutting_down = False
+        self._logs_loaded = False
+        self.metrics = BrokerMetrics(self)
+
+    @property
+    def ready(self) -> bool:
+        """Serving: the log dirs are loaded and, in cluster mode, the broker is registered in
+        ZooKeeper (what metrics.listener's /health reports); not once it is stopping."""
+        if not self._logs_loaded or self.shutting_down:
+            return False
+        return self.cluster is None or self.cluster.registered
 
     def _log_config_for(self, topic: str):
         return self.topics.log_config(topic)
@@ -194,6 +205,7 @@ class Broker:
         return self.metadata_cache.controller_id
 
     async def start(self) -> None:
+        await self.metrics.start()
         await asyncio.to_thread(self.topic_store.load)
         if self.cluster is not None:
             await self.cluster.connect()
@@ -202,6 +214,7 @@ class Broker:
             if self.authorizer is not None:
                 await self.authorizer.start()
             await self.log_manager.startup()
+            self._logs_loaded = True
             self._listen()
             self.replica_manager.set_isr_writer(self.cluster.isr_writer)
             self.replica_manager.start()
@@ -223,6 +236,7 @@ class Broker:
             self._listen()
             self.topics.on_change.append(self._fill_standalone_metadata)
             self._fill_standalone_metadata()
+            self._logs_loaded = True
         log.info(
             "broker %d of cluster %s serving %s",
             self.broker_id,
@@ -313,6 +327,7 @@ class Broker:
             "max_request_bytes": self.config.get("socket.request.max.bytes"),
             "max_queued_requests": self.config.get("queued.max.requests"),
             "pool": self._request_memory,
+            "timing": session,
         }
         tls_listener = self._tls_listeners.get(listener)
         if tls_listener is None:
@@ -325,7 +340,8 @@ class Broker:
                 handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
                 **limits,
             )
-        self._connections[connection] = ip
+        self._connections[connection] = ip, listener
+        self.metrics.connection_accepted(listener)
 
     def _sasl_authenticator(self, listener: str) -> SaslAuthenticator | None:
         """A new connection's SASL exchange, on a SASL listener."""
@@ -363,7 +379,15 @@ class Broker:
             self._quotas.reconfigure(config.get("max.connections"), config.get("max.connections.per.ip"), per_ip_overrides)
 
     def _forget_connection(self, connection: Connection) -> None:
-        self._quotas.release(self._connections.pop(connection))
+        ip, _listener = self._connections.pop(connection)
+        self._quotas.release(ip)
+
+    def connections_by_listener(self) -> dict[str, int]:
+        """Open client connections per listener name."""
+        counts: dict[str, int] = {}
+        for _ip, listener in self._connections.values():
+            counts[listener] = counts.get(listener, 0) + 1
+        return counts
 
     def _check_idle_connections(self) -> None:
         """Every second: close connections idle for connections.max.idle.ms (negative: never),
@@ -415,6 +439,7 @@ class Broker:
         self.topic_store.close()
         self.quota_configs.close()
         self.dynamic_config.close()
+        await self.metrics.stop()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _drain_connections(self) -> None:

@@ -8,7 +8,7 @@ layer (TLS handshake, SASL exchange) writes it, on the event loop.
 """
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from broker.security.sasl_server import SaslAuthenticator
 
@@ -47,6 +47,12 @@ class Session:
     # On a SASL_PLAINTEXT or SASL_SSL listener: the connection's SASL exchange and session
     # (broker/security/sasl_server.py), which gates the requests served; None on the others.
     sasl: SaslAuthenticator | None = None
+    # When the request being served was read whole (loop time), set by the connection before
+    # dispatching it: the request metrics' queue time.
+    received_at: float = 0.0
+    # The response just made, for the request metrics' send and total times: set by the
+    # dispatcher, taken by the connection when it queues the response (broker.metrics.stats).
+    send_timer: Any = None
 
     @property
     def client_host(self) -> str:

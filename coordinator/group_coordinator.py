@@ -37,7 +37,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -569,6 +569,13 @@ class GroupCoordinator:
                 if not wanted or group.state.value.lower() in wanted
             ],
         )
+
+    def committed_offsets(self) -> Iterator[tuple[str, TopicPartition, int]]:
+        """(group, partition, committed offset) of every group this broker coordinates (the
+        broker's consumer lag metrics)."""
+        for group in self._groups.values():
+            for tp, committed in group.offsets.items():
+                yield group.group_id, tp, committed.offset
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         """Delete Empty groups with their offsets: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP."""

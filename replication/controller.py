@@ -183,6 +183,17 @@ class Controller:
             await asyncio.wait({self._worker}, timeout=_STOP_WAIT_S)
         await self._resign()
 
+    def partition_counts(self) -> tuple[int, int, int]:
+        """(topics, partitions, partitions without a live leader) as this controller knows
+        them: Kafka's GlobalTopicCount, GlobalPartitionCount and OfflinePartitionsCount; zeros
+        when it is not the active controller, as Kafka reports them."""
+        if not self.active:
+            return 0, 0, 0
+        ctx = self._ctx
+        live = ctx.brokers
+        offline = sum(1 for state in ctx.states.values() if state.leader not in live)
+        return len(ctx.topics), len(ctx.states), offline
+
     def on_session_expired(self) -> None:
         """The session and /controller with it are gone: stop acting as controller."""
         self.enqueue("session expired", self._resign)

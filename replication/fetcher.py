@@ -98,6 +98,9 @@ class FetchState:
     truncating: bool = True
     delayed_until: float = 0.0
     failed: bool = False
+    # The leader's high watermark minus this log's end after the last fetch (Kafka's
+    # FetcherLagMetrics ConsumerLag; the broker's ReplicaFetcherManager MaxLag metric).
+    lag: int = 0
 
     def ready(self, now: float) -> bool:
         return not self.failed and self.delayed_until <= now
@@ -163,6 +166,10 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.partitions: dict[TopicPartition, ReplicaFetcher] = {}
         self._stopping: set[asyncio.Task] = set()  # fetchers told to stop, until their loop ends
+
+    def max_lag(self) -> int:
+        """The largest lag (leader high watermark minus log end) over the followed partitions."""
+        return max((state.lag for fetcher in self.fetchers.values() for state in fetcher.states.values()), default=0)
 
     def _default_client(self, source: LeaderEndpoint, client_id: str) -> BrokerClient:
         timeout_s = (self.settings.socket_timeout_ms + self.settings.wait_max_ms) / 1000
@@ -424,6 +431,7 @@ class ReplicaFetcher:
             self._replicas.append_as_follower(partition, memoryview(result.records), result.high_watermark)
         else:
             self._replicas.follow_high_watermark(partition, result.high_watermark)
+        state.lag = max(result.high_watermark - partition.log.log_end_offset, 0)
 
     async def _handle_out_of_range(self, partition: "Partition", state: FetchState) -> None:
         """Our fetch offset is outside the leader's log: beyond its end (an unclean election

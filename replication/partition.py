@@ -88,6 +88,9 @@ class Partition:
         self._isr_write: asyncio.Task | None = None
         self.isr_writer: IsrWriter | None = None
         self.on_change: Callable[["Partition"], None] = lambda partition: None
+        # Told (ISR size before, after) of every ISR change this leader stores: the broker's
+        # IsrShrinks and IsrExpands counts.
+        self.on_isr_change: Callable[[int, int], None] = lambda before, after: None
 
     @staticmethod
     def standalone_state(topic_partition: TopicPartition, broker_id: int) -> PartitionState:
@@ -340,6 +343,7 @@ class Partition:
             self.isr_stale = True
             return
         log.info("%s: ISR %s -> %s (%s)", self.topic_partition, list(self.isr), list(isr), reason)
+        self.on_isr_change(len(self.isr), len(isr))
         self.isr, self.zk_version = isr, new_version
         self.maybe_increment_high_watermark()
         self.on_change(self)

@@ -26,6 +26,7 @@ Thread-safety: call from the event loop only; callbacks run on it.
 import asyncio
 import enum
 import logging
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -156,6 +157,9 @@ class ZkClient:
         self._wrapped: weakref.WeakValueDictionary[Watch, Callable] = weakref.WeakValueDictionary()
         self._lost_watches: list[tuple[Watch, str]] = []  # dropped with the connection, in the session
         self._closed = False
+        # Told the seconds each request took, retries after a connection loss included (the
+        # broker's ZooKeeperRequestLatencyMs); on the loop.
+        self.on_request_latency: Callable[[float], None] = lambda seconds: None
 
     # ------------------------------------------------------------------ connection
 
@@ -320,11 +324,15 @@ class ZkClient:
     async def _call(self, start: Callable[[], Any]) -> Any:
         """Run a kazoo async operation; after a connection loss, again once reconnected (as
         Kafka's ZooKeeper client does), unless the client is closing."""
-        while True:
-            try:
-                return await self._bridge(start())
-            except ConnectionLossError:
-                await self._until_reconnected()
+        started = time.monotonic()
+        try:
+            while True:
+                try:
+                    return await self._bridge(start())
+                except ConnectionLossError:
+                    await self._until_reconnected()
+        finally:
+            self.on_request_latency(time.monotonic() - started)
 
     async def _until_reconnected(self) -> None:
         if self._closed:

@@ -714,6 +714,12 @@ class LogCleaner:
         self._uncleanable: set[TopicPartition] = set()
         self._threads: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
+        # For the broker's metrics (Kafka's LogCleaner and LogCleanerManager gauges): when the
+        # last round ended (ms, the cleaner's clock), how long the last cleaning took (s), the
+        # highest dirty ratio the last search for a log to clean found.
+        self.last_run_ms: int | None = None
+        self.last_clean_s = 0.0
+        self.max_dirty_ratio = 0.0
 
     def reconfigure(self, config: CleanerConfig) -> None:
         """New buffer sizes and backoff (dynamic broker configs): cleanings started from now on
@@ -742,6 +748,11 @@ class LogCleaner:
         self._uncleanable.discard(tp)
         cleaning = self._in_progress.get(tp)
         return None if cleaning is None else cleaning.work
+
+    @property
+    def uncleanable(self) -> frozenset[TopicPartition]:
+        """Partitions whose cleaning failed (left alone until restart)."""
+        return frozenset(self._uncleanable)
 
     def abort(self, tp: TopicPartition) -> None:
         """Call off the cleaning of `tp` under way, if any (its log is about to be truncated);
@@ -786,6 +797,17 @@ class LogCleaner:
 
     async def clean_once(self) -> TopicPartition | None:
         """Clean the dirtiest cleanable log, if any; return its partition."""
+        started = time.monotonic()
+        cleaned = None
+        try:
+            cleaned = await self._clean_filthiest_log()
+            return cleaned
+        finally:
+            self.last_run_ms = self._clock()
+            if cleaned is not None:
+                self.last_clean_s = time.monotonic() - started
+
+    async def _clean_filthiest_log(self) -> TopicPartition | None:
         job = self.grab_filthiest_log()
         if job is None:
             return None
@@ -825,6 +847,7 @@ class LogCleaner:
             and tp not in self._in_progress
             and tp not in self._uncleanable
         ]
+        self.max_dirty_ratio = max((job.cleanable_ratio for job in jobs), default=0.0)
         cleanable = [job for job in jobs if job.is_cleanable]
         if cleanable:
             return max(cleanable, key=lambda job: job.cleanable_ratio)

@@ -208,6 +208,8 @@ class LogManager:
         self._periodic: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cleaner = LogCleaner(self, settings.cleaner)
+        # Told the seconds each flush of a log took (the broker's LogFlushRateAndTimeMs).
+        self.on_flush: Callable[[float], None] = lambda seconds: None
 
     # ----------------------------------------------------------------------------- startup
 
@@ -785,6 +787,7 @@ class LogManager:
             if isinstance(exc, OSError) and self.logs.get(tp) is flushed_log:
                 self.handle_io_error(tp, exc)
             elif exc is None:
+                self.on_flush(f.result())
                 flushed_log.mark_flushed(up_to_offset)
 
         future.add_done_callback(done)
@@ -1189,9 +1192,12 @@ def _write_clean_shutdown_marker(log_dir: LogDir) -> None:
         pass
 
 
-def _flush_files(files: list[LogSegment | SnapshotFile]) -> None:
+def _flush_files(files: list[LogSegment | SnapshotFile]) -> float:
+    """Flush the files; return how long it took (s)."""
+    started = time.monotonic()
     for file in files:
         file.flush()
+    return time.monotonic() - started
 
 
 def _flush_logs_fully(logs: list[Log], snapshots: list[SnapshotFile]) -> None:

@@ -80,7 +80,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
     wants_nothing = not any(topic.partitions for topic in request.topics)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
-        return _response(ctx, read.topics)
+        return _answer(ctx, request, read.topics)
     return _long_poll(ctx, request, denied, time.monotonic() + max_wait_s, min_bytes, max_bytes)
 
 
@@ -103,9 +103,9 @@ async def _long_poll(
             await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
         read = _read(ctx, request, denied, max_bytes)
         if read.total_bytes >= min_bytes or read.answer_now or time.monotonic() >= deadline:
-            return _response(ctx, read.topics)
+            return _answer(ctx, request, read.topics)
         if ctx.broker.shutting_down:
-            return _response(ctx, read.topics)
+            return _answer(ctx, request, read.topics)
 
 
 def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_bytes: int) -> _Read:
@@ -206,6 +206,17 @@ def _read_partition(
             replica_manager.aborted_transactions(partition, wanted.fetch_offset) if len(result.records) else []
         )
     return result
+
+
+def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult]) -> EncodedResponse:
+    """The response to a consumer's or follower's fetch; a consumer's counted per topic and
+    partition (BrokerTopicMetrics: bytes out, fetch requests and failures)."""
+    if request.replica_id < 0:
+        stats = ctx.broker.metrics.topics
+        for topic in topics:
+            for result in topic.partitions:
+                stats.fetched(topic.topic, len(result.records), result.error_code != ErrorCode.none)
+    return _response(ctx, topics)
 
 
 def _response(

@@ -62,6 +62,7 @@ VALID_ACKS = (-1, 0, 1)
 @api(ApiKey.PRODUCE, versions=(0, 9), parse=parse_produce_request)
 def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
     replica_manager = ctx.broker.replica_manager
+    topic_stats = ctx.broker.metrics.topics
     if authorization.enabled(ctx) and _has_transactional_records(request) and (
         request.transactional_id is None
         or not authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
@@ -86,7 +87,9 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
                 result = replica_manager.append(tp, data.records, request.acks)
             except KafkaError as exc:
                 _set_error(partition, exc)
+                topic_stats.append_failed(topic.name, len(data.records) if data.records is not None else 0)
             else:
+                topic_stats.appended(topic.name, result.first_offset, result.last_offset, len(data.records))
                 partition.base_offset = result.first_offset
                 partition.log_append_time_ms = result.log_append_time_ms
                 partition.log_start_offset = result.log_start_offset

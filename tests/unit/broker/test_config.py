@@ -556,7 +556,9 @@ def test_server_properties_loads_without_warnings(caplog):
 
 def test_server_properties_commented_keys_are_known_with_their_defaults():
     """Commented-out `#key=value` lines name real keys, at their defaults unless said otherwise."""
-    examples = {"log.flush.interval.messages", "log.flush.interval.ms", "broker.rack", "replica.selector.class"}
+    examples = {
+        "log.flush.interval.messages", "log.flush.interval.ms", "broker.rack", "replica.selector.class", "metrics.listener",
+    }
     for line in SERVER_PROPERTIES.read_text().splitlines():
         if line.startswith("#") and "=" in line and " " not in line.split("=", 1)[0]:
             key, value = line[1:].split("=", 1)
@@ -710,3 +712,35 @@ def test_replica_selector_class_takes_kafkas_rack_aware_selector_and_refuses_oth
     assert BrokerConfig.from_properties({"replica.selector.class": rack_aware}).get("replica.selector.class") == rack_aware
     with pytest.raises(ConfigError, match="replica.selector.class: logway's only replica selector is"):
         BrokerConfig.from_properties({"replica.selector.class": "com.example.NearestSelector"})
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+
+
+def test_metrics_listener_is_an_http_host_and_port():
+    def listener(text):
+        return BrokerConfig({"metrics.listener": text}).metrics_listener
+
+    assert BrokerConfig().metrics_listener is None
+    assert listener("http://127.0.0.1:9404") == ("127.0.0.1", 9404)
+    assert listener("http://127.0.0.1:9404/metrics") == ("127.0.0.1", 9404)
+    assert listener("http://:0") == ("", 0)
+    assert listener("http://[::1]:9404") == ("::1", 9404)
+
+
+@pytest.mark.parametrize(
+    "text", ["127.0.0.1:9404", "https://127.0.0.1:9404", "http://127.0.0.1", "http://h:70000", "http://h:1/other"]
+)
+def test_a_metrics_listener_that_is_not_http_host_port_is_refused_at_start(text):
+    with pytest.raises(ConfigError, match="for configuration metrics.listener"):
+        BrokerConfig({"metrics.listener": text})
+
+
+def test_graphite_settings_need_a_host_and_default_their_prefix_to_the_broker():
+    assert BrokerConfig().metrics_graphite is None
+    settings = BrokerConfig({"metrics.graphite.host": "carbon", "metrics.graphite.port": "2004"}).metrics_graphite
+    assert (settings.host, settings.port, settings.interval_ms, settings.prefix) == ("carbon", 2004, 60000, None)
+    with pytest.raises(ConfigError, match="metrics.graphite.prefix set without metrics.graphite.host"):
+        BrokerConfig({"metrics.graphite.prefix": "x"})

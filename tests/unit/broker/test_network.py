@@ -74,6 +74,77 @@ def test_pipelined_requests_are_answered_in_order_even_when_one_waits():
     asyncio.run(scenario())
 
 
+def test_each_request_is_dispatched_with_the_time_its_frame_was_read_whole():
+    class Timing:
+        received_at = 0.0
+        send_timer = None
+
+    async def scenario():
+        timing = Timing()
+        seen = []
+
+        async def slow():
+            await asyncio.sleep(0.05)
+            return [frame(b"done")]
+
+        def dispatch(view):
+            seen.append((bytes(view), timing.received_at, h.loop.time()))
+            return slow() if bytes(view) == b"1" else [frame(b"done")]
+
+        h = Harness(dispatch, timing=timing)
+        read_before = h.loop.time()
+        h.client.sendall(frame(b"1") + frame(b"2"))
+        await h.receive(2 * len(frame(b"done")))
+        return read_before, seen
+
+    read_before, seen = asyncio.run(scenario())
+    (first, first_read, _), (second, second_read, second_dispatched) = seen
+    # The second waited behind the first (its queue time) from when it was read.
+    assert (first, second) == (b"1", b"2")
+    assert read_before <= first_read <= second_read < second_dispatched
+
+
+def test_a_response_is_timed_from_its_queueing_to_its_last_byte_sent(monkeypatch):
+    class Timer:
+        def __init__(self):
+            self.sent_after = None
+
+        def sent(self, seconds):
+            self.sent_after = seconds
+
+    class Timing:
+        received_at = 0.0
+        send_timer = None
+
+    async def scenario():
+        timing = Timing()
+        timers = []
+
+        def dispatch(view):
+            timers.append(Timer())
+            timing.send_timer = timers[-1]
+            return [frame(b"x" * 4_000_000)]  # more than the socket takes at once
+
+        h = Harness(dispatch, timing=timing)
+        h.client.sendall(frame(b"1"))
+        for _ in range(500):  # until the server has a request in hand (at most 5 s)
+            if timers:
+                break
+            await asyncio.sleep(0.01)
+        waiting = timers[0].sent_after  # the socket buffer is full: not all of it sent
+        received = await h.receive(len(frame(b"x" * 4_000_000)))
+        for _ in range(500):  # the last write's callback runs on the loop
+            if timers[0].sent_after is not None:
+                break
+            await asyncio.sleep(0.01)
+        return waiting, len(received), timers[0].sent_after, timing.send_timer
+
+    waiting, received, sent_after, left = asyncio.run(scenario())
+    assert waiting is None and received == 4_000_004
+    assert sent_after is not None and sent_after >= 0
+    assert left is None  # taken by the connection
+
+
 def test_responses_of_one_read_leave_in_one_write(monkeypatch):
     async def scenario():
         h = Harness(echo)

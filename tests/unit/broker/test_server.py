@@ -12,7 +12,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from broker.config import BrokerConfig
 from broker.server import Broker, _log_manager_settings
 from protocol.api_keys import ApiKey
-from tests.in_process import running_broker
+from tests.in_process import broker_config, running_broker
 from tests.kafka_wire import decode_response, encode_request
 
 API_VERSIONS = encode_request(
@@ -171,3 +171,30 @@ def test_the_log_checkpoint_intervals_reach_the_log_manager():
         )
     )
     assert (settings.checkpoint_interval_ms, settings.start_offset_checkpoint_interval_ms) == (1000, 2000)
+
+
+def test_the_health_endpoint_says_starting_until_the_log_dirs_are_loaded_and_ready_until_the_stop(tmp_path):
+    async def health(port: int) -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /health HTTP/1.1\r\n\r\n")
+        status = int((await reader.read()).split(b" ")[1])
+        writer.close()
+        return status
+
+    async def main():
+        broker = Broker(broker_config(tmp_path, {"metrics.listener": "http://127.0.0.1:0"}))
+        statuses = []
+        startup = broker.log_manager.startup
+
+        async def startup_seen_from_outside():
+            # While the logs load, the endpoint already answers, and says the broker is not ready.
+            statuses.append(await health(broker.metrics.port))
+            await startup()
+
+        broker.log_manager.startup = startup_seen_from_outside
+        await broker.start()
+        statuses.append(await health(broker.metrics.port))
+        await broker.stop()
+        return statuses
+
+    assert asyncio.run(main()) == [503, 200]

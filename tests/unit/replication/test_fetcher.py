@@ -208,3 +208,16 @@ def test_a_fetcher_left_without_partitions_stops_and_closes_its_connection(tmp_p
 def test_truncation_decisions(leader_answer, follower_epochs, log_end, expected):
     epochs = LeaderEpochCache("unused", [EpochEntry(*e) for e in follower_epochs])
     assert truncation_for(*leader_answer, epochs, log_end, 4) == expected
+
+
+def test_the_largest_lag_behind_a_leaders_high_watermark_is_kept_for_the_metrics(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c"))]), epoch=0)
+
+    async def scenario(manager, partition):
+        await eventually(lambda: partition.log.log_end_offset == 3)
+        await eventually(lambda: manager.fetchers.max_lag() == 0)
+        # The leader now says 4 more records are committed than it has served so far.
+        leader.log.high_watermark = 7
+        await eventually(lambda: manager.fetchers.max_lag() == 4)
+
+    run(tmp_path, leader, [], scenario)

@@ -1,0 +1,35 @@
+"""The loop-owned counts behind the broker's metrics."""
+
+from broker.metrics.stats import BrokerTopicStats, Histogram, RequestStats, SendTimer, request_name
+
+
+def test_histogram_buckets_are_cumulative_and_a_value_on_a_bound_falls_in_its_bucket():
+    histogram = Histogram((1, 10))
+    for observed in (0.5, 1, 3, 10, 11):
+        histogram.observe(observed)
+    assert list(histogram.cumulative()) == [("1.0", 2), ("10.0", 4), ("+Inf", 5)]
+    assert (sum(histogram.counts), histogram.sum) == (5, 25.5)
+
+
+def test_request_times_add_up_to_the_total_once_the_response_is_sent():
+    stats = RequestStats()
+    times = stats.record("Produce", 9, 1.0, 2.0, 4.0)
+    assert times.requests == {9: 1}
+    assert sum(times.total.counts) == 0
+    SendTimer((times,), 7.0).sent(0.008)
+    assert (times.queue.sum, times.local.sum, times.remote.sum, times.send.sum, times.total.sum) == (1.0, 2.0, 4.0, 8.0, 15.0)
+
+
+def test_forgotten_topics_keep_their_counts_in_the_retired_totals():
+    stats = BrokerTopicStats()
+    stats.appended("a", 0, 9, 100)
+    stats.appended("b", 0, 0, 10)
+    stats.retain({"b"})
+    assert set(stats.topics) == {"b"}
+    assert (stats.retired.messages_in, stats.retired.bytes_in, stats.retired.produce_requests) == (10, 100, 1)
+
+
+def test_request_names_are_kafkas():
+    assert [request_name(n) for n in ("PRODUCE", "LIST_OFFSETS", "OFFSET_FOR_LEADER_EPOCH", "API_VERSIONS")] == [
+        "Produce", "ListOffsets", "OffsetForLeaderEpoch", "ApiVersions",
+    ]
