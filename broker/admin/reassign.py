@@ -304,8 +304,8 @@ async def verify(args: argparse.Namespace, admin: Admin, targets: dict) -> int:
 
 
 async def _clear(admin: Admin, resource_type: int, name: str, keys, node: int | None = None) -> None:
-    """Deletes throttle keys; a broker that does not know them (a standalone logway broker
-    refuses dynamic broker configs) has none to clear."""
+    """Deletes throttle keys; a broker that refuses them (one without replication quotas, or
+    without dynamic broker configs) has none to clear."""
     try:
         await _alter_configs(admin, resource_type, name,
                              [AlterableConfig(name=k, config_operation=DELETE, value=None) for k in keys], node=node)
