@@ -28,6 +28,12 @@ partition off and retry; FENCED_LEADER_EPOCH (we are behind) and a local storage
 fetching it until the next LeaderAndIsr; OFFSET_OUT_OF_RANGE truncates to the leader's log end
 (when we are beyond it) or restarts the log at the leader's log start offset (when behind it).
 
+Replication quota (FetcherSettings.quota, the broker's follower quota, Kafka's
+shouldFollowerThrottle): a partition the quota throttles that has not caught up with its leader
+(lag 0 at the last fetch) is left out of the fetch while the quota is exceeded; when that leaves
+nothing to fetch the fetcher waits replica.fetch.backoff.ms. The bytes fetched for throttled
+partitions are recorded against it.
+
 Everything runs on the event loop; a response is applied only to the partitions still fetched
 at the epoch they were asked for.
 """
