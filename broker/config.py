@@ -698,6 +698,9 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        "Bytes per second a follower fetches for the replicas of the topics' "
        "follower.replication.throttled.replicas while it is not in the ISR (replication quota).",
        minimum=0, dynamic=True),
+    _c("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX,
+       "Bytes per second all moves of replicas between this broker's log dirs copy "
+       "(AlterReplicaLogDirs).", minimum=0, dynamic=True),
     _c("replication.quota.window.num", _I, 11,
        "The number of samples to retain in memory for replication quotas.", minimum=1),
     _c("replication.quota.window.size.seconds", _I, 1,

@@ -11,6 +11,9 @@ partition of the topic) or partitionId:brokerId pairs, of which those naming thi
   sent for throttled partitions are recorded (whatever the ISR).
 - Follower side (replication/fetcher.py): a throttled partition not caught up with its leader
   is left out of the fetch while the follower quota is exceeded; its bytes fetched are recorded.
+- Moves between log dirs (storage/log_manager.py, AlterReplicaLogDirs): a third quota,
+  replica.alter.log.dirs.io.max.bytes.per.second, over every move's copying; none copies while
+  it is exceeded.
 
 The rate is Kafka's SimpleRate over replication.quota.window.num samples of
 replication.quota.window.size.seconds: the bytes of the samples kept, over the span since the
@@ -89,11 +92,15 @@ class ReplicationQuotas:
         self.broker_id = broker_id
         self.leader = ReplicationQuotaManager(window, clock)
         self.follower = ReplicationQuotaManager(window, clock)
+        # Moves between this broker's log dirs: every one is throttled (storage.log_manager).
+        self.alter_log_dirs = ReplicationQuotaManager(window, clock)
 
-    def update_rates(self, leader: int, follower: int) -> None:
-        """leader/follower.replication.throttled.rate in effect (start, dynamic change)."""
+    def update_rates(self, leader: int, follower: int, alter_log_dirs: int = LONG_MAX) -> None:
+        """leader/follower.replication.throttled.rate and
+        replica.alter.log.dirs.io.max.bytes.per.second in effect (start, dynamic change)."""
         self.leader.update_quota(leader)
         self.follower.update_quota(follower)
+        self.alter_log_dirs.update_quota(alter_log_dirs)
 
     def update_topic(self, topic: str, config: LogConfig) -> None:
         """A topic's config is in effect (created, loaded, changed): its throttled replicas."""

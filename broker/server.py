@@ -54,11 +54,11 @@ from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.broker_client import SaslClientFactory
-from replication.fetcher import UNTHROTTLED, FetcherSettings, ReplicaQuota
+from replication.fetcher import FetcherSettings, ReplicaQuota
 from replication.replica_selector import replica_selector
 from storage import descriptor_pool
 from storage.cleaner import CleanerConfig
-from storage.log_manager import LogManager, LogManagerSettings
+from storage.log_manager import NO_QUOTA, LogManager, LogManagerSettings
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,8 @@ class Broker:
             self.broker_id,
             WindowConfig(config.get("replication.quota.window.num"), config.get("replication.quota.window.size.seconds") * 1000),
         )
-        self.replication_quotas.update_rates(
-            config.get("leader.replication.throttled.rate"), config.get("follower.replication.throttled.rate")
-        )
+        self.replication_quotas.update_rates(*_replication_rates(config))
+        self.log_manager.move_quota = self.replication_quotas.alter_log_dirs
         self.replica_manager = ReplicaManager(
             self.log_manager,
             self.broker_id,
@@ -386,9 +385,7 @@ class Broker:
             log.info("listener %s: TLS keystore and truststore reloaded", name)
         self.topics.set_broker_settings(config.explicit_settings)
         self.log_manager.cleaner.reconfigure(_cleaner_config(config))
-        self.replication_quotas.update_rates(
-            config.get("leader.replication.throttled.rate"), config.get("follower.replication.throttled.rate")
-        )
+        self.replication_quotas.update_rates(*_replication_rates(config))
         if self._quotas is not None:
             self._quotas.reconfigure(config.get("max.connections"), config.get("max.connections.per.ip"), per_ip_overrides)
 
@@ -536,7 +533,7 @@ def _replication_settings(
     config: BrokerConfig,
     ssl_context: ssl.SSLContext | None = None,
     sasl: SaslClientFactory | None = None,
-    quota: ReplicaQuota = UNTHROTTLED,
+    quota: ReplicaQuota = NO_QUOTA,
 ) -> ReplicationSettings:
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
@@ -557,6 +554,14 @@ def _replication_settings(
     )
 
 
+def _replication_rates(config: BrokerConfig) -> tuple[int, int, int]:
+    return (
+        config.get("leader.replication.throttled.rate"),
+        config.get("follower.replication.throttled.rate"),
+        config.get("replica.alter.log.dirs.io.max.bytes.per.second"),
+    )
+
+
 def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
     flush_interval = config.get("log.flush.interval.ms")
     if flush_interval is None:
@@ -573,6 +578,7 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
             "producer.id.expiration.check.interval.ms"
         ),
         cleaner=_cleaner_config(config),
+        move_backoff_ms=config.get("replica.fetch.backoff.ms"),
     )
 
 

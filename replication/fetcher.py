@@ -60,6 +60,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import PartitionResult
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from storage.log_manager import NO_QUOTA, ByteRateQuota
 from storage.topic_partition import TopicPartition
 
 from replication.broker_client import BrokerClient, BrokerClientError, SaslClientFactory
@@ -83,31 +84,9 @@ _RETRIABLE = (
 )
 
 
-class ReplicaQuota(Protocol):
-    """The follower replication quota (the broker's follower.replication.throttled.rate and
-    the topics' follower.replication.throttled.replicas, Kafka's ReplicaQuota)."""
-
-    def is_throttled(self, tp: TopicPartition) -> bool: ...
-
-    def is_quota_exceeded(self) -> bool: ...
-
-    def record(self, value: int) -> None: ...
-
-
-class _Unthrottled:
-    """No replication quota (tests and tools that build a fetcher without a broker)."""
-
-    def is_throttled(self, tp: TopicPartition) -> bool:
-        return False
-
-    def is_quota_exceeded(self) -> bool:
-        return False
-
-    def record(self, value: int) -> None:
-        pass
-
-
-UNTHROTTLED = _Unthrottled()
+# The follower quota (the broker's follower.replication.throttled.rate and the topics'
+# follower.replication.throttled.replicas); NO_QUOTA without one.
+ReplicaQuota = ByteRateQuota
 
 
 @dataclass(frozen=True)
@@ -121,7 +100,7 @@ class FetcherSettings:
     socket_timeout_ms: int = 30_000
     ssl_context: ssl.SSLContext | None = None  # the inter-broker listener is SSL
     sasl: SaslClientFactory | None = None  # the inter-broker listener's SASL login
-    quota: ReplicaQuota = UNTHROTTLED
+    quota: ReplicaQuota = NO_QUOTA
 
 
 @dataclass

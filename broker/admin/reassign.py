@@ -46,6 +46,9 @@ from replication import assignment
 
 TIMEOUT = datetime.timedelta(seconds=30)
 BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+# --verify clears the log dir move throttle too, as Kafka's tool (it is set with Kafka's
+# --replica-alter-log-dirs-throttle, which logway-admin does not offer: it moves between brokers only).
+CLEARED_BROKER_THROTTLES = (*BROKER_THROTTLES, "replica.alter.log.dirs.io.max.bytes.per.second")
 TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 VERIFY_PERIODICALLY = ("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
                        "the throttle is removed.")
@@ -295,7 +298,7 @@ async def verify(args: argparse.Namespace, admin: Admin, targets: dict) -> int:
         brokers = sorted(b[0] for b in live)
         print(f"\nClearing broker-level throttles on brokers {','.join(map(str, brokers))}")
         for broker in brokers:
-            await _clear(admin, BROKER, str(broker), BROKER_THROTTLES, node=broker)
+            await _clear(admin, BROKER, str(broker), CLEARED_BROKER_THROTTLES, node=broker)
         for topic in sorted({t for t, _ in targets}):
             print(f"Clearing topic-level throttles on topic {topic}")
             await _clear(admin, TOPIC, topic, TOPIC_THROTTLES)

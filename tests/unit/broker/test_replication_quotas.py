@@ -115,14 +115,23 @@ def test_the_broker_follows_topic_configs_and_the_dynamic_throttle_rates(tmp_pat
             await broker.topics.set_configs("t", {"follower.replication.throttled.replicas": "*"})
             altered = (quotas.leader.throttles_any, quotas.follower.is_throttled(TopicPartition("t", 0)))
             await broker.dynamic_config.alter(
-                "0", lambda current: {**current, "leader.replication.throttled.rate": "100"}, "0", False
+                "0",
+                lambda current: {
+                    **current,
+                    "leader.replication.throttled.rate": "100",
+                    "replica.alter.log.dirs.io.max.bytes.per.second": "200",
+                },
+                "0",
+                False,
             )
-            leader_bound = quotas.leader.bound
+            bounds = (quotas.leader.bound, quotas.alter_log_dirs.bound)
+            moves_use_it = broker.log_manager.move_quota is quotas.alter_log_dirs
             await broker.topics.delete("t")
             deleted = quotas.follower.throttles_any
         assert created
         assert altered == (False, True)
-        assert leader_bound == 100
+        assert bounds == (100, 200)
+        assert moves_use_it
         assert not deleted
 
     asyncio.run(main())

@@ -587,6 +587,51 @@ def test_a_moved_replica_takes_every_record_to_the_target_dir_while_appends_go_o
     assert not os.path.exists(os.path.join(target, "t-0", log_manager_module.SWAP_MARKER))
 
 
+class SwitchedMoveQuota:
+    """replica.alter.log.dirs.io.max.bytes.per.second, exceeded while the test says so."""
+
+    def __init__(self) -> None:
+        self.exceeded = True
+        self.recorded: list[int] = []
+
+    def is_throttled(self, tp: TopicPartition) -> bool:
+        return True
+
+    def is_quota_exceeded(self) -> bool:
+        return self.exceeded
+
+    def record(self, value: int) -> None:
+        self.recorded.append(value)
+
+
+def test_a_move_copies_nothing_while_the_move_quota_is_exceeded_and_records_what_it_copies(tmp_path):
+    tp = TopicPartition("t", 0)
+    quota = SwitchedMoveQuota()
+
+    async def scenario():
+        logs = LogManager(
+            [str(tmp_path / "a"), str(tmp_path / "b")], lambda topic: LogConfig(), LogManagerSettings(move_backoff_ms=10)
+        )
+        await logs.startup()
+        logs.move_quota = quota
+        current = logs.create(tp, LogConfig())
+        for i in range(20):
+            append(current, b"record-%d" % i)
+        target = _dir_of(logs, tp, other=True)
+        assert logs.move(tp, target)
+        await asyncio.sleep(0.1)  # several backoffs
+        held = logs.future_logs[tp].log_end_offset
+        quota.exceeded = False
+        await _until(lambda: logs.log_dir_of(tp) == target, "the swap")
+        copied, size = sum(quota.recorded), logs.get(tp).size_in_bytes
+        await logs.shutdown()
+        return held, copied, size
+
+    held, copied, size = run(scenario())
+    assert held == 0
+    assert copied == size
+
+
 def test_a_move_is_refused_as_kafka_refuses_it(tmp_path):
     tp, later = TopicPartition("t", 0), TopicPartition("t", 1)
 
