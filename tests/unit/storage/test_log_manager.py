@@ -12,7 +12,9 @@ from storage.cleaner import CleanerConfig, plan_cleaning
 from protocol.record_batch import iter_batches
 from protocol.records import iter_records
 from storage.errors import KafkaStorageError, LogDirNotFoundError, ReplicaNotAvailableError
-from storage.log_config import LogConfig
+from storage.log_config import LONG_MAX, LogConfig
+from broker.replication_quotas import ReplicationQuotaManager
+from broker.security.quotas import WindowConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, LogManagerSettings
 from storage.topic_partition import TopicPartition
 from tests.unit.storage.conftest import batch
@@ -587,26 +589,13 @@ def test_a_moved_replica_takes_every_record_to_the_target_dir_while_appends_go_o
     assert not os.path.exists(os.path.join(target, "t-0", log_manager_module.SWAP_MARKER))
 
 
-class SwitchedMoveQuota:
-    """replica.alter.log.dirs.io.max.bytes.per.second, exceeded while the test says so."""
-
-    def __init__(self) -> None:
-        self.exceeded = True
-        self.recorded: list[int] = []
-
-    def is_throttled(self, tp: TopicPartition) -> bool:
-        return True
-
-    def is_quota_exceeded(self) -> bool:
-        return self.exceeded
-
-    def record(self, value: int) -> None:
-        self.recorded.append(value)
-
-
 def test_a_move_copies_nothing_while_the_move_quota_is_exceeded_and_records_what_it_copies(tmp_path):
     tp = TopicPartition("t", 0)
-    quota = SwitchedMoveQuota()
+    # The broker's quota (replica.alter.log.dirs.io.max.bytes.per.second) on a clock that stands
+    # still: its rate is then everything recorded, over one window (1 s).
+    quota = ReplicationQuotaManager(WindowConfig(samples=11, window_ms=1000), clock=lambda: 1_000_000)
+    quota.update_quota(1)
+    quota.record(1000)
 
     async def scenario():
         logs = LogManager(
@@ -621,15 +610,18 @@ def test_a_move_copies_nothing_while_the_move_quota_is_exceeded_and_records_what
         assert logs.move(tp, target)
         await asyncio.sleep(0.1)  # several backoffs
         held = logs.future_logs[tp].log_end_offset
-        quota.exceeded = False
+        quota.update_quota(LONG_MAX)
         await _until(lambda: logs.log_dir_of(tp) == target, "the swap")
-        copied, size = sum(quota.recorded), logs.get(tp).size_in_bytes
+        size = logs.get(tp).size_in_bytes
         await logs.shutdown()
-        return held, copied, size
+        return held, size
 
-    held, copied, size = run(scenario())
+    held, size = run(scenario())
     assert held == 0
-    assert copied == size
+    quota.update_quota(1000 + size - 1)
+    assert quota.is_quota_exceeded()  # the copy's bytes were recorded
+    quota.update_quota(1000 + size)
+    assert not quota.is_quota_exceeded()  # and nothing else
 
 
 def test_a_move_is_refused_as_kafka_refuses_it(tmp_path):
