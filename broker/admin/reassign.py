@@ -13,8 +13,8 @@ AdminUtils placement, rack-aware unless told not to) in Kafka's JSON
 AlterPartitionReassignments on the controller; --throttle first sets
 leader/follower.replication.throttled.rate on the brokers involved and the topics'
 leader/follower.replication.throttled.replicas, as Kafka's tool (IncrementalAlterConfigs).
---verify prints each partition's state and, once none is moving, clears those throttles
-(unless --preserve-throttles). --wait (logway's addition) polls ListPartitionReassignments
+--verify prints each partition's state and, once none is moving, clears those throttles and
+replica.alter.log.dirs.io.max.bytes.per.second, as Kafka's tool (unless --preserve-throttles). --wait (logway's addition) polls ListPartitionReassignments
 until the partitions are done, with a progress line on stderr, and fails after --timeout
 seconds. Exit status 1 when a reassignment is refused or --verify finds one not done.
 """
