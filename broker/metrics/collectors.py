@@ -81,6 +81,7 @@ class BrokerCollector:
         yield from group_families(broker)
         yield from consumer_lag_families(broker)
         yield from transaction_families(broker)
+        yield from quota_families(broker)
         yield from zookeeper_families(broker, metrics)
 
 
@@ -513,6 +514,43 @@ def transaction_families(broker: "Broker") -> Iterator[Metric]:
 def _txn_state_name(state: TxnState) -> str:
     """Kafka's name of a transaction state (TransactionState.name): PrepareCommit, Ongoing..."""
     return "".join(word.capitalize() for word in state.name.split("_"))
+
+
+# ----------------------------------------------------------------------------- quotas
+
+# Kafka's per-client quota sensors, MBeans kafka.server:type=<Produce|Fetch|Request>,user=..,
+# client-id=..; the exporter's quota rules name them kafka_server_quota_<attribute> with the
+# type as `resource` (user and client-id "" where the quota that applies does not name them).
+_QUOTA_TYPES = (("Produce", "produce", "byte_rate"), ("Fetch", "fetch", "byte_rate"), ("Request", "request", "request_time"))
+
+
+def quota_families(broker: "Broker") -> Iterator[Metric]:
+    """The usage of clients of every quota type in use (none until a quota is set, as Kafka
+    keeps no quota sensors before)."""
+    labels = ["resource", "user", "clientid"]
+    rates = {
+        "byte_rate": GaugeMetricFamily(
+            "kafka_server_quota_byte_rate", "Bytes per second a client produced or fetched, over the quota window.",
+            labels=labels,
+        ),
+        "request_time": GaugeMetricFamily(
+            "kafka_server_quota_request_time",
+            "Share of a request handler's time (percent) a client's requests took, over the quota window.",
+            labels=labels,
+        ),
+    }
+    throttle = GaugeMetricFamily(
+        "kafka_server_quota_throttle_time", "Mean throttle time of a client's requests over the quota window, in ms.",
+        labels=labels,
+    )
+    for resource, attribute, rate_name in _QUOTA_TYPES:
+        manager = getattr(broker.client_quotas, attribute)
+        if not manager.enabled:
+            continue
+        for user, client_id, rate, mean_throttle_ms in manager.usage():
+            rates[rate_name].add_metric([resource, user, client_id], rate)
+            throttle.add_metric([resource, user, client_id], mean_throttle_ms)
+    yield from (*rates.values(), throttle)
 
 
 # ----------------------------------------------------------------------------- ZooKeeper

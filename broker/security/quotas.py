@@ -125,6 +125,12 @@ class Rate:
         total = sum(sample.value for sample in self._samples)
         return total / (self.window_ms(now_ms) / 1000)
 
+    def average(self, now_ms: int) -> float:
+        """The mean of the values recorded in the window (Kafka's Avg over the same samples)."""
+        self._purge_obsolete(now_ms)
+        count = sum(sample.event_count for sample in self._samples)
+        return sum(sample.value for sample in self._samples) / count if count else 0.0
+
     def window_ms(self, now_ms: int) -> int:
         """The span the rate is measured over: since the oldest sample began, and at least
         samples - 1 whole windows; at least 1 ms."""
@@ -207,6 +213,7 @@ class ClientQuotaManager:
         self._quotas: dict[QuotaEntity, float] = {}
         self._levels = 0
         self._rates: dict[tuple[str, str], Rate] = {}
+        self._throttles: dict[tuple[str, str], Rate] = {}  # each request's throttle, for its average
         self._last_expiry_ms = clock()
 
     @property
@@ -239,14 +246,15 @@ class ClientQuotaManager:
         rate = self._rate(tags, now_ms)
         rate.record(value, now_ms)
         bound = self._limit(tags)
-        if bound is None:
-            return 0
-        measured = rate.measure(now_ms)
-        if measured <= bound:
-            return 0
-        throttle = throttle_time_ms(measured, bound, rate.window_ms(now_ms))
-        if self._max_throttle_ms is not None:
-            throttle = min(throttle, self._max_throttle_ms)
+        throttle = 0
+        if bound is not None and (measured := rate.measure(now_ms)) > bound:
+            throttle = throttle_time_ms(measured, bound, rate.window_ms(now_ms))
+            if self._max_throttle_ms is not None:
+                throttle = min(throttle, self._max_throttle_ms)
+        throttles = self._throttles.get(tags)
+        if throttles is None:
+            throttles = self._throttles[tags] = Rate(self._window)
+        throttles.record(throttle, now_ms)
         return throttle
 
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
@@ -267,6 +275,16 @@ class ClientQuotaManager:
         if bound is None:
             return math.inf
         return bound * (self._window.samples - 1) * self._window.window_ms / 1000
+
+    def usage(self, now_ms: int | None = None) -> list[tuple[str, str, float, float]]:
+        """(user, client-id, rate per second, mean throttle in ms) of every client whose usage
+        is kept (Kafka's per-client quota sensors), under the tags it is kept under."""
+        now_ms = self._clock() if now_ms is None else now_ms
+        rows = []
+        for (user, client_id), rate in self._rates.items():
+            throttles = self._throttles.get((user, client_id))
+            rows.append((user, client_id, rate.measure(now_ms), throttles.average(now_ms) if throttles else 0.0))
+        return rows
 
     # -------------------------------------------------------------- Kafka's DefaultQuotaCallback
 
@@ -331,6 +349,7 @@ class ClientQuotaManager:
         self._last_expiry_ms = now_ms
         for tags in [t for t, r in self._rates.items() if now_ms - r.last_record_ms >= INACTIVE_SENSOR_EXPIRATION_MS]:
             del self._rates[tags]
+            self._throttles.pop(tags, None)
 
 
 class ClientQuotas:

@@ -13,6 +13,7 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker.metrics.collectors import zookeeper_families
+from broker.security.quotas import PRODUCER_BYTE_RATE, QuotaEntity
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
@@ -322,3 +323,25 @@ def test_a_snapshot_reads_the_state_when_taken_and_builds_the_families_later_on_
         )
 
     assert run(tmp_path, scenario) == (2, 2, True, 5)
+
+
+def test_quota_families_give_a_throttled_producers_byte_rate_and_throttle_time_once_a_quota_is_set(tmp_path):
+    async def scenario(broker, client):
+        await produce(client, TOPIC, 0, batch(3))
+        before = value(broker, "kafka_server_quota_byte_rate", resource="Produce", user="", clientid="app")
+        broker.client_quotas.set_entity(QuotaEntity(None, "app"), {PRODUCER_BYTE_RATE: 1.0})
+        for _ in range(2):
+            await produce(client, TOPIC, 0, batch(3))
+        labels = {"resource": "Produce", "user": "", "clientid": "app"}
+        return (
+            before,
+            value(broker, "kafka_server_quota_byte_rate", **labels),
+            value(broker, "kafka_server_quota_throttle_time", **labels),
+            value(broker, "kafka_server_quota_byte_rate", resource="Fetch", user="", clientid="app"),
+        )
+
+    before, byte_rate, throttle_ms, fetch_rate = run(tmp_path, scenario)
+    assert before is None  # no quota set: Kafka keeps no quota sensors, nor does logway
+    assert byte_rate > 0
+    assert throttle_ms > 0  # 1 B/s: the second produce is throttled
+    assert fetch_rate is None  # no fetch quota in use

@@ -71,6 +71,16 @@ def test_a_spike_after_steady_usage_is_throttled_as_kafka_throttles_it():
     assert quotas.record_and_get_throttle_ms("ANONYMOUS", "unknown", 0, now) == 0
 
 
+def test_usage_gives_each_clients_rate_and_mean_throttle_under_its_tags():
+    quotas = manager()
+    quotas.update(QuotaEntity(None, "slow"), 100)  # 100 B/s: over 10 s windows, 1000 B
+    assert quotas.record_and_get_throttle_ms("alice", "slow", 1000, 0) == 0
+    assert quotas.record_and_get_throttle_ms("alice", "slow", 1000, 0) == 10_000
+    assert quotas.record_and_get_throttle_ms("bob", "fast", 5000, 0) == 0  # no quota: recorded, never throttled
+    # Usage is kept under the tags of the quota level in use (client-id only here).
+    assert sorted(quotas.usage(0)) == [("", "fast", 500.0, 0.0), ("", "slow", 200.0, 5000.0)]
+
+
 def test_request_time_throttles_are_bounded_by_one_window():
     quotas = manager(max_throttle_ms=KAFKA_WINDOWS.window_ms)
     quotas.update(QuotaEntity(None, "busy"), 1.0)  # 1 % of a thread
