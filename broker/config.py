@@ -690,6 +690,21 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("replica.fetch.response.max.bytes", _I, 10485760,
        "Bytes a follower asks for per fetch over all partitions (a larger first batch is "
        "still returned).", minimum=0),
+    _c("leader.replication.throttled.rate", _L, LONG_MAX,
+       "Bytes per second a leader sends to the replicas of the topics' "
+       "leader.replication.throttled.replicas that are not in the ISR (replication quota).",
+       minimum=0, dynamic=True),
+    _c("follower.replication.throttled.rate", _L, LONG_MAX,
+       "Bytes per second a follower fetches for the replicas of the topics' "
+       "follower.replication.throttled.replicas while it is not in the ISR (replication quota).",
+       minimum=0, dynamic=True),
+    _c("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX,
+       "Bytes per second all moves of replicas between this broker's log dirs copy "
+       "(AlterReplicaLogDirs).", minimum=0, dynamic=True),
+    _c("replication.quota.window.num", _I, 11,
+       "The number of samples to retain in memory for replication quotas.", minimum=1),
+    _c("replication.quota.window.size.seconds", _I, 1,
+       "The time span of each sample for replication quotas.", minimum=1),
     _c("replica.fetch.backoff.ms", _I, 1000,
        "How long a follower waits after a failed fetch before fetching again.", minimum=0),
     _c("replica.high.watermark.checkpoint.interval.ms", _L, 5000,

@@ -17,6 +17,9 @@ Keys that can change (logway applies each at once; `reconfigurable`):
   cleanings started, and the waits begun, from then on;
 - max.connections, max.connections.per.ip, max.connections.per.ip.overrides: for connections
   accepted from then on;
+- leader.replication.throttled.rate, follower.replication.throttled.rate,
+  replica.alter.log.dirs.io.max.bytes.per.second (replication quotas,
+  broker/replication_quotas.py): the bound of each quota, at once;
 - this broker's keystore and truststore (ssl.keystore.*, ssl.truststore.*, ssl.key.password,
   plain or listener.name.<l>.*), per broker only as in Kafka: SSL listeners get new contexts.
 Any other key, Kafka's static ones and the dynamic ones logway cannot apply while running
@@ -62,6 +65,11 @@ TOPIC_DEFAULT_KEYS = frozenset(
 )
 CONNECTION_KEYS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"})
 CLEANER_KEYS = frozenset({"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms"})
+REPLICATION_THROTTLE_KEYS = frozenset({
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
 
 
 def is_tls_key(key: str) -> bool:
@@ -75,7 +83,13 @@ def _base_key(key: str) -> str:
 
 
 def reconfigurable(key: str) -> bool:
-    return key in TOPIC_DEFAULT_KEYS or key in CONNECTION_KEYS or key in CLEANER_KEYS or is_tls_key(key)
+    return (
+        key in TOPIC_DEFAULT_KEYS
+        or key in CONNECTION_KEYS
+        or key in CLEANER_KEYS
+        or key in REPLICATION_THROTTLE_KEYS
+        or is_tls_key(key)
+    )
 
 
 def _scala_set(names) -> str:

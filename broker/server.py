@@ -35,6 +35,7 @@ from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.metrics import BrokerMetrics
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
+from broker.replication_quotas import ReplicationQuotas
 from broker.security import sasl_clients, sasl_config
 from broker.security.sasl_server import SaslAuthenticator
 from broker.security.scram_store import FileUserConfigs, ScramCredentialStore
@@ -53,11 +54,11 @@ from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.broker_client import SaslClientFactory
-from replication.fetcher import FetcherSettings
+from replication.fetcher import FetcherSettings, ReplicaQuota
 from replication.replica_selector import replica_selector
 from storage import descriptor_pool
 from storage.cleaner import CleanerConfig
-from storage.log_manager import LogManager, LogManagerSettings
+from storage.log_manager import NO_QUOTA, LogManager, LogManagerSettings
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +110,23 @@ class Broker:
             config.log_dirs, self._log_config_for, _log_manager_settings(config)
         )
         self.metadata_cache = MetadataCache(config.advertised_listeners[0].name)
+        self.replication_quotas = ReplicationQuotas(
+            self.broker_id,
+            WindowConfig(config.get("replication.quota.window.num"), config.get("replication.quota.window.size.seconds") * 1000),
+        )
+        self.replication_quotas.update_rates(*_replication_rates(config))
+        self.log_manager.move_quota = self.replication_quotas.alter_log_dirs
         self.replica_manager = ReplicaManager(
             self.log_manager,
             self.broker_id,
-            _replication_settings(config, self.inter_broker_ssl_context, self.inter_broker_sasl),
+            _replication_settings(
+                config, self.inter_broker_ssl_context, self.inter_broker_sasl, self.replication_quotas.follower
+            ),
             self.metadata_cache,
         )
         self.topics = TopicManager(
-            self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id]
+            self.topic_store, self.replica_manager, config.explicit_settings, [self.broker_id],
+            self.replication_quotas,
         )
         self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
         self.replica_manager.add_leadership_listener(
@@ -375,6 +385,7 @@ class Broker:
             log.info("listener %s: TLS keystore and truststore reloaded", name)
         self.topics.set_broker_settings(config.explicit_settings)
         self.log_manager.cleaner.reconfigure(_cleaner_config(config))
+        self.replication_quotas.update_rates(*_replication_rates(config))
         if self._quotas is not None:
             self._quotas.reconfigure(config.get("max.connections"), config.get("max.connections.per.ip"), per_ip_overrides)
 
@@ -519,7 +530,10 @@ def raise_open_files_limit() -> None:
 
 
 def _replication_settings(
-    config: BrokerConfig, ssl_context: ssl.SSLContext | None = None, sasl: SaslClientFactory | None = None
+    config: BrokerConfig,
+    ssl_context: ssl.SSLContext | None = None,
+    sasl: SaslClientFactory | None = None,
+    quota: ReplicaQuota = NO_QUOTA,
 ) -> ReplicationSettings:
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
@@ -535,7 +549,16 @@ def _replication_settings(
             socket_timeout_ms=config.get("replica.socket.timeout.ms"),
             ssl_context=ssl_context,
             sasl=sasl,
+            quota=quota,
         ),
+    )
+
+
+def _replication_rates(config: BrokerConfig) -> tuple[int, int, int]:
+    return (
+        config.get("leader.replication.throttled.rate"),
+        config.get("follower.replication.throttled.rate"),
+        config.get("replica.alter.log.dirs.io.max.bytes.per.second"),
     )
 
 
@@ -555,6 +578,7 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
             "producer.id.expiration.check.interval.ms"
         ),
         cleaner=_cleaner_config(config),
+        move_backoff_ms=config.get("replica.fetch.backoff.ms"),
     )
 
 

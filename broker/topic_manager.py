@@ -23,6 +23,7 @@ from storage.log_config import LogConfig, validate_topic_overrides
 from storage.topic_partition import TopicPartition
 
 from broker.replica_manager import ReplicaManager
+from broker.replication_quotas import ReplicationQuotas
 from broker.topic_store import TopicInfo, TopicStore
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,11 @@ class TopicManager:
         replica_manager: ReplicaManager,
         broker_settings: Mapping[str, str],
         broker_ids: Sequence[int],
+        replication_quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.store = store
+        # Follows each topic's throttled replica lists (leader/follower.replication.throttled.replicas).
+        self._replication_quotas = replication_quotas
         self.replica_manager = replica_manager
         self._broker_settings = broker_settings
         fixed_ids = list(broker_ids)
@@ -116,6 +120,8 @@ class TopicManager:
             info = self.store.topics.get(topic)
             overrides = info.configs if info else {}
             config = self._log_configs[topic] = LogConfig.resolve(overrides, self._broker_settings)
+            if self._replication_quotas is not None and info is not None:
+                self._replication_quotas.update_topic(topic, config)
         return config
 
     def open_partitions(self) -> None:
@@ -280,7 +286,7 @@ class TopicManager:
             return
         info = self.get(name)
         del self.store.topics[name]
-        self._log_configs.pop(name, None)
+        self._forget_config(name)
 
         def remove_partitions() -> None:
             for partition in range(info.partitions):
@@ -366,4 +372,9 @@ class TopicManager:
         """Cluster mode: the topic is gone from ZooKeeper (its replicas are stopped and deleted
         by the controller's StopReplica)."""
         self.store.topics.pop(name, None)
+        self._forget_config(name)
+
+    def _forget_config(self, name: str) -> None:
         self._log_configs.pop(name, None)
+        if self._replication_quotas is not None:
+            self._replication_quotas.remove_topic(name)

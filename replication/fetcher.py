@@ -28,6 +28,12 @@ partition off and retry; FENCED_LEADER_EPOCH (we are behind) and a local storage
 fetching it until the next LeaderAndIsr; OFFSET_OUT_OF_RANGE truncates to the leader's log end
 (when we are beyond it) or restarts the log at the leader's log start offset (when behind it).
 
+Replication quota (FetcherSettings.quota, the broker's follower quota, Kafka's
+shouldFollowerThrottle): a partition the quota throttles that has not caught up with its leader
+(lag 0 at the last fetch) is left out of the fetch while the quota is exceeded; when that leaves
+nothing to fetch the fetcher waits replica.fetch.backoff.ms. The bytes fetched for throttled
+partitions are recorded against it.
+
 Everything runs on the event loop; a response is applied only to the partitions still fetched
 at the epoch they were asked for.
 """
@@ -54,6 +60,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import PartitionResult
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from storage.log_manager import NO_QUOTA, ByteRateQuota
 from storage.topic_partition import TopicPartition
 
 from replication.broker_client import BrokerClient, BrokerClientError, SaslClientFactory
@@ -77,6 +84,11 @@ _RETRIABLE = (
 )
 
 
+# The follower quota (the broker's follower.replication.throttled.rate and the topics'
+# follower.replication.throttled.replicas); NO_QUOTA without one.
+ReplicaQuota = ByteRateQuota
+
+
 @dataclass(frozen=True)
 class FetcherSettings:
     num_fetchers: int = 1
@@ -88,6 +100,7 @@ class FetcherSettings:
     socket_timeout_ms: int = 30_000
     ssl_context: ssl.SSLContext | None = None  # the inter-broker listener is SSL
     sasl: SaslClientFactory | None = None  # the inter-broker listener's SASL login
+    quota: ReplicaQuota = NO_QUOTA
 
 
 @dataclass
@@ -101,6 +114,9 @@ class FetchState:
     # The leader's high watermark minus this log's end after the last fetch (Kafka's
     # FetcherLagMetrics ConsumerLag; the broker's ReplicaFetcherManager MaxLag metric).
     lag: int = 0
+    # Caught up with the leader at the last fetch (Kafka's PartitionFetchState.isReplicaInSync:
+    # a lag known and 0): never throttled then.
+    in_sync: bool = False
 
     def ready(self, now: float) -> bool:
         return not self.failed and self.delayed_until <= now
@@ -286,11 +302,13 @@ class ReplicaFetcher:
             if not worked:
                 await self._idle()
 
-    async def _idle(self) -> None:
-        """Wait for a partition to be added or a delayed one to become ready."""
+    async def _idle(self, at_most_s: float | None = None) -> None:
+        """Wait for a partition to be added or a delayed one to become ready (or `at_most_s`)."""
         self._changed.clear()
         delays = [s.delayed_until for s in self.states.values() if not s.failed]
         timeout = max(min(delays) - time.monotonic(), 0.001) if delays else None
+        if at_most_s is not None:
+            timeout = at_most_s if timeout is None else min(timeout, at_most_s)
         try:
             await asyncio.wait_for(self._changed.wait(), timeout)
         except TimeoutError:
@@ -305,9 +323,21 @@ class ReplicaFetcher:
             await self._truncate(truncating)
             return True
         if ready:
-            await self._fetch(ready)
+            quota = self.settings.quota
+            wanted = {tp: s for tp, s in ready.items() if not self._throttled(quota, tp, s)}
+            if not wanted:
+                # Everything ready is throttled: wait as Kafka's fetcher does with an empty
+                # fetch (replica.fetch.backoff.ms, or until a partition is added).
+                await self._idle(self.settings.backoff_ms / 1000)
+                return True
+            await self._fetch(wanted)
             return True
         return False
+
+    @staticmethod
+    def _throttled(quota: ReplicaQuota, tp: TopicPartition, state: FetchState) -> bool:
+        """Left out of this fetch (Kafka's shouldFollowerThrottle)."""
+        return not state.in_sync and quota.is_throttled(tp) and quota.is_quota_exceeded()
 
     # ------------------------------------------------------------------------ truncation
 
@@ -428,10 +458,14 @@ class ReplicaFetcher:
             self._apply_epoch_end(partition, state, epoch, end_offset)
             return
         if result.records:
+            quota = self.settings.quota
+            if quota.is_throttled(tp):
+                quota.record(len(result.records))
             self._replicas.append_as_follower(partition, memoryview(result.records), result.high_watermark)
         else:
             self._replicas.follow_high_watermark(partition, result.high_watermark)
         state.lag = max(result.high_watermark - partition.log.log_end_offset, 0)
+        state.in_sync = state.lag == 0
 
     async def _handle_out_of_range(self, partition: "Partition", state: FetchState) -> None:
         """Our fetch offset is outside the leader's log: beyond its end (an unclean election

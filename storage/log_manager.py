@@ -53,6 +53,9 @@ log. A restart resumes a move whose future dir it finds (the future log is loade
 goes on from its end); a future dir holding the marker was being swapped in: if its old
 directory is still there, that one is renamed to -delete and the future dir completes the swap.
 A dir that fails takes the futures in it along (the move stops, the current log serves on).
+Moves are throttled by `move_quota` (the broker's replica.alter.log.dirs.io.max.bytes.per.second):
+while it is exceeded no move copies, each waits move_backoff_ms and looks again; the bytes copied
+are recorded against it.
 
 Thread-safety: the event loop owns the manager and its logs. fsync, loading, and file deletion
 run on a thread pool and come back with call_soon_threadsafe (via asyncio futures); the cleaner
@@ -69,6 +72,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from protocol.record_batch import iter_batches
 from storage.checkpoint import (
@@ -98,6 +102,34 @@ FUTURE_DIR_SUFFIX = "-future"
 # the old directory is still there after a crash.
 SWAP_MARKER = ".logway-future-swap"
 MOVE_CHUNK_BYTES = 1024 * 1024  # bytes a move copies per step (replica.fetch.max.bytes' default)
+
+
+class ByteRateQuota(Protocol):
+    """A replication quota as the copies see it (Kafka's ReplicaQuota): a follower's
+    (replication/fetcher.py), or the one of moves between log dirs (`move_quota`,
+    replica.alter.log.dirs.io.max.bytes.per.second), which throttles every move."""
+
+    def is_throttled(self, tp: TopicPartition) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, value: int) -> None: ...
+
+
+class NoQuota:
+    """No limit: nothing throttled, nothing counted."""
+
+    def is_throttled(self, tp: TopicPartition) -> bool:
+        return False
+
+    def is_quota_exceeded(self) -> bool:
+        return False
+
+    def record(self, value: int) -> None:
+        pass
+
+
+NO_QUOTA = NoQuota()
 _NEVER_MS = 2**31
 
 
@@ -171,6 +203,9 @@ class LogManagerSettings:
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     producer_id_expiration_check_interval_ms: int = 600_000
     cleaner: CleanerConfig = CleanerConfig()
+    # How long a move waits while the move quota is exceeded (replica.fetch.backoff.ms, as
+    # Kafka's ReplicaAlterLogDirsThread backs off).
+    move_backoff_ms: int = 1_000
 
 
 class LogManager:
@@ -190,6 +225,8 @@ class LogManager:
         self._moves: dict[TopicPartition, asyncio.Task] = {}
         self._preferred_dir: dict[TopicPartition, LogDir] = {}  # see move
         self._swap_listeners: list[Callable[[TopicPartition, Log], None]] = []
+        # Every move shares it (replica.alter.log.dirs.io.max.bytes.per.second); the broker sets it.
+        self.move_quota: ByteRateQuota = NO_QUOTA
         self._offline_listeners: list[Callable[[str], None]] = []
         self._config_for_topic = config_for_topic
         self._settings = settings
@@ -702,6 +739,9 @@ class LogManager:
                 # It writes by the future dir's path, which the swap renames: let it end first.
                 await asyncio.wait([asyncio.wrap_future(epochs_write.running)])
                 continue
+            if self.move_quota.is_quota_exceeded():
+                await asyncio.sleep(self._settings.move_backoff_ms / 1000)
+                continue
             end, truncations = future.log_end_offset, current.truncations
             try:
                 region = current.read(end, MOVE_CHUNK_BYTES, current.log_end_offset, True)
@@ -727,6 +767,7 @@ class LogManager:
             except OSError as exc:
                 self._take_offline(future_dir, exc)
                 return
+            self.move_quota.record(len(chunk))
             future.high_watermark = min(current.high_watermark, future.log_end_offset)
 
     @staticmethod

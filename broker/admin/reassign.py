@@ -13,8 +13,8 @@ AdminUtils placement, rack-aware unless told not to) in Kafka's JSON
 AlterPartitionReassignments on the controller; --throttle first sets
 leader/follower.replication.throttled.rate on the brokers involved and the topics'
 leader/follower.replication.throttled.replicas, as Kafka's tool (IncrementalAlterConfigs).
---verify prints each partition's state and, once none is moving, clears those throttles
-(unless --preserve-throttles). --wait (logway's addition) polls ListPartitionReassignments
+--verify prints each partition's state and, once none is moving, clears those throttles and
+replica.alter.log.dirs.io.max.bytes.per.second, as Kafka's tool (unless --preserve-throttles). --wait (logway's addition) polls ListPartitionReassignments
 until the partitions are done, with a progress line on stderr, and fails after --timeout
 seconds. Exit status 1 when a reassignment is refused or --verify finds one not done.
 """
@@ -46,6 +46,9 @@ from replication import assignment
 
 TIMEOUT = datetime.timedelta(seconds=30)
 BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+# --verify clears the log dir move throttle too, as Kafka's tool (it is set with Kafka's
+# --replica-alter-log-dirs-throttle, which logway-admin does not offer: it moves between brokers only).
+CLEARED_BROKER_THROTTLES = (*BROKER_THROTTLES, "replica.alter.log.dirs.io.max.bytes.per.second")
 TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 VERIFY_PERIODICALLY = ("Warning: You must run --verify periodically, until the reassignment completes, to ensure "
                        "the throttle is removed.")
@@ -295,7 +298,7 @@ async def verify(args: argparse.Namespace, admin: Admin, targets: dict) -> int:
         brokers = sorted(b[0] for b in live)
         print(f"\nClearing broker-level throttles on brokers {','.join(map(str, brokers))}")
         for broker in brokers:
-            await _clear(admin, BROKER, str(broker), BROKER_THROTTLES, node=broker)
+            await _clear(admin, BROKER, str(broker), CLEARED_BROKER_THROTTLES, node=broker)
         for topic in sorted({t for t, _ in targets}):
             print(f"Clearing topic-level throttles on topic {topic}")
             await _clear(admin, TOPIC, topic, TOPIC_THROTTLES)
@@ -304,8 +307,8 @@ async def verify(args: argparse.Namespace, admin: Admin, targets: dict) -> int:
 
 
 async def _clear(admin: Admin, resource_type: int, name: str, keys, node: int | None = None) -> None:
-    """Deletes throttle keys; a broker that does not know them (a standalone logway broker
-    refuses dynamic broker configs) has none to clear."""
+    """Deletes throttle keys; a broker that refuses them (one without replication quotas, or
+    without dynamic broker configs) has none to clear."""
     try:
         await _alter_configs(admin, resource_type, name,
                              [AlterableConfig(name=k, config_operation=DELETE, value=None) for k in keys], node=node)

@@ -38,7 +38,11 @@ answer may span, from the segments' transaction indexes, for the consumer to dro
 
 Quotas (broker/security/throttling.py): a consumer with a consumer_byte_rate quota fetches at
 most what the quota allows in quota.window.num - 1 windows (max_bytes and min_bytes capped, as
-Kafka does); a throttled fetch is answered with no partitions.
+Kafka does); a throttled fetch is answered with no partitions. Replication quotas
+(broker/replication_quotas.py): a follower out of the ISR fetching a partition of the topic's
+leader.replication.throttled.replicas gets no records for it while this broker's
+leader.replication.throttled.rate is exceeded; the bytes sent to followers for throttled
+partitions are counted against that rate.
 """
 
 import time
@@ -179,7 +183,9 @@ def _read_partition(
                 preferred = replica_manager.preferred_read_replica(partition, reader.rack, wanted.fetch_offset, ctx.listener)
                 if preferred is not None:
                     result.preferred_read_replica = preferred
-        if result.diverging_epoch is None and result.preferred_read_replica < 0:
+        if result.diverging_epoch is None and result.preferred_read_replica < 0 and not (
+            follower_id is not None and _leader_throttles(ctx, partition, follower_id)
+        ):
             region = replica_manager.read(
                 partition,
                 wanted.fetch_offset,
@@ -208,14 +214,37 @@ def _read_partition(
     return result
 
 
+def _leader_throttles(ctx: RequestContext, partition, follower_id: int) -> bool:
+    """A follower out of the ISR fetching a throttled partition while the leader replication
+    quota is exceeded gets no records (Kafka's shouldLeaderThrottle)."""
+    quota = ctx.broker.replication_quotas.leader
+    return (
+        quota.is_throttled(partition.topic_partition)
+        and follower_id not in partition.isr
+        and quota.is_quota_exceeded()
+    )
+
+
 def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult]) -> EncodedResponse:
     """The response to a consumer's or follower's fetch; a consumer's counted per topic and
-    partition (BrokerTopicMetrics: bytes out, fetch requests and failures)."""
+    partition (BrokerTopicMetrics: bytes out, fetch requests and failures), a follower's bytes
+    of throttled partitions against the leader replication quota."""
     if request.replica_id < 0:
         stats = ctx.broker.metrics.topics
         for topic in topics:
             for result in topic.partitions:
                 stats.fetched(topic.topic, len(result.records), result.error_code != ErrorCode.none)
+    else:
+        quota = ctx.broker.replication_quotas.leader
+        if quota.throttles_any:
+            throttled = sum(
+                len(result.records)
+                for topic in topics
+                for result in topic.partitions
+                if quota.is_throttled(TopicPartition(topic.topic, result.partition_index))
+            )
+            if throttled:
+                quota.record(throttled)
     return _response(ctx, topics)
 
 

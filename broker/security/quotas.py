@@ -169,6 +169,18 @@ class Rate:
                 sample.reset(now_ms)
 
 
+class SimpleRate(Rate):
+    """Kafka's SimpleRate (replication quotas): measured over the span since the oldest
+    sample began, at least one window, so a burst counts at once."""
+
+    __slots__ = ()
+
+    def window_ms(self, now_ms: int) -> int:
+        self._purge_obsolete(now_ms)
+        oldest = min((sample.start_ms for sample in self._samples), default=now_ms)
+        return max(now_ms - oldest, self._config.window_ms)
+
+
 def throttle_time_ms(rate: float, bound: float, window_ms: int) -> int:
     """How long until `rate`, measured over `window_ms`, is back to `bound` if nothing more is
     recorded (Kafka's QuotaUtils.throttleTime, rounded half up as Java's Math.round)."""

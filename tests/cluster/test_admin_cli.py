@@ -26,8 +26,7 @@ def logway_admin(cluster, *args: str, expect: int = 0) -> subprocess.CompletedPr
 
 
 def test_reassign_generates_executes_and_verifies(cluster, tmp_path):
-    """Without --throttle: the brokers' leader/follower.replication.throttled.rate are dynamic
-    broker configs, which logway does not take yet (the throttle plan: tests/unit)."""
+    """Without --throttle (a throttled reassignment: tests/cluster/test_replication_throttle.py)."""
     topic = unique_topic("admin-reassign")
     logway_admin(cluster, "topics", "--create", "--topic", topic, "--replica-assignment", "1:2,2:1")
     wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 2), TIMEOUT_S, "metadata agreement")

@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode
 from protocol.fetch import decode_fetch_response
 from replication.partition_state import PartitionState
 from replication.replica_selector import RACK_AWARE_REPLICA_SELECTOR
+from storage.log_config import LogConfig
 from storage.topic_partition import TopicPartition
 from tests.in_process import CLIENT_SESSION, Client, running_broker
 from tests.kafka_wire import encode_request
@@ -436,5 +437,29 @@ def test_a_follower_out_of_the_isr_sends_consumers_back_to_the_leader(tmp_path):
             left = await fetch(broker, 0)
         assert in_sync.error_code == ErrorCode.none
         assert (left.error_code, records_length(left)) == (ErrorCode.not_leader_or_follower, 0)
+
+    asyncio.run(main())
+
+
+def test_the_leader_throttles_a_follower_out_of_the_isr_only_while_its_quota_is_exceeded(tmp_path):
+    async def main():
+        async with running_broker(tmp_path, {"leader.replication.throttled.rate": "1"}) as broker:
+            broker.replication_quotas.update_topic(TP.topic, LogConfig.resolve(
+                {"leader.replication.throttled.replicas": f"{TP.partition}:{ME}"}, {}
+            ))
+            lead(broker, epoch=1, isr=(ME,))
+            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            first = await fetch(broker, 0, replica_id=FOLLOWER)  # nothing recorded yet
+            throttled = await fetch(broker, 0, replica_id=FOLLOWER)
+            lead(broker, epoch=2, isr=(ME, FOLLOWER))
+            in_sync = await fetch(broker, 0, replica_id=FOLLOWER, current_leader_epoch=2)
+            broker.replication_quotas.update_topic(TP.topic, LogConfig.resolve({}, {}))
+            lead(broker, epoch=3, isr=(ME,))
+            unthrottled_topic = await fetch(broker, 0, replica_id=FOLLOWER, current_leader_epoch=3)
+        assert len(first.records) > 0
+        assert len(throttled.records) == 0 and throttled.error_code == ErrorCode.none
+        assert throttled.high_watermark == first.high_watermark
+        assert len(in_sync.records) > 0
+        assert len(unthrottled_topic.records) > 0
 
     asyncio.run(main())

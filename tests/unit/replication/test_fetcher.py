@@ -87,7 +87,7 @@ def leader_log(tmp_path, epochs_and_values) -> Log:
     return log
 
 
-def run(tmp_path, leader: StandInLeader, follower_history, scenario):
+def run(tmp_path, leader: StandInLeader, follower_history, scenario, settings: FetcherSettings = FAST):
     """A follower whose log holds `follower_history` ((epoch, values) appended as leader)
     becomes follower of `leader` at its epoch; then `scenario(manager, partition)`."""
 
@@ -95,7 +95,7 @@ def run(tmp_path, leader: StandInLeader, follower_history, scenario):
         logs = LogManager([str(tmp_path / "follower")], lambda topic: LogConfig())
         await logs.startup()
         manager = ReplicaManager(logs, ME, ReplicationSettings(fetcher=FAST))
-        manager.fetchers = ReplicaFetcherManager(manager, ME, FAST, client_factory=lambda source, client_id: leader)
+        manager.fetchers = ReplicaFetcherManager(manager, ME, settings, client_factory=lambda source, client_id: leader)
         manager.become_leader_or_follower(1, [PartitionState(TP, 1, ME, 0, (ME,), 0, (LEADER, ME), is_new=True)], {}, ME)
         partition = manager.partitions[TP]
         for epoch, values in follower_history:
@@ -221,3 +221,41 @@ def test_the_largest_lag_behind_a_leaders_high_watermark_is_kept_for_the_metrics
         await eventually(lambda: manager.fetchers.max_lag() == 4)
 
     run(tmp_path, leader, [], scenario)
+
+
+class SwitchedQuota:
+    """A follower quota throttling every partition, exceeded while the test says so."""
+
+    def __init__(self) -> None:
+        self.exceeded = True
+        self.recorded: list[int] = []
+
+    def is_throttled(self, tp: TopicPartition) -> bool:
+        return True
+
+    def is_quota_exceeded(self) -> bool:
+        return self.exceeded
+
+    def record(self, value: int) -> None:
+        self.recorded.append(value)
+
+
+def test_a_throttled_follower_out_of_sync_fetches_only_while_under_its_quota_and_records_what_it_got(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c"))]), epoch=0)
+    quota = SwitchedQuota()
+
+    async def scenario(manager, partition):
+        await eventually(lambda: ApiKey.OFFSET_FOR_LEADER_EPOCH in leader.requests)
+        await asyncio.sleep(0.2)  # several backoffs of 30 ms
+        assert ApiKey.FETCH not in leader.requests
+        assert partition.log.log_end_offset == 0
+        quota.exceeded = False
+        await eventually(lambda: partition.log.log_end_offset == 3)
+        assert quota.recorded == [len(log_bytes(leader.log))]
+        # Caught up (in sync): never throttled, even over the quota.
+        quota.exceeded = True
+        leader.log.append_as_leader(memoryview(batch(b"d", b"e")), leader_epoch=0)
+        leader.log.high_watermark = leader.log.log_end_offset
+        await eventually(lambda: partition.log.log_end_offset == 5)
+
+    run(tmp_path, leader, [], scenario, FetcherSettings(wait_max_ms=10, backoff_ms=30, quota=quota))

@@ -12,7 +12,9 @@ from storage.cleaner import CleanerConfig, plan_cleaning
 from protocol.record_batch import iter_batches
 from protocol.records import iter_records
 from storage.errors import KafkaStorageError, LogDirNotFoundError, ReplicaNotAvailableError
-from storage.log_config import LogConfig
+from storage.log_config import LONG_MAX, LogConfig
+from broker.replication_quotas import ReplicationQuotaManager
+from broker.security.quotas import WindowConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, LogManagerSettings
 from storage.topic_partition import TopicPartition
 from tests.unit.storage.conftest import batch
@@ -585,6 +587,41 @@ def test_a_moved_replica_takes_every_record_to_the_target_dir_while_appends_go_o
     target = run(scenario())
     assert sorted(n for n in os.listdir(target) if n.startswith("t-0")) == ["t-0"]
     assert not os.path.exists(os.path.join(target, "t-0", log_manager_module.SWAP_MARKER))
+
+
+def test_a_move_copies_nothing_while_the_move_quota_is_exceeded_and_records_what_it_copies(tmp_path):
+    tp = TopicPartition("t", 0)
+    # The broker's quota (replica.alter.log.dirs.io.max.bytes.per.second) on a clock that stands
+    # still: its rate is then everything recorded, over one window (1 s).
+    quota = ReplicationQuotaManager(WindowConfig(samples=11, window_ms=1000), clock=lambda: 1_000_000)
+    quota.update_quota(1)
+    quota.record(1000)
+
+    async def scenario():
+        logs = LogManager(
+            [str(tmp_path / "a"), str(tmp_path / "b")], lambda topic: LogConfig(), LogManagerSettings(move_backoff_ms=10)
+        )
+        await logs.startup()
+        logs.move_quota = quota
+        current = logs.create(tp, LogConfig())
+        for i in range(20):
+            append(current, b"record-%d" % i)
+        target = _dir_of(logs, tp, other=True)
+        assert logs.move(tp, target)
+        await asyncio.sleep(0.1)  # several backoffs
+        held = logs.future_logs[tp].log_end_offset
+        quota.update_quota(LONG_MAX)
+        await _until(lambda: logs.log_dir_of(tp) == target, "the swap")
+        size = logs.get(tp).size_in_bytes
+        await logs.shutdown()
+        return held, size
+
+    held, size = run(scenario())
+    assert held == 0
+    quota.update_quota(1000 + size - 1)
+    assert quota.is_quota_exceeded()  # the copy's bytes were recorded
+    quota.update_quota(1000 + size)
+    assert not quota.is_quota_exceeded()  # and nothing else
 
 
 def test_a_move_is_refused_as_kafka_refuses_it(tmp_path):
