@@ -56,8 +56,9 @@ class HeartbeatEmitter:
                 producer = producers[target.alias] = Producer(
                     {**target.client, "enable.idempotence": True, "client.id": "logway-mirror-heartbeats"}
                 )
-            key, value = encode_heartbeat(Heartbeat(source.alias, target.alias, int(time.time() * 1000)))
-            producer.produce(HEARTBEATS_TOPIC, value=value, key=key, partition=0)
+            now_ms = int(time.time() * 1000)
+            key, value = encode_heartbeat(Heartbeat(source.alias, target.alias, now_ms))
+            producer.produce(HEARTBEATS_TOPIC, value=value, key=key, partition=0, timestamp=now_ms)
             producer.poll(0)
 
     def _create_topic(self, cluster: ClusterConfig) -> None:

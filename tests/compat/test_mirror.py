@@ -1,0 +1,286 @@
+"""logway-mirror between two standalone logway brokers (two "clusters", A and B): exactly once
+across kill -9 of the mirror at random points, topics following the source's partition count and
+configs, aborted source transactions left out, active-active without loops, heartbeats, and the
+configuration errors the process refuses to start with."""
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+from replication.mirror.records import decode_heartbeat
+from tests.harness import REPO
+
+pytestmark = [pytest.mark.compat, pytest.mark.slow]
+
+TIMEOUT_S = 60
+KILLS = 5
+TRANSACTIONS = {
+    "transaction.state.log.num.partitions": "3",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
+
+
+@pytest.fixture
+def clusters(broker_factory):
+    overrides = {key.replace(".", "_"): value for key, value in TRANSACTIONS.items()}
+    return broker_factory("a", **overrides), broker_factory("b", **overrides)
+
+
+class Mirror:
+    """The logway-mirror process, started, killed and restarted on one properties file."""
+
+    def __init__(self, directory: Path, properties: str) -> None:
+        self.config = directory / "mirror.properties"
+        self.config.write_text(properties)
+        self.log_path = directory / "mirror.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "Mirror":
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "replication.mirror.cli", str(self.config), "--log-level", "DEBUG"],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(TIMEOUT_S)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(TIMEOUT_S)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def properties(a, b, *flows: str, **settings: str) -> str:
+    lines = ["clusters = A, B", f"A.bootstrap.servers = {a.bootstrap}", f"B.bootstrap.servers = {b.bootstrap}"]
+    lines += [f"{flow}.enabled = true" for flow in flows]
+    lines += ["replication.factor = 1", "refresh.topics.interval.seconds = 1", "sync.topic.configs.interval.seconds = 1"]
+    lines += [f"{key.replace('_', '.')} = {value}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(TIMEOUT_S)
+
+
+def topic_names(bootstrap: str) -> set[str]:
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=TIMEOUT_S).topics)
+
+
+def read_committed(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
+    """Every partition's values from the start to its end, as read_committed readers see them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "mirror-checker",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics[topic]
+        if metadata.error is not None:
+            return {}
+        partitions = sorted(metadata.partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        values: dict[int, list[bytes]] = {p: [] for p in partitions}
+        at_end: set[int] = set()
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(at_end) < len(partitions) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                continue
+            values[message.partition()].append(message.value())
+        assert len(at_end) == len(partitions), f"{topic}: did not reach the end of every partition"
+        return values
+    finally:
+        consumer.close()
+
+
+def exactly_once_in_order(source: dict[int, list[bytes]], target: dict[int, list[bytes]]) -> list[str]:
+    """What is wrong with the target, partition by partition: each must hold the source's records,
+    each once and in the source's order. Empty when nothing is."""
+    problems = []
+    for partition, expected in sorted(source.items()):
+        got = target.get(partition, [])
+        if got == expected:
+            continue
+        seen = set()
+        duplicated = sorted({v for v in got if v in seen or seen.add(v)})
+        missing = sorted(set(expected) - set(got))
+        extra = sorted(set(got) - set(expected))
+        order = "" if duplicated or missing or extra else "; same records in another order"
+        problems.append(
+            f"partition {partition}: {len(got)} records for {len(expected)}; duplicated {duplicated[:5]}, "
+            f"missing {missing[:5]}, not in the source {extra[:5]}{order}"
+        )
+    for partition in sorted(set(target) - set(source)):
+        if target[partition]:
+            problems.append(f"partition {partition}: {len(target[partition])} records the source has not")
+    return problems
+
+
+def wait_until_mirrored(source: str, topic: str, target: str, remote: str) -> tuple[dict, dict]:
+    """Read both sides until the target holds as many records as the source (or the time is up)."""
+    expected = read_committed(source, topic)
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        got = read_committed(target, remote) if remote in topic_names(target) else {}
+        if sum(map(len, got.values())) >= sum(map(len, expected.values())) or time.monotonic() > deadline:
+            return expected, got
+        time.sleep(0.5)
+
+
+def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, pace_s: float = 0.0) -> None:
+    """`count` records spread round-robin over the partitions, each value naming its partition
+    and number, so the checker can tell a duplicate from a reordering."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for number in range(count):
+        partition = number % partitions
+        producer.produce(topic, value=f"{partition}:{number}".encode(), key=str(number).encode(), partition=partition)
+        producer.poll(0)
+        if pace_s and number % 50 == 49:
+            time.sleep(pace_s)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def test_mirror_killed_at_random_points_copies_every_record_once_and_in_order(clusters, tmp_path):
+    a, b = clusters
+    create_topic(a.bootstrap, "orders", 3)
+    writer = threading.Thread(target=produce_numbered, args=(a.bootstrap, "orders", 3, 6000, 0.05))
+    writer.start()
+    mirror = Mirror(tmp_path, properties(a, b, "A->B")).start()
+    rng = random.Random(17)
+    for _ in range(KILLS):
+        # the mirror starts in about 2 s: kills land before, during and after its first commits
+        time.sleep(rng.uniform(0.2, 4.0))
+        mirror.kill()
+        mirror.start()
+    writer.join(TIMEOUT_S)
+    assert not writer.is_alive()
+
+    source, target = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    assert mirror.stop() == 0
+    assert sum(map(len, source.values())) == 6000
+    assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
+    assert "Traceback" not in mirror.log()
+
+
+def test_target_topics_follow_partitions_and_configs_and_leave_out_aborted_transactions(clusters, tmp_path):
+    a, b = clusters
+    create_topic(a.bootstrap, "payments", 2, **{"retention.ms": "86400000", "min.insync.replicas": "1"})
+    produce_numbered(a.bootstrap, "payments", 2, 100)
+    aborting = Producer({"bootstrap.servers": a.bootstrap, "transactional.id": "aborting"})
+    aborting.init_transactions(TIMEOUT_S)
+    aborting.begin_transaction()
+    aborting.produce("payments", b"aborted", partition=0)
+    aborting.abort_transaction(TIMEOUT_S)
+    mirror = Mirror(tmp_path, properties(a, b, "A->B")).start()
+    source, target = wait_until_mirrored(a.bootstrap, "payments", b.bootstrap, "A.payments")
+    assert exactly_once_in_order(source, target) == []
+    assert b"aborted" not in target[0]
+
+    admin_a, admin_b = AdminClient({"bootstrap.servers": a.bootstrap}), AdminClient({"bootstrap.servers": b.bootstrap})
+    configs = admin_b.describe_configs([ConfigResource("topic", "A.payments")])
+    entries = next(iter(configs.values())).result(TIMEOUT_S)
+    assert entries["retention.ms"].value == "86400000"
+    assert entries["min.insync.replicas"].is_default  # excluded, as MirrorMaker 2's filter does
+
+    admin_a.create_partitions([NewPartitions("payments", 3)])["payments"].result(TIMEOUT_S)
+    retention = ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", "payments", incremental_configs=[retention])
+    next(iter(admin_a.incremental_alter_configs([resource]).values())).result(TIMEOUT_S)
+    produce_numbered(a.bootstrap, "payments", 3, 90)
+    source, target = wait_until_mirrored(a.bootstrap, "payments", b.bootstrap, "A.payments")
+    assert len(source) == 3
+    assert exactly_once_in_order(source, target) == []
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        entries = next(iter(admin_b.describe_configs([ConfigResource("topic", "A.payments")]).values())).result(TIMEOUT_S)
+        if entries["retention.ms"].value == "3600000":
+            break
+        time.sleep(0.5)
+    assert entries["retention.ms"].value == "3600000"
+    assert mirror.stop() == 0
+
+
+def test_active_active_mirrors_each_way_without_loops_and_emits_heartbeats(clusters, tmp_path):
+    a, b = clusters
+    create_topic(a.bootstrap, "events", 2)
+    create_topic(b.bootstrap, "events", 2)
+    produce_numbered(a.bootstrap, "events", 2, 200)
+    produce_numbered(b.bootstrap, "events", 2, 300)
+    mirror = Mirror(tmp_path, properties(a, b, "A->B", "B->A")).start()
+
+    source, target = wait_until_mirrored(a.bootstrap, "events", b.bootstrap, "A.events")
+    assert exactly_once_in_order(source, target) == []
+    source, target = wait_until_mirrored(b.bootstrap, "events", a.bootstrap, "B.events")
+    assert exactly_once_in_order(source, target) == []
+    # Each side's heartbeats arrive on the other, so both flows have run several refreshes of
+    # their topic lists by then: a loop would have made B.A.* or A.B.* topics.
+    for cluster, remote in ((a, "B.heartbeats"), (b, "A.heartbeats")):
+        deadline = time.monotonic() + TIMEOUT_S
+        while remote not in topic_names(cluster.bootstrap) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    time.sleep(3)  # three more refreshes (refresh.topics.interval.seconds = 1)
+    for cluster in (a, b):
+        looped = {t for t in topic_names(cluster.bootstrap) if t.startswith(("A.B.", "B.A.", "A.A.", "B.B."))}
+        assert looped == set()
+
+    heartbeats = read_committed(b.bootstrap, "A.heartbeats")[0]
+    assert heartbeats
+    # MirrorMaker 2's emitter for the pair B->A writes Heartbeat(B, A) into A's heartbeats topic;
+    # A->B copies them to B, where their age is the replication latency an operator reads.
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "heartbeat-reader"})
+    consumer.assign([TopicPartition("A.heartbeats", 0, 0)])
+    message = consumer.poll(TIMEOUT_S)
+    consumer.close()
+    heartbeat = decode_heartbeat(message.key(), message.value())
+    assert (heartbeat.source_alias, heartbeat.target_alias) == ("B", "A")
+    assert abs(heartbeat.timestamp_ms - message.timestamp()[1]) < 1000
+    assert mirror.stop() == 0
+    assert "Traceback" not in mirror.log()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\ntasks.max = 4\n", "'tasks.max'"),
+        ("clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n", "no flow is enabled"),
+    ],
+)
+def test_the_mirror_refuses_to_start_on_a_bad_configuration(tmp_path, text, message):
+    config = tmp_path / "mirror.properties"
+    config.write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "replication.mirror.cli", str(config)], cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
