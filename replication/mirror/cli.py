@@ -5,7 +5,7 @@
 Runs every enabled flow of the file in a thread of its own, and the heartbeat emitter. SIGTERM or
 SIGINT stops it after the transactions in progress; a kill at any other moment loses nothing
 either (flow.MirrorFlow). Exit status: 0 after a stop, 1 when a flow failed for good (fenced by
-another instance of itself), 2 on a configuration error.
+another instance of itself, or an unexpected error), 2 on a configuration error.
 """
 
 import argparse
@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
             flow.run()
         except FlowStopped as exc:
             log.error("%s", exc)
+            failed.set()
+            stop.set()
+        except Exception:  # a bug: stop the whole process rather than go on without this flow
+            log.exception("%s failed", flow.flow.name)
             failed.set()
             stop.set()
 

@@ -12,11 +12,12 @@ Keys, each at the top level (a default for every flow) or prefixed with a flow `
 `topics` and `topics.exclude` (comma-separated regular expressions, each matching a whole topic
 name), `replication.factor`, `emit.heartbeats.enabled`, `emit.heartbeats.interval.seconds`,
 `refresh.topics.enabled`, `refresh.topics.interval.seconds`, `sync.topic.configs.enabled`,
-`sync.topic.configs.interval.seconds`. Per flow only: `enabled`. Top level only: `clusters`,
+`sync.topic.configs.interval.seconds`, `groups`, `groups.exclude`, `emit.checkpoints.enabled`,
+`emit.checkpoints.interval.seconds`, `sync.group.offsets.enabled`,
+`sync.group.offsets.interval.seconds`. Per flow only: `enabled`. Top level only: `clusters`,
 `replication.policy.separator`. Per cluster (`A.`): `bootstrap.servers` (required) and the client
-settings in CLIENT_KEYS. Defaults are MirrorMaker 2's (MirrorSourceConfig), except that
-`emit.checkpoints.enabled` and `sync.group.offsets.enabled` are only accepted as false: group
-offset translation is not implemented yet.
+settings in CLIENT_KEYS. Defaults are MirrorMaker 2's (MirrorSourceConfig,
+MirrorCheckpointConfig, MirrorHeartbeatConfig).
 
 A key this module does not know, or knows and does not implement (`tasks.max`, `A.consumer.*`,
 `A->B.offset-syncs.topic.location`, ...), stops the mirror at start with a message naming it,
@@ -37,6 +38,11 @@ REPLICATION_FACTOR_DEFAULT = 2
 EMIT_HEARTBEATS_INTERVAL_S_DEFAULT = 1
 REFRESH_TOPICS_INTERVAL_S_DEFAULT = 600
 SYNC_TOPIC_CONFIGS_INTERVAL_S_DEFAULT = 600
+# MirrorCheckpointConfig / DefaultGroupFilter defaults (Kafka 3.9).
+GROUPS_DEFAULT = ".*"
+GROUPS_EXCLUDE_DEFAULT = "console-consumer-.*, connect-.*, __.*"
+EMIT_CHECKPOINTS_INTERVAL_S_DEFAULT = 60
+SYNC_GROUP_OFFSETS_INTERVAL_S_DEFAULT = 60
 
 # Client settings a cluster may carry, in the Java clients' names. Each maps to librdkafka's
 # name for the same thing (None: the same name).
@@ -60,10 +66,13 @@ _FLOW_KEYS = {
     "refresh.topics.interval.seconds",
     "sync.topic.configs.enabled",
     "sync.topic.configs.interval.seconds",
+    "groups",
+    "groups.exclude",
     "emit.checkpoints.enabled",
+    "emit.checkpoints.interval.seconds",
     "sync.group.offsets.enabled",
+    "sync.group.offsets.interval.seconds",
 }
-_ONLY_FALSE = {"emit.checkpoints.enabled", "sync.group.offsets.enabled"}
 _ALIAS_RE = re.compile(r"[A-Za-z0-9_-]+")
 _FLOW_RE = re.compile(r"([^.>]+)->([^.]+)\.(.+)")
 _JAAS_RE = re.compile(r"""(\w+)\s*=\s*"((?:[^"\\]|\\.)*)\"""")
@@ -94,6 +103,12 @@ class FlowConfig:
     refresh_topics_interval_s: int
     sync_topic_configs: bool
     sync_topic_configs_interval_s: int
+    groups: re.Pattern
+    groups_exclude: re.Pattern
+    emit_checkpoints: bool
+    emit_checkpoints_interval_s: int
+    sync_group_offsets: bool
+    sync_group_offsets_interval_s: int
 
     @property
     def name(self) -> str:
@@ -232,12 +247,6 @@ def _jaas_credentials(alias: str, value: str) -> dict[str, str]:
 
 def _flow(source: ClusterConfig, target: ClusterConfig, settings: dict[str, str]) -> FlowConfig:
     prefix = f"{source.alias}->{target.alias}."
-    for name in _ONLY_FALSE:
-        if name in settings and _bool(prefix + name, settings[name]):
-            raise MirrorConfigError(
-                f"Unsupported value true for configuration {name}: logway-mirror does not translate "
-                "consumer group offsets yet (set it to false)"
-            )
     replication_factor = _int(prefix + "replication.factor", settings.get("replication.factor", str(REPLICATION_FACTOR_DEFAULT)))
     if replication_factor < 1 and replication_factor != -1:
         raise MirrorConfigError(f"Invalid value {replication_factor} for configuration replication.factor: at least 1, or -1 for the target broker's default")
@@ -253,6 +262,12 @@ def _flow(source: ClusterConfig, target: ClusterConfig, settings: dict[str, str]
         refresh_topics_interval_s=_positive(prefix + "refresh.topics.interval.seconds", settings.get("refresh.topics.interval.seconds", str(REFRESH_TOPICS_INTERVAL_S_DEFAULT))),
         sync_topic_configs=_bool(prefix + "sync.topic.configs.enabled", settings.get("sync.topic.configs.enabled", "true")),
         sync_topic_configs_interval_s=_positive(prefix + "sync.topic.configs.interval.seconds", settings.get("sync.topic.configs.interval.seconds", str(SYNC_TOPIC_CONFIGS_INTERVAL_S_DEFAULT))),
+        groups=compile_pattern_list(settings.get("groups", GROUPS_DEFAULT), prefix + "groups"),
+        groups_exclude=compile_pattern_list(settings.get("groups.exclude", GROUPS_EXCLUDE_DEFAULT), prefix + "groups.exclude"),
+        emit_checkpoints=_bool(prefix + "emit.checkpoints.enabled", settings.get("emit.checkpoints.enabled", "true")),
+        emit_checkpoints_interval_s=_positive(prefix + "emit.checkpoints.interval.seconds", settings.get("emit.checkpoints.interval.seconds", str(EMIT_CHECKPOINTS_INTERVAL_S_DEFAULT))),
+        sync_group_offsets=_bool(prefix + "sync.group.offsets.enabled", settings.get("sync.group.offsets.enabled", "false")),
+        sync_group_offsets_interval_s=_positive(prefix + "sync.group.offsets.interval.seconds", settings.get("sync.group.offsets.interval.seconds", str(SYNC_GROUP_OFFSETS_INTERVAL_S_DEFAULT))),
     )
 
 

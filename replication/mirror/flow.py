@@ -4,9 +4,9 @@ The flow reads the selected source topics (read_committed: aborted source transa
 copied) with an assigned consumer, and copies each source partition to the same partition of
 `<source alias>.<topic>` on the target with a transactional producer. Each transaction holds one
 batch of copied records and, for every partition in the batch, the pair (next source offset, next
-target offset) written to the compacted topic `mm2-offsets.<source>.internal` on the target. The
-pairs are therefore checkpointed at every transaction commit, and a committed pair always
-describes exactly the records committed with it.
+target offset), written to the compacted topic `mm2-offsets.<source>.internal` on the target
+after the pair of the batch's first record. The pairs are therefore checkpointed at every
+transaction commit, and a committed pair always describes exactly the records committed with it.
 
 At start (and after any error), the flow calls init_transactions with its fixed transactional.id
 (`logway-mirror.<source>-><target>`), which aborts whatever a previous instance left open and
@@ -22,6 +22,11 @@ partition count and its non-default configs (less MirrorMaker 2's DefaultConfigP
 exclusions), adds target partitions when the source grew, and assigns new source partitions.
 Every sync.topic.configs.interval.seconds it sets on each target topic the source's non-default
 configs that differ.
+
+Groups (checkpoints.py): every emit.checkpoints.interval.seconds the flow translates the source
+groups' committed offsets through the pairs and writes them as checkpoints to
+`<source>.checkpoints.internal` on the target; every sync.group.offsets.interval.seconds (when
+sync.group.offsets.enabled) it commits them for the same groups on the target.
 
 The client is librdkafka (confluent-kafka): see docs/mirroring.md for why.
 """
@@ -49,6 +54,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from replication.mirror.checkpoints import GroupOffsets, OffsetTranslator
 from replication.mirror.config import FlowConfig, compile_pattern_list
 from replication.mirror.policy import ReplicationPolicy
 from replication.mirror.records import OffsetPair, RecordFormatError, decode_pair, encode_pair
@@ -100,6 +106,7 @@ class MirrorFlow:
         self.policy = policy
         self.stop = stop
         self.offsets_topic = policy.offsets_topic(flow.source.alias)
+        self.group_offsets = GroupOffsets(flow, policy.checkpoints_topic(flow.source.alias))
         self.copied = 0  # records committed on the target by this process (for logs and tests)
 
     def run(self) -> None:
@@ -123,6 +130,8 @@ class MirrorFlow:
         source_admin = AdminClient(flow.source.client)
         target_admin = AdminClient(flow.target.client)
         self._ensure_topic(target_admin, self.offsets_topic, 1, {"cleanup.policy": "compact"})
+        if flow.emit_checkpoints:
+            self._ensure_topic(target_admin, self.group_offsets.checkpoints_topic, 1, {"cleanup.policy": "compact"})
         producer = Producer(
             {
                 **flow.target.client,
@@ -144,13 +153,16 @@ class MirrorFlow:
         )
         try:
             producer.init_transactions(ADMIN_TIMEOUT_S)
-            pairs = self._read_pairs()
+            translator = OffsetTranslator()
+            pairs = self._read_pairs(translator)
             assigned: dict[str, _Assigned] = {}
             self._refresh_topics(source_admin, target_admin, producer, consumer, pairs, assigned)
             self._sync_configs(source_admin, target_admin, assigned)
             now = time.monotonic()
             next_refresh = now + flow.refresh_topics_interval_s
             next_config_sync = now + flow.sync_topic_configs_interval_s
+            next_checkpoints = now + flow.emit_checkpoints_interval_s
+            next_group_sync = now + flow.sync_group_offsets_interval_s
             while not self.stop.is_set():
                 messages = consumer.consume(BATCH_RECORDS, POLL_TIMEOUT_S)
                 records = [m for m in messages if m.error() is None]
@@ -158,7 +170,7 @@ class MirrorFlow:
                     if message.error() is not None:
                         log.warning("%s: source fetch: %s", flow.name, message.error())
                 if records:
-                    self._copy(producer, records, assigned)
+                    self._copy(producer, records, assigned, translator)
                 now = time.monotonic()
                 if flow.refresh_topics and now >= next_refresh:
                     self._refresh_topics(source_admin, target_admin, producer, consumer, pairs, assigned)
@@ -166,30 +178,46 @@ class MirrorFlow:
                 if flow.sync_topic_configs and now >= next_config_sync:
                     self._sync_configs(source_admin, target_admin, assigned)
                     next_config_sync = now + flow.sync_topic_configs_interval_s
+                emit = flow.emit_checkpoints and now >= next_checkpoints
+                sync = flow.sync_group_offsets and now >= next_group_sync
+                if emit or sync:
+                    remote_topics = {topic: known.remote_topic for topic, known in assigned.items()}
+                    checkpoints = self.group_offsets.checkpoints(source_admin, remote_topics, translator)
+                    if emit:
+                        self.group_offsets.emit(producer, checkpoints)
+                        next_checkpoints = now + flow.emit_checkpoints_interval_s
+                    if sync:
+                        self.group_offsets.sync(target_admin, checkpoints)
+                        next_group_sync = now + flow.sync_group_offsets_interval_s
         finally:
             consumer.close()
             producer.flush(1)
 
-    def _copy(self, producer: Producer, records: list, assigned: dict[str, _Assigned]) -> None:
-        """One transaction: the records, then each partition's pair after them."""
+    def _copy(self, producer: Producer, records: list, assigned: dict[str, _Assigned], translator: OffsetTranslator) -> None:
+        """One transaction: the records, then two pairs per partition after them: (first source
+        offset copied, its target offset) and (next source offset, next target offset). Only the
+        second matters for resuming; the first gives group offset translation an exact point at
+        the start of every transaction (checkpoints.py)."""
+        first_target: dict[tuple[str, int], int] = {}
         next_target: dict[tuple[str, int], int] = {}
+        first_source: dict[tuple[str, int], int] = {}
         next_source: dict[tuple[str, int], int] = {}
         failures: list[KafkaError] = []
 
         def delivered(error, message) -> None:
             if error is not None:
                 failures.append(error)
-            else:
-                key = (message.topic(), message.partition())
-                next_target[key] = max(next_target.get(key, 0), message.offset() + 1)
+                return
+            key, offset = (message.topic(), message.partition()), message.offset()
+            first_target[key] = min(first_target.get(key, offset), offset)
+            next_target[key] = max(next_target.get(key, 0), offset + 1)
 
         producer.begin_transaction()
         for record in records:
             topic, partition = record.topic(), record.partition()
-            remote = assigned[topic].remote_topic
             _, timestamp = record.timestamp()
             producer.produce(
-                remote,
+                assigned[topic].remote_topic,
                 value=record.value(),
                 key=record.key(),
                 partition=partition,
@@ -197,21 +225,29 @@ class MirrorFlow:
                 headers=record.headers(),
                 on_delivery=delivered,
             )
+            first_source.setdefault((topic, partition), record.offset())
             next_source[(topic, partition)] = record.offset() + 1
             producer.poll(0)
         producer.flush(ADMIN_TIMEOUT_S)
         if failures or len(producer) > 0:
             producer.abort_transaction(ADMIN_TIMEOUT_S)
             raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT))
+        pairs = []
         for (topic, partition), source_offset in next_source.items():
-            target_offset = next_target[(assigned[topic].remote_topic, partition)]
-            key, value = encode_pair(OffsetPair(topic, partition, source_offset, target_offset))
+            remote = (assigned[topic].remote_topic, partition)
+            pairs.append(OffsetPair(topic, partition, first_source[(topic, partition)], first_target[remote]))
+            pairs.append(OffsetPair(topic, partition, source_offset, next_target[remote]))
+        for pair in pairs:
+            key, value = encode_pair(pair)
             producer.produce(self.offsets_topic, value=value, key=key, partition=0)
         producer.commit_transaction(ADMIN_TIMEOUT_S)
+        for pair in pairs:
+            translator.add(pair)
         self.copied += len(records)
 
-    def _read_pairs(self) -> dict[tuple[str, int], OffsetPair]:
-        """The last committed pair of every source partition, read to the end of the topic."""
+    def _read_pairs(self, translator: OffsetTranslator) -> dict[tuple[str, int], OffsetPair]:
+        """The last committed pair of every source partition, read to the end of the topic; every
+        pair read goes to `translator` too."""
         reader = Consumer(
             {
                 **self.flow.target.client,
@@ -242,6 +278,7 @@ class MirrorFlow:
                     log.warning("%s: skipping a record of %s that is not an offset pair", self.flow.name, self.offsets_topic)
                     continue
                 pairs[(pair.topic, pair.partition)] = pair
+                translator.add(pair)
         finally:
             reader.close()
         log.info("%s: resuming after %d committed offset pairs", self.flow.name, len(pairs))

@@ -31,6 +31,10 @@ class ReplicationPolicy:
         connector for that source (MirrorMakerConfig: mm2-offsets.<source>.internal)."""
         return f"mm2-offsets.{source_alias}.internal"
 
+    def checkpoints_topic(self, source_alias: str) -> str:
+        """DefaultReplicationPolicy.checkpointsTopic: on the target, the groups' translated offsets."""
+        return f"{source_alias}.checkpoints.internal"
+
     def is_internal_topic(self, topic: str) -> bool:
         """ReplicationPolicy.isInternalTopic: Kafka's own topics and MirrorMaker's."""
         return topic.startswith("__") or topic.startswith(".") or topic.endswith(".internal") or topic.endswith("-internal")

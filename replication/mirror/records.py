@@ -2,9 +2,12 @@
 INT16 length and UTF-8 bytes, integers big-endian).
 
 - Offset pair (MirrorMaker 2's OffsetSync): key = topic STRING, partition INT32 (the source
-  partition); value = upstream offset INT64, downstream offset INT64. The upstream offset is the
-  next source offset to copy, the downstream one the target offset the next copied record gets
-  (both "next", so that a pair is also valid before any record was copied: (0, 0)).
+  partition); value = upstream offset INT64, downstream offset INT64. A pair (s, t) says: every
+  source record before s is on the target before t, and the source record at s, if copied yet,
+  is at t or after. The mirror writes two per partition and transaction (flow.MirrorFlow._copy).
+- Checkpoint (MirrorMaker 2's): key = group STRING, topic STRING, partition INT32 (the target
+  topic partition); value = version INT16 (0), upstream offset INT64 (the group's committed offset
+  on the source), downstream offset INT64 (its translation on the target), metadata STRING.
 - Heartbeat: key = source alias STRING, target alias STRING; value = version INT16 (0),
   timestamp INT64 (milliseconds since the epoch).
 """
@@ -16,7 +19,9 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _PAIR_VALUE = struct.Struct(">qq")
 _HEARTBEAT_VALUE = struct.Struct(">hq")
+_CHECKPOINT_OFFSETS = struct.Struct(">hqq")
 HEARTBEAT_VERSION = 0
+CHECKPOINT_VERSION = 0
 
 
 class RecordFormatError(ValueError):
@@ -29,6 +34,16 @@ class OffsetPair:
     partition: int
     source_offset: int
     target_offset: int
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    group: str
+    topic: str
+    partition: int
+    upstream_offset: int
+    downstream_offset: int
+    metadata: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,3 +96,24 @@ def decode_heartbeat(key: bytes, value: bytes) -> Heartbeat:
     if version != HEARTBEAT_VERSION:
         raise RecordFormatError(f"heartbeat version {version} is not {HEARTBEAT_VERSION}")
     return Heartbeat(source, target, timestamp_ms)
+
+
+def encode_checkpoint(checkpoint: Checkpoint) -> tuple[bytes, bytes]:
+    key = _string(checkpoint.group) + _string(checkpoint.topic) + _INT32.pack(checkpoint.partition)
+    value = _CHECKPOINT_OFFSETS.pack(CHECKPOINT_VERSION, checkpoint.upstream_offset, checkpoint.downstream_offset)
+    return key, value + _string(checkpoint.metadata)
+
+
+def decode_checkpoint(key: bytes, value: bytes) -> Checkpoint:
+    group, pos = _read_string(key, 0)
+    topic, pos = _read_string(key, pos)
+    if len(key) != pos + 4 or len(value) < _CHECKPOINT_OFFSETS.size:
+        raise RecordFormatError("not a checkpoint")
+    (partition,) = _INT32.unpack_from(key, pos)
+    version, upstream, downstream = _CHECKPOINT_OFFSETS.unpack_from(value, 0)
+    if version != CHECKPOINT_VERSION:
+        raise RecordFormatError(f"checkpoint version {version} is not {CHECKPOINT_VERSION}")
+    metadata, end = _read_string(value, _CHECKPOINT_OFFSETS.size)
+    if end != len(value):
+        raise RecordFormatError("not a checkpoint")
+    return Checkpoint(group, topic, partition, upstream, downstream, metadata)

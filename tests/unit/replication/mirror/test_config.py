@@ -21,6 +21,11 @@ def test_only_enabled_flows_run_with_mirrormaker_2_defaults():
     for excluded in ("mm2-offsets.A.internal", "x-internal", "t.replica", "__consumer_offsets"):
         assert flow.topics_exclude.fullmatch(excluded)
     assert config.separator == "."
+    assert (flow.emit_checkpoints, flow.emit_checkpoints_interval_s) == (True, 60)
+    assert (flow.sync_group_offsets, flow.sync_group_offsets_interval_s) == (False, 60)
+    assert flow.groups.fullmatch("billing")
+    for excluded in ("console-consumer-1", "connect-sink", "__internal"):
+        assert flow.groups_exclude.fullmatch(excluded)
 
 
 def test_flow_keys_override_top_level_keys():
@@ -81,7 +86,7 @@ def test_unknown_or_unsupported_keys_are_refused_by_name(key):
         ("replication.factor", "0", "at least 1"),
         ("emit.heartbeats.interval.seconds", "x", "Not a number"),
         ("topics", "orders(", "Invalid value 'orders\\(' for configuration A->B.topics"),
-        ("sync.group.offsets.enabled", "true", "does not translate consumer group offsets"),
+        ("groups.exclude", "[", "Invalid value '\\[' for configuration A->B.groups.exclude"),
         ("A.ssl.truststore.type", "JKS", "only PEM"),
         ("A.sasl.jaas.config", "com.example.Kerberos required;", "only PlainLoginModule and ScramLoginModule"),
     ],

@@ -1,11 +1,14 @@
 import pytest
 
 from replication.mirror.records import (
+    Checkpoint,
     Heartbeat,
     OffsetPair,
     RecordFormatError,
+    decode_checkpoint,
     decode_heartbeat,
     decode_pair,
+    encode_checkpoint,
     encode_heartbeat,
     encode_pair,
 )
@@ -47,3 +50,17 @@ def test_heartbeats_of_another_version_are_refused():
     key, _ = encode_heartbeat(Heartbeat("A", "B", 0))
     with pytest.raises(RecordFormatError, match="version 1"):
         decode_heartbeat(key, b"\x00\x01" + bytes(8))
+
+
+def test_checkpoints_use_mirrormaker_2_encoding():
+    checkpoint = Checkpoint("billing", "A.orders", 1, 500, 512, "m")
+    key, value = encode_checkpoint(checkpoint)
+    assert key == b"\x00\x07billing\x00\x08A.orders\x00\x00\x00\x01"
+    assert value == b"\x00\x00" + (500).to_bytes(8, "big") + (512).to_bytes(8, "big") + b"\x00\x01m"
+    assert decode_checkpoint(key, value) == checkpoint
+
+
+def test_truncated_checkpoints_are_refused():
+    key, value = encode_checkpoint(Checkpoint("g", "t", 0, 1, 1))
+    with pytest.raises(RecordFormatError):
+        decode_checkpoint(key, value[:-1])
