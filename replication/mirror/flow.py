@@ -74,6 +74,11 @@ ADMIN_TIMEOUT_S = 30
 RETRY_BACKOFF_S = 1.0
 
 
+# Another producer with the flow's transactional.id has taken over: starting over would fence it
+# in turn, so the flow stops instead.
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
 class FlowStopped(Exception):
     """The flow was fenced by another instance of itself: it must not go on."""
 
@@ -118,7 +123,7 @@ class MirrorFlow:
                 raise
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.code() == KafkaError._FENCED:
+                if isinstance(error, KafkaError) and error.code() in _FENCED:
                     raise FlowStopped(f"{self.flow.name}: fenced by another instance") from exc
                 log.warning("%s: %s; starting over from the committed pairs", self.flow.name, exc)
                 self.stop.wait(RETRY_BACKOFF_S)

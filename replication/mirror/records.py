@@ -15,8 +15,8 @@ INT16 length and UTF-8 bytes, integers big-endian).
 import struct
 from dataclasses import dataclass
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
+from protocol.primitives import INT16, INT32
+
 _PAIR_VALUE = struct.Struct(">qq")
 _HEARTBEAT_VALUE = struct.Struct(">hq")
 _CHECKPOINT_OFFSETS = struct.Struct(">hqq")
@@ -55,13 +55,13 @@ class Heartbeat:
 
 def _string(text: str) -> bytes:
     data = text.encode()
-    return _INT16.pack(len(data)) + data
+    return INT16.pack(len(data)) + data
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:
     if pos + 2 > len(data):
         raise RecordFormatError("string length runs past the end")
-    (length,) = _INT16.unpack_from(data, pos)
+    (length,) = INT16.unpack_from(data, pos)
     end = pos + 2 + length
     if length < 0 or end > len(data):
         raise RecordFormatError("string runs past the end")
@@ -69,7 +69,7 @@ def _read_string(data: bytes, pos: int) -> tuple[str, int]:
 
 
 def encode_pair(pair: OffsetPair) -> tuple[bytes, bytes]:
-    key = _string(pair.topic) + _INT32.pack(pair.partition)
+    key = _string(pair.topic) + INT32.pack(pair.partition)
     return key, _PAIR_VALUE.pack(pair.source_offset, pair.target_offset)
 
 
@@ -77,7 +77,7 @@ def decode_pair(key: bytes, value: bytes) -> OffsetPair:
     topic, pos = _read_string(key, 0)
     if len(key) != pos + 4 or len(value) != _PAIR_VALUE.size:
         raise RecordFormatError("not an offset pair")
-    (partition,) = _INT32.unpack_from(key, pos)
+    (partition,) = INT32.unpack_from(key, pos)
     source_offset, target_offset = _PAIR_VALUE.unpack(value)
     return OffsetPair(topic, partition, source_offset, target_offset)
 
@@ -99,7 +99,7 @@ def decode_heartbeat(key: bytes, value: bytes) -> Heartbeat:
 
 
 def encode_checkpoint(checkpoint: Checkpoint) -> tuple[bytes, bytes]:
-    key = _string(checkpoint.group) + _string(checkpoint.topic) + _INT32.pack(checkpoint.partition)
+    key = _string(checkpoint.group) + _string(checkpoint.topic) + INT32.pack(checkpoint.partition)
     value = _CHECKPOINT_OFFSETS.pack(CHECKPOINT_VERSION, checkpoint.upstream_offset, checkpoint.downstream_offset)
     return key, value + _string(checkpoint.metadata)
 
@@ -109,7 +109,7 @@ def decode_checkpoint(key: bytes, value: bytes) -> Checkpoint:
     topic, pos = _read_string(key, pos)
     if len(key) != pos + 4 or len(value) < _CHECKPOINT_OFFSETS.size:
         raise RecordFormatError("not a checkpoint")
-    (partition,) = _INT32.unpack_from(key, pos)
+    (partition,) = INT32.unpack_from(key, pos)
     version, upstream, downstream = _CHECKPOINT_OFFSETS.unpack_from(value, 0)
     if version != CHECKPOINT_VERSION:
         raise RecordFormatError(f"checkpoint version {version} is not {CHECKPOINT_VERSION}")

@@ -193,6 +193,25 @@ def test_mirror_killed_at_random_points_copies_every_record_once_and_in_order(cl
     assert "Traceback" not in mirror.log()
 
 
+def test_a_second_mirror_of_the_same_flow_fences_the_first(clusters, tmp_path):
+    a, b = clusters
+    create_topic(a.bootstrap, "orders", 2)
+    writer = threading.Thread(target=produce_numbered, args=(a.bootstrap, "orders", 2, 3000, 0.05))
+    writer.start()
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first = Mirror(tmp_path / "first", properties(a, b, "A->B")).start()
+    time.sleep(3)
+    second = Mirror(tmp_path / "second", properties(a, b, "A->B")).start()
+    # the first finds out at its next transaction, while the writer still writes
+    assert first.process.wait(TIMEOUT_S) == 1
+    assert "fenced by another instance" in first.log()
+    writer.join(TIMEOUT_S)
+    source, target = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    assert exactly_once_in_order(source, target) == []
+    assert second.stop() == 0
+
+
 def test_target_topics_follow_partitions_and_configs_and_leave_out_aborted_transactions(clusters, tmp_path):
     a, b = clusters
     create_topic(a.bootstrap, "payments", 2, **{"retention.ms": "86400000", "min.insync.replicas": "1"})
