@@ -4,15 +4,13 @@ configs, aborted source transactions left out, active-active without loops, hear
 configuration errors the process refuses to start with."""
 
 import random
-import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -24,10 +22,19 @@ from confluent_kafka.admin import (
 
 from replication.mirror.records import decode_checkpoint, decode_heartbeat
 from tests.harness import REPO
+from tests.mirror_support import (
+    TIMEOUT_S,
+    Mirror,
+    exactly_once_in_order,
+    mirror_properties,
+    produce_numbered,
+    read_committed,
+    topic_names,
+    wait_until_mirrored,
+)
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
 
-TIMEOUT_S = 60
 KILLS = 5
 TRANSACTIONS = {
     "transaction.state.log.num.partitions": "3",
@@ -41,134 +48,13 @@ def clusters(broker_factory):
     return broker_factory("a", **overrides), broker_factory("b", **overrides)
 
 
-class Mirror:
-    """The logway-mirror process, started, killed and restarted on one properties file."""
-
-    def __init__(self, directory: Path, properties: str) -> None:
-        self.config = directory / "mirror.properties"
-        self.config.write_text(properties)
-        self.log_path = directory / "mirror.log"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> "Mirror":
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "replication.mirror.cli", str(self.config), "--log-level", "DEBUG"],
-                cwd=REPO,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        return self
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(TIMEOUT_S)
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(TIMEOUT_S)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
 def properties(a, b, *flows: str, **settings: str) -> str:
-    lines = ["clusters = A, B", f"A.bootstrap.servers = {a.bootstrap}", f"B.bootstrap.servers = {b.bootstrap}"]
-    lines += [f"{flow}.enabled = true" for flow in flows]
-    lines += ["replication.factor = 1", "refresh.topics.interval.seconds = 1", "sync.topic.configs.interval.seconds = 1"]
-    lines += [f"{key.replace('_', '.')} = {value}" for key, value in settings.items()]
-    return "\n".join(lines) + "\n"
+    return mirror_properties(a.bootstrap, b.bootstrap, *flows, **settings)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(TIMEOUT_S)
-
-
-def topic_names(bootstrap: str) -> set[str]:
-    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=TIMEOUT_S).topics)
-
-
-def read_committed(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
-    """Every partition's values from the start to its end, as read_committed readers see them."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "mirror-checker",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics[topic]
-        if metadata.error is not None:
-            return {}
-        partitions = sorted(metadata.partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        values: dict[int, list[bytes]] = {p: [] for p in partitions}
-        at_end: set[int] = set()
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(at_end) < len(partitions) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                continue
-            values[message.partition()].append(message.value())
-        assert len(at_end) == len(partitions), f"{topic}: did not reach the end of every partition"
-        return values
-    finally:
-        consumer.close()
-
-
-def exactly_once_in_order(source: dict[int, list[bytes]], target: dict[int, list[bytes]]) -> list[str]:
-    """What is wrong with the target, partition by partition: each must hold the source's records,
-    each once and in the source's order. Empty when nothing is."""
-    problems = []
-    for partition, expected in sorted(source.items()):
-        got = target.get(partition, [])
-        if got == expected:
-            continue
-        seen = set()
-        duplicated = sorted({v for v in got if v in seen or seen.add(v)})
-        missing = sorted(set(expected) - set(got))
-        extra = sorted(set(got) - set(expected))
-        order = "" if duplicated or missing or extra else "; same records in another order"
-        problems.append(
-            f"partition {partition}: {len(got)} records for {len(expected)}; duplicated {duplicated[:5]}, "
-            f"missing {missing[:5]}, not in the source {extra[:5]}{order}"
-        )
-    for partition in sorted(set(target) - set(source)):
-        if target[partition]:
-            problems.append(f"partition {partition}: {len(target[partition])} records the source has not")
-    return problems
-
-
-def wait_until_mirrored(source: str, topic: str, target: str, remote: str) -> tuple[dict, dict]:
-    """Read both sides until the target holds as many records as the source (or the time is up)."""
-    expected = read_committed(source, topic)
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        got = read_committed(target, remote) if remote in topic_names(target) else {}
-        if sum(map(len, got.values())) >= sum(map(len, expected.values())) or time.monotonic() > deadline:
-            return expected, got
-        time.sleep(0.5)
-
-
-def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, pace_s: float = 0.0) -> None:
-    """`count` records spread round-robin over the partitions, each value naming its partition
-    and number, so the checker can tell a duplicate from a reordering."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for number in range(count):
-        partition = number % partitions
-        producer.produce(topic, value=f"{partition}:{number}".encode(), key=str(number).encode(), partition=partition)
-        producer.poll(0)
-        if pace_s and number % 50 == 49:
-            time.sleep(pace_s)
-    assert producer.flush(TIMEOUT_S) == 0
 
 
 def test_mirror_killed_at_random_points_copies_every_record_once_and_in_order(clusters, tmp_path):
