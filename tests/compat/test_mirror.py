@@ -21,9 +21,10 @@ from confluent_kafka.admin import (
 )
 
 from replication.mirror.records import decode_checkpoint, decode_heartbeat
-from tests.harness import REPO
+from tests.harness import REPO, BrokerProcess, free_port
 from tests.mirror_support import (
     TIMEOUT_S,
+    CuttableProxy,
     Mirror,
     exactly_once_in_order,
     mirror_properties,
@@ -77,6 +78,49 @@ def test_mirror_killed_at_random_points_copies_every_record_once_and_in_order(cl
     assert sum(map(len, source.values())) == 6000
     assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
     assert "Traceback" not in mirror.log()
+
+
+def test_the_mirror_rides_out_network_cuts_to_the_source_and_to_the_target(tmp_path):
+    proxies = {"a": CuttableProxy(), "b": CuttableProxy()}
+    brokers = {}
+    try:
+        for name, proxy in proxies.items():
+            # PLAINTEXT for the test's own clients; REMOTE, advertised at the proxy, for the mirror
+            broker = BrokerProcess(tmp_path / name)
+            remote_port = free_port()
+            broker.overrides.update(
+                {
+                    "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},REMOTE://127.0.0.1:{remote_port}",
+                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port},REMOTE://127.0.0.1:{proxy.port}",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REMOTE:PLAINTEXT",
+                    "inter.broker.listener.name": "PLAINTEXT",
+                    **TRANSACTIONS,
+                }
+            )
+            brokers[name] = broker.start()
+            proxy.start(remote_port)
+        a, b = brokers["a"], brokers["b"]
+        create_topic(a.bootstrap, "orders", 2)
+        writer = threading.Thread(target=produce_numbered, args=(a.bootstrap, "orders", 2, 4000, 0.05))
+        writer.start()
+        text = mirror_properties(f"127.0.0.1:{proxies['a'].port}", f"127.0.0.1:{proxies['b'].port}", "A->B")
+        mirror = Mirror(tmp_path, text).start()
+        for side in ("a", "b"):  # the source cut off while it is written, then the target
+            time.sleep(3)
+            proxies[side].cut()
+            time.sleep(6)
+            proxies[side].heal()
+        writer.join(TIMEOUT_S)
+        assert not writer.is_alive()
+        source, target = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+        assert mirror.stop() == 0
+        assert sum(map(len, source.values())) == 4000
+        assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
+    finally:
+        for proxy in proxies.values():
+            proxy.close()
+        for broker in brokers.values():
+            broker.kill()
 
 
 def test_a_second_mirror_of_the_same_flow_fences_the_first(clusters, tmp_path):
