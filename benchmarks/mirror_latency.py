@@ -66,6 +66,7 @@ def measure(rate: int, seconds: int, partitions: int, size: int, directory: Path
             producer.produce("latency", _STAMP.pack(time.time()) + padding, partition=number % partitions)
             producer.poll(0)
         producer.flush(30)
+        written_s = time.monotonic() - started
         consumer.join(seconds + _DRAIN_S + 30)
     finally:
         if mirror is not None:
@@ -77,6 +78,7 @@ def measure(rate: int, seconds: int, partitions: int, size: int, directory: Path
     received = len(latencies)
     return {
         "records": total,
+        "written_per_s": total / written_s,
         "received": received,
         "within_1s": sum(1 for x in latencies if x <= 1.0) / total,
         "within_5s": sum(1 for x in latencies if x <= 5.0) / total,
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mirror-latency-") as directory:
         result = measure(args.rate, args.seconds, args.partitions, args.size, Path(directory))
-    print(f"{result['records']} records at {args.rate}/s over {args.partitions} partitions, {args.size} B; received {result['received']}")
+    print(f"{result['records']} records at {args.rate}/s (achieved {result['written_per_s']:.0f}/s) over {args.partitions} partitions, {args.size} B; received {result['received']}")
     print(f"readable on the target within 1 s: {result['within_1s']:.1%}, within 5 s: {result['within_5s']:.1%}")
     print(f"latency p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms, max {result['max_ms']:.0f} ms")
     return 0

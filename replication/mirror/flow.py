@@ -169,7 +169,11 @@ class MirrorFlow:
             next_checkpoints = now + flow.emit_checkpoints_interval_s
             next_group_sync = now + flow.sync_group_offsets_interval_s
             while not self.stop.is_set():
-                messages = consumer.consume(BATCH_RECORDS, POLL_TIMEOUT_S)
+                # Wait for one record only, then take what has arrived: a transaction starts as
+                # soon as there is something to copy, and grows while the previous one commits.
+                messages = consumer.consume(1, POLL_TIMEOUT_S)
+                if messages:
+                    messages += consumer.consume(BATCH_RECORDS - 1, 0)
                 records = [m for m in messages if m.error() is None]
                 for message in messages:
                     if message.error() is not None:
