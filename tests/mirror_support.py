@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.harness import REPO
@@ -226,3 +226,74 @@ def _shut(sock: socket.socket) -> None:
     except OSError:
         pass
     sock.close()
+
+
+def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    read = 0
+    deadline = time.monotonic() + TIMEOUT_S
+    while read < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            read += 1
+    assert read == count
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
+
+def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(TIMEOUT_S)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def wait_for_committed(bootstrap: str, group: str, partitions: set[tuple[str, int]]) -> None:
+    """Until the group has offsets on every one of `partitions` (the mirror's group sync)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while set(committed(bootstrap, group)) < partitions and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert set(committed(bootstrap, group)) >= partitions
+
+
+def read_as_group(bootstrap: str, group: str, topic: str) -> dict[int, list[bytes]]:
+    """What a member of `group` subscribed to `topic` reads from the group's offsets to the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    partitions = len(consumer.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions)
+    consumer.subscribe([topic])
+    values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(at_end) < partitions and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error() is not None:
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
+            continue
+        values[message.partition()].append(message.value())
+    consumer.close()
+    return values
+
+
+def failover_problems(
+    source: dict[int, list[bytes]], positions: dict[tuple[str, int], int], topic: str, moved: dict[int, list[bytes]], max_repeats: int
+) -> list[str]:
+    """What is wrong with what a group moved to the target read (`moved`), given the source's
+    records and the group's positions there: it must end with every record the group had not
+    read, in order (no loss), after at most `max_repeats` records it had read, those just before
+    its position (bounded repeats)."""
+    problems = []
+    for partition, records in sorted(source.items()):
+        position = positions.get((topic, partition), 0)
+        unread, got = records[position:], moved.get(partition, [])
+        cut = len(got) - len(unread)
+        if cut < 0 or got[cut:] != unread:
+            problems.append(f"partition {partition}: the {len(unread)} records after position {position} are not all there, in order")
+            continue
+        if got[:cut] != records[position - cut : position]:
+            problems.append(f"partition {partition}: the {cut} records before them are not those before position {position}")
+        if cut > max_repeats:
+            problems.append(f"partition {partition}: {cut} records read again, more than {max_repeats}")
+    return problems

@@ -1,7 +1,8 @@
 """logway-mirror between two three-broker clusters, each through ZooKeeper (two chroots of the
 module's ZooKeeper): while records are written to A, the leader of a source partition is killed
 (kill -9) and comes back, and the mirror is killed twice and restarted; a read_committed reader
-of B then finds every record of A once, in order, partition by partition."""
+of B then finds every record of A once, in order, partition by partition. A consumer group
+moved from A to B resumes from its translated offsets."""
 
 import threading
 import time
@@ -10,7 +11,19 @@ import pytest
 
 from tests.cluster.clients import SMALL_INDEXES, TIMEOUT_S, agreed_view, create_topic, wait_formed
 from tests.cluster.harness import wait_until
-from tests.mirror_support import Mirror, exactly_once_in_order, mirror_properties, produce_numbered, wait_until_mirrored
+from tests.mirror_support import (
+    Mirror,
+    committed,
+    consume_and_commit,
+    exactly_once_in_order,
+    failover_problems,
+    mirror_properties,
+    produce_numbered,
+    read_as_group,
+    read_committed,
+    wait_for_committed,
+    wait_until_mirrored,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -47,3 +60,24 @@ def test_mirror_between_zookeeper_clusters_survives_a_source_leader_failover_and
     assert sum(map(len, source.values())) >= 3000  # the producer's retries may add (librdkafka #4953)
     assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
     assert "Traceback" not in mirror.log()
+
+
+def test_a_group_moved_between_zookeeper_clusters_resumes_without_loss(cluster_factory, tmp_path):
+    a = cluster_factory(overrides=SMALL_INDEXES)
+    b = cluster_factory(overrides=SMALL_INDEXES)
+    wait_formed(a)
+    wait_formed(b)
+    create_topic(a, "orders", _PARTITIONS, 3)
+    settings = {"emit.checkpoints.interval.seconds": "1", "sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "1"}
+    text = mirror_properties(a.bootstrap, b.bootstrap, "A->B", replication_factor=3, **settings)
+    mirror = Mirror(tmp_path, text).start()
+    for _ in range(3):  # rounds of 50 records a partition: no mirror transaction holds more
+        produce_numbered(a.bootstrap, "orders", _PARTITIONS, 150)
+        wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    consume_and_commit(a.bootstrap, "billing", "orders", 400)  # more than two partitions hold: all three have a position
+    positions = committed(a.bootstrap, "billing")
+    wait_for_committed(b.bootstrap, "billing", {("A.orders", p) for p in range(_PARTITIONS)})
+    assert mirror.stop() == 0
+
+    moved = read_as_group(b.bootstrap, "billing", "A.orders")
+    assert failover_problems(read_committed(a.bootstrap, "orders"), positions, "orders", moved, max_repeats=49) == []

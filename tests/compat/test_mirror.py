@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -26,7 +26,12 @@ from tests.mirror_support import (
     TIMEOUT_S,
     CuttableProxy,
     Mirror,
+    committed,
+    consume_and_commit,
     exactly_once_in_order,
+    failover_problems,
+    read_as_group,
+    wait_for_committed,
     mirror_properties,
     produce_numbered,
     read_committed,
@@ -218,26 +223,6 @@ def test_active_active_mirrors_each_way_without_loops_and_emits_heartbeats(clust
     assert "Traceback" not in mirror.log()
 
 
-def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    read = 0
-    deadline = time.monotonic() + TIMEOUT_S
-    while read < count and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            read += 1
-    assert read == count
-    consumer.commit(asynchronous=False)
-    consumer.close()
-
-
-def committed(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(TIMEOUT_S)
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
-
-
 def test_a_group_moved_to_the_target_resumes_from_its_translated_offsets(clusters, tmp_path):
     a, b = clusters
     create_topic(a.bootstrap, "orders", 2)
@@ -252,36 +237,13 @@ def test_a_group_moved_to_the_target_resumes_from_its_translated_offsets(cluster
         wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
     consume_and_commit(a.bootstrap, "billing", "orders", 175)
     source_positions = committed(a.bootstrap, "billing")
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(committed(b.bootstrap, "billing")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert {tp for tp in committed(b.bootstrap, "billing")} == {("A.orders", 0), ("A.orders", 1)}
+    wait_for_committed(b.bootstrap, "billing", {("A.orders", 0), ("A.orders", 1)})
     assert mirror.stop() == 0
 
     source = read_committed(a.bootstrap, "orders")
-    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "billing", "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    consumer.subscribe(["A.orders"])
-    moved: dict[int, list[bytes]] = {0: [], 1: []}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(at_end) < 2 and time.monotonic() < deadline:
-        message = consumer.poll(0.5)
-        if message is None:
-            continue
-        if message.error() is not None:
-            at_end.add(message.partition())
-            continue
-        moved[message.partition()].append(message.value())
-    consumer.close()
-    for partition in (0, 1):
-        position = source_positions[("orders", partition)]
-        # no loss: everything the group had not read on A, in order, at the end of what it reads on B
-        assert moved[partition][-len(source[partition][position:]) :] == source[partition][position:]
-        # repeats: the group re-reads only the records after the pair before its position, fewer
-        # than one mirror transaction holds (here a round: 50 records per partition)
-        repeats = moved[partition][: len(moved[partition]) - len(source[partition][position:])]
-        assert repeats == source[partition][position - len(repeats) : position]
-        assert len(repeats) < 50
+    moved = read_as_group(b.bootstrap, "billing", "A.orders")
+    # fewer repeats than one mirror transaction holds: here a round, 50 records per partition
+    assert failover_problems(source, source_positions, "orders", moved, max_repeats=49) == []
 
     checkpoints = [decode_checkpoint(m_key, m_value) for m_key, m_value in read_keyed(b.bootstrap, "A.checkpoints.internal")]
     assert {(c.group, c.topic) for c in checkpoints} == {("billing", "A.orders")}
