@@ -88,20 +88,7 @@ def read_committed(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
             return {}
         partitions = sorted(metadata.partitions)
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        values: dict[int, list[bytes]] = {p: [] for p in partitions}
-        at_end: set[int] = set()
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(at_end) < len(partitions) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                continue
-            values[message.partition()].append(message.value())
-        assert len(at_end) == len(partitions), f"{topic}: did not reach the end of every partition"
-        return values
+        return _read_to_end(consumer, topic, partitions)
     finally:
         consumer.close()
 
@@ -261,10 +248,19 @@ def read_as_group(bootstrap: str, group: str, topic: str) -> dict[int, list[byte
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     partitions = len(consumer.list_topics(topic, timeout=TIMEOUT_S).topics[topic].partitions)
     consumer.subscribe([topic])
-    values: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    try:
+        return _read_to_end(consumer, topic, range(partitions))
+    finally:
+        consumer.close()
+
+
+def _read_to_end(consumer: Consumer, topic: str, partitions) -> dict[int, list[bytes]]:
+    """Each partition's values from the consumer's positions until it reports the end of them
+    all (enable.partition.eof)."""
+    values: dict[int, list[bytes]] = {p: [] for p in partitions}
     at_end: set[int] = set()
     deadline = time.monotonic() + TIMEOUT_S
-    while len(at_end) < partitions and time.monotonic() < deadline:
+    while len(at_end) < len(values) and time.monotonic() < deadline:
         message = consumer.poll(0.5)
         if message is None:
             continue
@@ -273,7 +269,7 @@ def read_as_group(bootstrap: str, group: str, topic: str) -> dict[int, list[byte
                 at_end.add(message.partition())
             continue
         values[message.partition()].append(message.value())
-    consumer.close()
+    assert len(at_end) == len(values), f"{topic}: did not reach the end of every partition"
     return values
 
 
