@@ -21,7 +21,7 @@ with policy.ReplicationPolicy.should_replicate, creates missing target topics wi
 partition count and its non-default configs (less MirrorMaker 2's DefaultConfigPropertyFilter
 exclusions), adds target partitions when the source grew, and assigns new source partitions.
 Every sync.topic.configs.interval.seconds it sets on each target topic the source's non-default
-configs that differ.
+configs that differ, and deletes the target's values of those the source has at their default.
 
 Groups (checkpoints.py): every emit.checkpoints.interval.seconds the flow translates the source
 groups' committed offsets through the pairs and writes them as checkpoints to
@@ -351,17 +351,15 @@ class MirrorFlow:
                 log.warning("%s: reading the configs of %s: %s", self.flow.name, topic, exc)
                 continue
             changed = {name: value for name, value in wanted.items() if present.get(name) != value}
-            if not changed:
+            # back to its default on the source: back to the target's default too (MirrorMaker 2
+            # deletes the target's value of a property the source has at its default)
+            removed = sorted(name for name in present if name not in wanted)
+            if not changed and not removed:
                 continue
-            resource = ConfigResource(
-                ConfigResource.Type.TOPIC,
-                known.remote_topic,
-                incremental_configs=[
-                    ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-                    for name, value in changed.items()
-                ],
-            )
-            log.info("%s: %s takes %s from %s", self.flow.name, known.remote_topic, changed, topic)
+            operations = [ConfigEntry(n, v, incremental_operation=AlterConfigOpType.SET) for n, v in changed.items()]
+            operations += [ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE) for n in removed]
+            resource = ConfigResource(ConfigResource.Type.TOPIC, known.remote_topic, incremental_configs=operations)
+            log.info("%s: %s takes %s and drops %s, as %s", self.flow.name, known.remote_topic, changed, removed, topic)
             self._wait(target_admin.incremental_alter_configs([resource]), known.remote_topic)
 
     def _ensure_topic(self, admin: AdminClient, topic: str, partitions: int, configs: dict[str, str]) -> None:

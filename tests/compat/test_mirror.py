@@ -182,6 +182,17 @@ def test_target_topics_follow_partitions_and_configs_and_leave_out_aborted_trans
             break
         time.sleep(0.5)
     assert entries["retention.ms"].value == "3600000"
+
+    back_to_default = ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)
+    resource = ConfigResource("topic", "payments", incremental_configs=[back_to_default])
+    next(iter(admin_a.incremental_alter_configs([resource]).values())).result(TIMEOUT_S)
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        entries = next(iter(admin_b.describe_configs([ConfigResource("topic", "A.payments")]).values())).result(TIMEOUT_S)
+        if entries["retention.ms"].is_default:
+            break
+        time.sleep(0.5)
+    assert entries["retention.ms"].is_default
     assert mirror.stop() == 0
 
 
