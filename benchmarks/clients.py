@@ -28,7 +28,9 @@ FETCH_QUEUE_BACKOFF_MS = 10
 # mock answers ApiVersions v4 in a form it cannot decode, and Metadata hangs at 2.8): both
 # brokers get the same pin, so both see Produce v3 / Fetch v4 requests from it.
 KP_API_VERSION = (0, 11, 0)
-GROUP = "logway-bench"  # required by librdkafka's consumer; no group is joined (assign only)
+GROUP = "logway-bench"
+# The latency workload's percentiles of per-record round-trip times.
+LATENCY_PERCENTILES = (50, 90, 99, 99.9)  # required by librdkafka's consumer; no group is joined (assign only)
 
 
 @dataclass
@@ -41,6 +43,8 @@ class Measurement:
     broker_cpu: float | None = None
     timed_out: bool = False
     notes: list[str] = field(default_factory=list)
+    # latency workloads: milliseconds at each of LATENCY_PERCENTILES ("p50", ..., "max")
+    latency_ms: dict[str, float] | None = None
 
     @property
     def records_per_s(self) -> float:
@@ -99,6 +103,18 @@ def watermarks(bootstrap: str, topic: str, security: dict | None = None) -> tupl
 # --------------------------------------------------------------------------- confluent-kafka
 
 
+def _warmed_up_producer(label: str, config: dict, topic: str, value: bytes):
+    """A confluent-kafka producer that has sent one record to partition 0, untimed: metadata
+    fetched and connection made."""
+    from confluent_kafka import Producer
+
+    producer = Producer(config)
+    producer.produce(topic, value, partition=0)
+    if producer.flush(30) != 0:
+        raise RuntimeError(f"{label}: warm-up record was not acknowledged")
+    return producer
+
+
 def ck_produce(
     label: str,
     bootstrap: str,
@@ -111,16 +127,11 @@ def ck_produce(
     security: dict | None = None,
 ) -> Measurement:
     """Produce `count` records of `record_size` bytes to partition 0 and wait for every ack."""
-    from confluent_kafka import Producer
-
     errors: list[str] = []
     config = producer_config(bootstrap, acks, record_size, security)
     config["error_cb"] = lambda err: errors.append(str(err))
-    producer = Producer(config)
     value = b"v" * record_size
-    producer.produce(topic, value, partition=0)  # warm-up: metadata and connection
-    if producer.flush(30) != 0:
-        raise RuntimeError(f"{label}: warm-up record was not acknowledged")
+    producer = _warmed_up_producer(label, config, topic, value)
     produce, poll = producer.produce, producer.poll
     meter.start()
     start = time.perf_counter()
@@ -144,6 +155,68 @@ def ck_produce(
     client_cpu, broker_cpu = meter.stop()
     done = sent - unacked
     result = Measurement(label, done, done * record_size, seconds, client_cpu, broker_cpu, timed_out or unacked > 0)
+    if errors:
+        result.notes.append(f"client errors: {errors[:3]}")
+    return result
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """LATENCY_PERCENTILES of `samples` by nearest rank ("p50", "p99.9", ...), and "max"."""
+    ordered = sorted(samples)
+    found = {}
+    for point in LATENCY_PERCENTILES:
+        rank = max(1, -(-len(ordered) * point // 100))  # ceil, at least the first
+        found[f"p{point:g}"] = ordered[min(len(ordered), int(rank)) - 1]
+    found["max"] = ordered[-1]
+    return found
+
+
+def ck_produce_latency(
+    label: str,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    record_size: int,
+    acks: str,
+    meter: CpuMeter,
+    deadline_s: float,
+) -> Measurement:
+    """Produce `count` records one at a time (linger.ms=0, each acknowledged before the next is
+    sent): the round trip of each from produce() to its delivery report, as percentiles."""
+    config = producer_config(bootstrap, acks, record_size)
+    config["linger.ms"] = 0
+    value = b"v" * record_size
+    producer = _warmed_up_producer(label, config, topic, value)
+    samples: list[float] = []
+    errors: list[str] = []
+    sent_at = 0.0
+
+    def delivered(err, _message) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            samples.append((time.perf_counter() - sent_at) * 1000)
+
+    meter.start()
+    start = time.perf_counter()
+    deadline = start + deadline_s
+    timed_out = False
+    for _ in range(count):
+        if time.perf_counter() > deadline:
+            timed_out = True
+            break
+        sent_at = time.perf_counter()
+        producer.produce(topic, value, partition=0, on_delivery=delivered)
+        if producer.flush(max(0.1, deadline - sent_at)) != 0:
+            timed_out = True
+            break
+    seconds = time.perf_counter() - start
+    client_cpu, broker_cpu = meter.stop()
+    result = Measurement(label, len(samples), len(samples) * record_size, seconds, client_cpu, broker_cpu,
+                         timed_out or bool(errors))
+    if samples:
+        result.latency_ms = percentiles(samples)
+        result.notes.append("latency ms: " + ", ".join(f"{k} {v:.3f}" for k, v in result.latency_ms.items()))
     if errors:
         result.notes.append(f"client errors: {errors[:3]}")
     return result

@@ -2,6 +2,7 @@
 
     python -m benchmarks.run [--quick] [--records N] [--size S] [--rounds R] [--parts a,b,...]
                              [--workloads a,b,...] [--profile DIR] [--perf DIR] [--json PATH]
+                             [--charts DIR | --no-charts]
 
 Parts (all by default):
   crc           CRC-32C on 1 MiB: the crc32c package vs crcmod's C extension ('crc-32c').
@@ -45,6 +46,15 @@ wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers)
   wire-produce      protocol-level produce of ~1 MiB batches (benchmarks.wire).
   wire-produce-16k  the same with 16 KiB batches: per-request cost.
   wire-fetch        protocol-level fetch of 1 MiB records from logway.
+  latency           confluent-kafka produce of --latency-records S-byte records one at a time
+                    (linger.ms=0, each acknowledged before the next), acks=1 and acks=all: the
+                    percentiles of their round trips (benchmarks.clients.ck_produce_latency).
+
+Charts: every run writes PNG charts of its figures (benchmarks/charts.py, matplotlib from the
+bench extra) and the JSON they are drawn from (run.json) to --charts DIR, benchmarks/charts/
+beside RESULTS.md by default: throughput per workload for logway and each peer, the ratios,
+latency percentiles, TLS and the scale figures, each chart when the run has its data.
+`python -m benchmarks.charts run.json DIR` draws them again from a kept JSON.
 
 The machine is shared and noisy and client and broker compete for its two cores, so every
 comparison is made in rounds: within a round the two sides of each ratio run back to back
@@ -79,8 +89,9 @@ from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
 ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "tls", "connections", "scale", "cluster-scale")
-ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch")
+ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch", "latency")
 MiB = 1024 * 1024
+CHARTS_DIR = Path(__file__).resolve().parent / "charts"
 # recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
 _RECYCLE_SLACK = 64 * MiB
 # the tls part reads each round's records this many times (seeking back): a consume long enough
@@ -97,6 +108,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large-size", type=int, default=MiB, help="value bytes of the large records (default 1 MiB)")
     parser.add_argument("--large-records", type=int, help="how many large records (default 256; quick 32)")
     parser.add_argument("--wire-mb", type=int, help="MiB per protocol-level produce and page-cache append, twice that per fetch and sendfile run (default 512; quick 64)")
+    parser.add_argument("--latency-records", type=int, help="records produced one at a time by the latency workload (default 2,000; quick 500)")
     parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
     parser.add_argument("--idle-connections", type=int, help="idle connections of the connections part (default 10,000; quick 2,000)")
     parser.add_argument("--scale-partitions", type=int, help="partitions of the scale and cluster-scale parts (default 10,000; quick 1,000)")
@@ -106,6 +118,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", metavar="DIR", help="attach py-spy to the broker in round 1's logway runs (their figures are then perturbed); raw profiles go to DIR")
     parser.add_argument("--perf", metavar="DIR", help="attach perf record to the broker in the same phases as --profile")
     parser.add_argument("--json", metavar="PATH", help="also write every measurement and ratio as JSON")
+    parser.add_argument("--charts", metavar="DIR", default=str(CHARTS_DIR), help="where the PNG charts and the run.json they are drawn from go (default benchmarks/charts)")
+    parser.add_argument("--no-charts", dest="charts", action="store_const", const=None, help="write no charts")
     parser.add_argument("--dir", help="where to put broker data and scratch files (default: a new temp dir, removed after)")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -114,6 +128,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.large_records = args.large_records or (32 if quick else 256)
     args.wire_mb = args.wire_mb or (64 if quick else 512)
     args.kp_records = args.kp_records or (20_000 if quick else 100_000)
+    args.latency_records = args.latency_records or (500 if quick else 2_000)
     args.idle_connections = args.idle_connections or (2_000 if quick else 10_000)
     args.deadline = args.deadline or (20.0 if quick else 60.0)
     args.scale_partitions = args.scale_partitions or (1_000 if quick else 10_000)
@@ -438,6 +453,8 @@ class Bench:
             self.wire_produce_round(number, order)
         if order and self.wants("wire-produce-16k"):
             self.wire_produce_16k_round(number, order)
+        if order and self.wants("latency"):
+            self.latency_round(number, order)
         if "machine" in a.parts:
             self.machine_round(number)
         if self.wants("wire-fetch") and self.logway is not None and self.large_range is not None:
@@ -515,6 +532,17 @@ class Bench:
                 return m
 
             report.add("wire_produce_16k", t.name, self.profiled("wire-produce-16KiB-batches", number == 1 and t.name == "logway", work))
+
+    def latency_round(self, number: int, order: list[Target]) -> None:
+        """Records produced one at a time: the round trip of a produce request, client included."""
+        a, report = self.args, self.report
+        for acks in ("1", "all"):
+            for t in order:
+                topic = f"{t.name[0]}-latency-a{acks}-r{number}"
+                t.create_topic(topic)
+                report.add(f"latency_produce_a{acks}", t.name, clients.ck_produce_latency(
+                    f"{t.name}: ck produce {a.size} B one at a time, acks={acks}", t.bootstrap, topic,
+                    a.latency_records, a.size, acks, t.meter(), a.deadline))
 
     def machine_round(self, number: int) -> None:
         """The machine next to logway's own runs."""
@@ -844,9 +872,11 @@ def main(argv: list[str] | None = None) -> int:
             Path(directory).mkdir(parents=True, exist_ok=True)
     report = Report()
     started = time.perf_counter()
-    print(f"logway benchmarks  {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  python {platform.python_version()}  "
+    started_at = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    command = f"python -m benchmarks.run {' '.join(sys.argv[1:] if argv is None else argv)}".rstrip()
+    print(f"logway benchmarks  {started_at}  python {platform.python_version()}  "
           f"{os.cpu_count()} cpus  {platform.machine()}  kernel {platform.release()}")
-    print(f"command: python -m benchmarks.run {' '.join(sys.argv[1:] if argv is None else argv)}")
+    print(f"command: {command}")
     print(f"N={args.records:,} records of S={args.size} B, {args.rounds} round(s); large: {args.large_records} x "
           f"{args.large_size:,} B; wire/machine volume {args.wire_mb} MiB; kafka-python {args.kp_records:,} records; "
           f"parts {','.join(args.parts)}")
@@ -917,17 +947,33 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(text)
     print(f"\ntotal {time.perf_counter() - started:.0f} s; load average {_loadavg()}")
+    data = {
+        "run": {"date": started_at, "command": command, "records": args.records, "size": args.size,
+                "rounds": args.rounds, "quick": args.quick, "scale_partitions": args.scale_partitions},
+        "series": {w: {s: [{**asdict(m), "records_per_s": m.records_per_s, "mb_per_s": m.mb_per_s} for m in ms]
+                       for s, ms in sides.items()} for w, sides in report.series.items()},
+        "values": report.values,
+        "ratios": rows,
+        "notes": report.notes,
+        "profiles": report.profiles,
+    }
     if args.json:
-        data = {
-            "series": {w: {s: [{**asdict(m), "records_per_s": m.records_per_s, "mb_per_s": m.mb_per_s} for m in ms]
-                           for s, ms in sides.items()} for w, sides in report.series.items()},
-            "values": report.values,
-            "ratios": rows,
-            "notes": report.notes,
-            "profiles": report.profiles,
-        }
         Path(args.json).write_text(json.dumps(data, indent=2))
+    if args.charts:
+        _write_charts(data, Path(args.charts))
     return 0
+
+
+def _write_charts(data: dict, directory: Path) -> None:
+    try:
+        from benchmarks import charts
+    except ImportError as exc:  # matplotlib: the bench extra
+        print(f"\nno charts: {exc} (pip install -e '.[bench]')")
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "run.json").write_text(json.dumps(data, indent=2))
+    written = charts.write_charts(data, directory)
+    print(f"\ncharts: {', '.join(str(path) for path in written)} (data: {directory / 'run.json'})")
 
 
 if __name__ == "__main__":

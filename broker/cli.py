@@ -1,6 +1,9 @@
 """`logway` and `python -m broker`: run one broker.
 
     logway --config config/server.properties [--override key=value ...]
+           [--log-level INFO] [--log-file FILE | --log-dir DIR] [--log-file-max-bytes N]
+           [--log-file-backups N]
+           [--log-format text|json] [--log-config logging.json]
 
 Without zookeeper.connect the broker runs standalone: its own controller, with topic metadata
 kept in its log dirs.
@@ -11,6 +14,7 @@ import asyncio
 import logging
 import sys
 
+from broker import logging_setup
 from broker.cluster import ClusterStartError
 from broker.config import BrokerConfig, ConfigError
 from broker.meta_properties import BrokerMetadataError
@@ -28,16 +32,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="set a config key, over the file's value (repeatable)",
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--log-level", default="INFO", help="TRACE, DEBUG, INFO, WARN, ERROR or FATAL")
+    destination = parser.add_mutually_exclusive_group()
+    destination.add_argument("--log-file", help="log to this file, rotated by size, instead of stderr")
+    destination.add_argument(
+        "--log-dir", help="log to server.log, and the request log to kafka-request.log, in this directory (Kafka's LOG_DIR)"
+    )
+    parser.add_argument(
+        "--log-file-max-bytes", type=int, default=logging_setup.DEFAULT_MAX_BYTES,
+        help="size at which --log-file is rotated (0: never)",
+    )
+    parser.add_argument(
+        "--log-file-backups", type=int, default=logging_setup.DEFAULT_BACKUPS,
+        help="rotated files of --log-file kept (FILE.1, FILE.2 ...)",
+    )
+    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="one JSON object per line with json")
+    parser.add_argument(
+        "--log-config",
+        help="a Python logging configuration (dictConfig JSON, or fileConfig INI) that replaces "
+        "the other --log-* flags, as Kafka's log4j.properties",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    try:
+        logging_setup.configure(
+            args.log_level,
+            config_file=args.log_config,
+            log_file=args.log_file,
+            log_dir=args.log_dir,
+            max_bytes=args.log_file_max_bytes,
+            backups=args.log_file_backups,
+            json_format=args.log_format == "json",
+        )
+    except logging_setup.LoggingSetupError as exc:
+        print(f"logway: {exc}", file=sys.stderr)
+        return 2
     try:
         config = BrokerConfig.load(args.config, args.override)
     except (ConfigError, OSError) as exc:

@@ -18,6 +18,9 @@ start at once), then stops the start.
 
 Client quotas (broker/security/quota_store.py): read from /config/users and /config/clients
 once changes are followed, and an entity re-read when a /config/changes notification names it.
+Dynamic broker configs (broker/dynamic_config.py) likewise from /config/brokers/<id> and
+/config/brokers/<default>; the controller's unclean leader election follows the broker's
+unclean.leader.election.enable in effect for topics without an override.
 
 Topics: every broker keeps the topic manager's topics as ZooKeeper has them: /brokers/topics
 (children, and each topic's partition count and id) and /config/topics (overrides), re-read
@@ -144,6 +147,8 @@ class ClusterMember:
         self._watched_topics: set[str] = set()
         self._watches: dict[str, Callable[[WatchEvent], None]] = {}
         self._stopping = False
+        self._log_dir_events: set[asyncio.Task] = set()
+        broker.log_manager.add_offline_listener(self._on_log_dir_failure)
 
     # ------------------------------------------------------------------ start and stop
 
@@ -177,6 +182,7 @@ class ClusterMember:
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
         # Read again now that changes are followed: none made since the start is missed.
+        await self.broker.dynamic_config.load()
         await self.broker.quota_configs.load()
         await self.broker.scram_credentials.load()
         await self._register()
@@ -305,12 +311,35 @@ class ClusterMember:
             await self._register()
             await self._follow_topics()
             await self._follow_config_changes()
+            await self.broker.dynamic_config.load()
             await self.broker.quota_configs.load()
             await self.broker.scram_credentials.load()
         except ZkError as exc:
             log.error("cannot rejoin the cluster after session expiry: %s", exc)
             return
         self.controller.on_new_session()
+
+    # ------------------------------------------------------------------ log dir failures
+
+    def _on_log_dir_failure(self, path: str) -> None:
+        """Tell the controller through a log dir event notification (Kafka's
+        propagateLogDirEvent): it asks this broker about its replicas and moves leaderships and
+        ISR places off those in the failed dir."""
+        if not self._stopping:
+            task = asyncio.get_running_loop().create_task(self._propagate_log_dir_event(path))
+            self._log_dir_events.add(task)
+            task.add_done_callback(self._log_dir_events.discard)
+
+    async def _propagate_log_dir_event(self, path: str) -> None:
+        try:
+            await self.zk.create(
+                f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{znodes.LOG_DIR_EVENT_PREFIX}",
+                znodes.encode_log_dir_event(self.broker_id),
+                sequence=True,
+                makepath=True,
+            )
+        except ZkError as exc:
+            log.error("cannot tell the controller that log directory %s failed: %s", path, exc)
 
     # ------------------------------------------------------------------ epochs
 
@@ -397,6 +426,8 @@ class ClusterMember:
                 entity_type, name = znodes.decode_config_change(found[0])
                 if entity_type == "topics":
                     await self._read_topic(name)
+                elif entity_type == "brokers":  # dynamic broker configs: this broker's or the default
+                    await self.broker.dynamic_config.reload(name)
                 elif entity_type in ("users", "clients"):  # client quotas; a user's SCRAM credentials
                     await self.broker.quota_configs.reload(f"{entity_type}/{name}")
                     if entity_type == "users":
@@ -425,4 +456,6 @@ class ClusterMember:
     async def _topic_unclean_election(self, topic: str) -> bool | None:
         found = await self.zk.get_or_none(znodes.topic_config_path(topic))
         value = znodes.decode_topic_config(found[0]).get("unclean.leader.election.enable") if found else None
-        return None if value is None else value.strip().lower() == "true"
+        if value is None:  # the broker's setting in effect, which dynamic broker configs change
+            return self.broker.config.get("unclean.leader.election.enable")
+        return value.strip().lower() == "true"

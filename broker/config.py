@@ -39,6 +39,7 @@ from storage.log_config import (
 )
 
 from broker.security.authorizer import authorizer_enabled, parse_super_users
+from replication.replica_selector import replica_selector
 
 __all__ = [
     "parse_properties",
@@ -277,7 +278,12 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("reserved.broker.max.id", _I, 1000,
        "The largest broker.id that can be configured; generated ids start above it.", minimum=0),
     _c("broker.rack", _S, None,
-       "Rack or availability zone of this broker; replicas are spread across racks."),
+       "Rack or availability zone of this broker; replicas are spread across racks, and with "
+       "replica.selector.class consumers of the same client.rack read from this broker."),
+    _c("replica.selector.class", _S, None,
+       "The replica selector that picks the replica a consumer reads from (KIP-392): unset, "
+       "the leader; org.apache.kafka.common.replica.RackAwareReplicaSelector, a replica in the "
+       "consumer's client.rack. Any other class is refused."),
     _c("zookeeper.connect", _S, None,
        "ZooKeeper hosts as host:port[,host:port...][/chroot]. When absent, logway runs as a "
        "standalone broker."),
@@ -730,6 +736,10 @@ class BrokerConfig:
         _refuse_preallocation(self._values)
         _check_authorizer(self._values)
         try:
+            replica_selector(self._values["replica.selector.class"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        try:
             self._log_config = LogConfig.resolve({}, settings)
         except InvalidConfigError as exc:
             raise ConfigError(str(exc)) from None
@@ -940,26 +950,31 @@ class BrokerConfig:
 
     # --- DescribeConfigs
 
-    def describe(self, include_synonyms: bool = True) -> list[ConfigEntry]:
-        """Entries for every known key: source STATIC_BROKER_CONFIG when set, else DEFAULT_CONFIG.
+    def describe(
+        self,
+        include_synonyms: bool = True,
+        layers: Sequence[tuple[Mapping[str, str], ConfigSource]] | None = None,
+    ) -> list[ConfigEntry]:
+        """Entries for every known key, with the value in effect.
 
-        Synonyms follow Kafka: for a key that is one of several units of a setting (e.g.
-        log.retention.hours), the set keys of that setting from this one down, then the ones
-        that have a default.
+        `layers`: where settings come from, highest precedence first (Kafka's dynamic per-broker
+        and cluster-default configs, then server.properties); by default only this config's
+        explicit settings, as STATIC_BROKER_CONFIG. Synonyms follow Kafka's ConfigHelper: for
+        each layer in turn the set keys of the key's group (e.g. log.retention.ms, .minutes,
+        .hours), then the defaults of the group, all from the first naming this key on; the
+        source is that first one's, else DEFAULT_CONFIG.
         """
+        if layers is None:
+            layers = ((self._settings, ConfigSource.STATIC_BROKER_CONFIG),)
         entries = []
         for name, definition in BROKER_CONFIGS.items():
-            synonyms = tuple(self._broker_synonyms(name))
+            synonyms = tuple(self._broker_synonyms(name, layers))
             entries.append(
                 ConfigEntry(
                     name=name,
                     # Kafka never sends a password's value.
                     value=None if definition.type is ConfigType.PASSWORD else definition.format(self._values[name]),
-                    source=(
-                        ConfigSource.STATIC_BROKER_CONFIG
-                        if name in self._settings
-                        else ConfigSource.DEFAULT_CONFIG
-                    ),
+                    source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
                     type=definition.type,
                     documentation=definition.documentation,
                     read_only=not definition.dynamic,
@@ -969,13 +984,17 @@ class BrokerConfig:
             )
         return entries
 
-    def _broker_synonyms(self, name: str) -> Iterable[ConfigSynonym]:
+    @staticmethod
+    def _broker_synonyms(
+        name: str, layers: Sequence[tuple[Mapping[str, str], ConfigSource]]
+    ) -> list[ConfigSynonym]:
         group = _SYNONYM_GROUPS.get(name, (name,))
         found: list[ConfigSynonym] = []
-        for member in group:
-            if member in self._settings:
-                raw = None if BROKER_CONFIGS[member].type is ConfigType.PASSWORD else self._settings[member]
-                found.append(ConfigSynonym(member, raw, ConfigSource.STATIC_BROKER_CONFIG))
+        for settings, source in layers:
+            for member in group:
+                if member in settings:
+                    raw = None if BROKER_CONFIGS[member].type is ConfigType.PASSWORD else settings[member]
+                    found.append(ConfigSynonym(member, raw, source))
         for member in group:
             definition = BROKER_CONFIGS[member]
             if definition.default is not None:

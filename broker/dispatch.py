@@ -22,6 +22,12 @@ Kafka does: every error code of the response, for every entry the request named;
 logged with its traceback and the connection stays open (a ProtocolError a handler raises,
 for a request it finds malformed, still closes it). The exception is Produce with acks=0,
 which has no response: its connection is closed, as Kafka closes it, so the producer notices.
+
+The request log: each request answered (or left unanswered, as acks=0 Produce) gets one DEBUG
+line on the kafka.request.logger logger (broker/logging_setup.py): API, version, correlation
+id, client id, client address, principal, listener, latency from the frame's arrival to its
+response being ready, and response size. When that logger is above DEBUG a request costs one
+level check (cached by the logging module) and nothing is formatted.
 """
 
 import inspect
@@ -42,6 +48,7 @@ from protocol.headers import (
 from protocol.primitives import INT16, INT32
 
 from broker.handlers import HANDLERS
+from broker.logging_setup import REQUEST_LOGGER
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.network import CloseAfterResponse
 from broker.security.sasl_server import Admission
@@ -59,6 +66,7 @@ if TYPE_CHECKING:
     from broker.server import Broker
 
 log = logging.getLogger(__name__)
+_request_log = logging.getLogger(REQUEST_LOGGER)
 
 Chunks = list[bytes | Sized]
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
@@ -105,17 +113,20 @@ class Dispatcher:
             chunks = _encode(handler.handle(context, request), api_key, version, response_header)
             if sasl.failed:
                 raise CloseAfterResponse(sasl.failure or "SASL authentication failed", chunks)
-            return chunks
+            return _logged(chunks, context, started)
         try:
             result = handler.handle(context, request)
             if inspect.isawaitable(result):
                 handler_s = time.perf_counter() - started
-                return self._finish_later(result, request, context, response_header, len(frame), handler_s)
-            return self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started)
+                return self._finish_later(result, request, context, response_header, len(frame), handler_s, started)
+            return _logged(
+                self._respond(result, request, context, response_header, len(frame), time.perf_counter() - started),
+                context, started,
+            )
         except ProtocolError:
             raise  # a request the handler found malformed: the connection closes
         except Exception as exc:
-            return self._failed(exc, request, context, response_header, time.perf_counter() - started)
+            return _logged(self._failed(exc, request, context, response_header, time.perf_counter() - started), context, started)
 
     @staticmethod
     def _parse(handler: ApiHandler, version: int, frame: memoryview, body_start: int) -> Any:
@@ -133,14 +144,15 @@ class Dispatcher:
         response_header: bytes,
         request_bytes: int,
         handler_s: float,
+        started: float,
     ) -> Chunks | None:
         try:
             result = await pending
-            return self._respond(result, request, context, response_header, request_bytes, handler_s)
+            return _logged(self._respond(result, request, context, response_header, request_bytes, handler_s), context, started)
         except ProtocolError:
             raise
         except Exception as exc:
-            return self._failed(exc, request, context, response_header, handler_s)
+            return _logged(self._failed(exc, request, context, response_header, handler_s), context, started)
 
     def _respond(
         self, result: Any, request: Any, context: RequestContext, response_header: bytes,
@@ -178,6 +190,33 @@ class Dispatcher:
             response = throttling.with_throttle_time(response, throttle_ms)
             return ThrottledResponse(_frame(response_header, [schemas.encode(response)]), throttle_ms / 1000)
         return _frame(response_header, [schemas.encode(response)])
+
+
+def _logged(response: Chunks | None, context: RequestContext, started: float) -> Any:
+    """`response`, after its line in the request log when that logger is at DEBUG (a level
+    check per request, nothing more, when it is not)."""
+    if _request_log.isEnabledFor(logging.DEBUG):
+        _log_request(response, context, started)
+    return response
+
+
+def _log_request(response: Chunks | None, context: RequestContext, started: float) -> None:
+    header = context.header
+    session = context.session
+    fields = {
+        "api": ApiKey(header.api_key).name,
+        "version": header.api_version,
+        "correlationId": header.correlation_id,
+        "clientId": header.client_id,
+        "clientAddress": session.client_address,
+        "principal": str(session.principal),
+        "listener": session.listener,
+        "latencyMs": round((time.perf_counter() - started) * 1000, 3),
+        "responseBytes": sum(len(chunk) for chunk in response) if response else 0,
+    }
+    _request_log.debug(
+        "Completed request: %s", " ".join(f"{key}={value}" for key, value in fields.items()), extra={"request": fields}
+    )
 
 
 def _encode(result: Any, api_key: int, version: int, response_header: bytes) -> Chunks | None:

@@ -831,6 +831,13 @@ class ConnectionQuotas:
         self._total = 0
         self._per_ip: dict[str, int] = {}
 
+    def reconfigure(self, max_connections: int, max_per_ip: int, per_ip_overrides: Mapping[str, int]) -> None:
+        """New limits (dynamic broker configs), for the connections accepted from now on; those
+        open stay, as in Kafka."""
+        self._max = max_connections
+        self._max_per_ip = max_per_ip
+        self._overrides = dict(per_ip_overrides)
+
     def admit(self, listener: str, ip: str) -> str | None:
         """Count a new connection from `ip` on `listener`; or, when it must be refused, say why."""
         limit = self._overrides.get(ip, self._max_per_ip)

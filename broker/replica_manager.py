@@ -20,6 +20,11 @@ followers (`become_leader_or_follower`), followers fetch through the replica fet
 Leadership listeners hear of every partition this broker starts or stops leading (the group
 coordinator loads and unloads __consumer_offsets partitions with them).
 
+Reading from the nearest replica (KIP-392): with replica.selector.class the leader picks the
+replica a consumer in a rack should read (`preferred_read_replica`, from the metadata cache's
+racks); a follower serves consumers while it is in the ISR (`check_follower_read`) up to the HW
+its leader last sent (`follow_high_watermark`, which wakes their long polls).
+
 Waiting: `wait_for_appends` wakes on appends and high watermark moves of the partitions it
 watches; `wait_for_commit` (a delayed produce) completes when the HW passes the records, when
 the replica stops leading, or at its timeout.
@@ -36,7 +41,8 @@ from protocol.errors import ErrorCode, KafkaError
 from replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from replication.partition import Partition
 from replication.partition_state import NO_LEADER, IsrWriter, LeaderEndpoint, PartitionState
-from storage.log import AppendResult
+from replication.replica_selector import RackAwareReplicaSelector, ReplicaView
+from storage.log import AppendResult, Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records_file import FileRegion
@@ -55,6 +61,7 @@ class ReplicationSettings:
     replica_lag_time_max_ms: int = 10_000
     commit_timeout_ms: int = 5_000  # how long append_committed waits (offsets.commit.timeout.ms)
     fetcher: FetcherSettings = FetcherSettings()
+    replica_selector: RackAwareReplicaSelector | None = None  # replica.selector.class
 
 
 class _CommitWaiter:
@@ -86,6 +93,8 @@ class ReplicaManager:
         self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         self._isr_check: asyncio.Task | None = None
+        log_manager.add_swap_listener(self._on_log_moved)
+        log_manager.add_offline_listener(self._on_log_dir_failure)
 
     # ------------------------------------------------------------------------ life cycle
 
@@ -137,7 +146,8 @@ class ReplicaManager:
         epoch is ignored (FENCED_LEADER_EPOCH); one of the same epoch refreshes ISR, replicas and
         zk version (a controller-side ISR change, or a resend after isr_stale) and changes the
         role only if it differs. Logs are created as needed (not for an existing partition
-        while a log dir is offline: KAFKA_STORAGE_ERROR). Followers whose leader or epoch
+        while a log dir is offline: KAFKA_STORAGE_ERROR); a partition in a failed log dir
+        answers KAFKA_STORAGE_ERROR, which tells the controller its replica here is offline. Followers whose leader or epoch
         changed restart fetching (truncating by epoch first) from `leaders[leader]`; a leader
         missing there leaves the follower idle until the next request."""
         if broker_id != self.broker_id:
@@ -152,6 +162,9 @@ class ReplicaManager:
         stopped_following: list[TopicPartition] = []
         for state in states:
             tp = state.topic_partition
+            if self.log_manager.is_offline(tp):  # its log dir failed (Kafka's HostedPartition.Offline)
+                errors[tp] = ErrorCode.kafka_storage_error
+                continue
             try:
                 partition = self._partition_for_state(state)
             except KafkaError as exc:
@@ -252,6 +265,27 @@ class ReplicaManager:
         partition.isr_writer = self.isr_writer
         partition.on_change = lambda changed: self._on_partition_change(changed.topic_partition)
         return partition
+
+    def _on_log_dir_failure(self, path: str) -> None:
+        """A log dir failed (Kafka's handleLogDirFailure): its partitions stay here as offline
+        (answering KAFKA_STORAGE_ERROR, to the controller's LeaderAndIsr too), stop fetching,
+        and those led here tell the leadership listeners they no longer are."""
+        offline = [tp for tp in self.partitions if self.log_manager.is_offline(tp)]
+        if not offline:
+            return
+        log.warning("stopped serving %d partition(s) in the failed log directory %s", len(offline), path)
+        self.fetchers.remove_partitions(offline)
+        for tp in offline:
+            partition = self.partitions[tp]
+            if partition.is_leader:
+                self._notify(_RESIGN, tp, partition.leader_epoch)
+            self._on_partition_change(tp)
+
+    def _on_log_moved(self, tp: TopicPartition, moved: Log) -> None:
+        """A replica moved to another log dir (AlterReplicaLogDirs): its new log serves now."""
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.log = moved
 
     def remove_partition(self, tp: TopicPartition) -> None:
         self.fetchers.remove_partitions([tp])
@@ -412,7 +446,15 @@ class ReplicaManager:
             partition.log.append_as_follower(records)
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
-        partition.log.high_watermark = min(leader_high_watermark, partition.log.log_end_offset)
+        self.follow_high_watermark(partition, leader_high_watermark)
+
+    def follow_high_watermark(self, partition: Partition, leader_high_watermark: int) -> None:
+        """Take the leader's HW (capped at our log end); consumers reading this follower
+        (KIP-392) and waiting for it to move are woken."""
+        high_watermark = min(leader_high_watermark, partition.log.log_end_offset)
+        if high_watermark != partition.log.high_watermark:
+            partition.log.high_watermark = high_watermark
+            self._wake(partition.topic_partition)
 
     def truncate(self, partition: Partition, offset: int) -> None:
         tp = partition.topic_partition
@@ -430,13 +472,53 @@ class ReplicaManager:
             raise self.log_manager.handle_io_error(tp, exc) from exc
         log.info("%s: emptied, restarting at %d", tp, offset)
 
-    def record_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(
+        self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
         """A follower fetched from `fetch_offset`: its log end offset, which may move the HW
         (waking delayed produces and consumer long polls) or start an ISR expansion."""
-        if partition.update_follower_fetch(replica_id, fetch_offset):
+        if partition.update_follower_fetch(replica_id, fetch_offset, log_start_offset=log_start_offset):
             self._on_partition_change(partition.topic_partition)
 
     # --------------------------------------------------------------------------- reading
+
+    def preferred_read_replica(
+        self, partition: Partition, client_rack: str, fetch_offset: int, listener: str | None
+    ) -> int | None:
+        """The follower a consumer in `client_rack` should read `partition` from, or None for
+        this broker, its leader (Kafka's findPreferredReadReplica with replica.selector.class).
+        A replica is a candidate when it is in the ISR, its log holds `fetch_offset`, and the
+        consumer can reach it on its listener (which gives its rack)."""
+        selector = self.settings.replica_selector
+        cache = self.metadata_cache
+        if selector is None or cache is None or not partition.is_leader:
+            return None
+        leader = ReplicaView(self.broker_id, self._rack(self.broker_id, listener), partition.log.log_end_offset, 0)
+        replicas = [leader]
+        for broker_id, log_end_offset, since_caught_up_ms in partition.read_replicas_holding(fetch_offset):
+            rack = self._rack(broker_id, listener)
+            if rack is not None:
+                replicas.append(ReplicaView(broker_id, rack, log_end_offset, since_caught_up_ms))
+        selected = selector.select(client_rack, replicas, leader)
+        return None if selected is leader else selected.broker_id
+
+    def _rack(self, broker_id: int, listener: str | None) -> str | None:
+        if self.metadata_cache.endpoint(broker_id, listener) is None:
+            return None
+        return self.metadata_cache.brokers[broker_id].rack
+
+    def check_follower_read(self, partition: Partition) -> None:
+        """A consumer may read a follower (KIP-392) while it is in the ISR; out of it (the
+        controller's latest word: the metadata cache, else LeaderAndIsr's) the consumer gets
+        NOT_LEADER_OR_FOLLOWER and goes back to the leader."""
+        info = self.metadata_cache.partition(partition.topic_partition) if self.metadata_cache else None
+        isr = info.isr if info is not None and info.leader_epoch >= partition.leader_epoch else partition.isr
+        if self.broker_id not in isr:
+            raise KafkaError(
+                f"this broker is a follower of {partition.topic_partition} outside its ISR "
+                f"(leader: {partition.leader_id})",
+                ErrorCode.not_leader_or_follower,
+            )
 
     def read(
         self,
@@ -448,7 +530,8 @@ class ReplicaManager:
         for_follower: bool = False,
     ) -> FileRegion | None:
         """Records from `offset`: below the high watermark for consumers (below the last
-        stable offset for read_committed ones), below the log end for followers."""
+        stable offset for read_committed ones), below the log end for followers. A follower's
+        replica serves consumers up to the high watermark its leader last told it."""
         if for_follower:
             max_offset = partition.log.log_end_offset
         else:

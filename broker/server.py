@@ -27,8 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.cluster import ClusterMember, resolve_broker_id
-from broker.config import TLS_PROTOCOLS, BrokerConfig
+from broker.config import TLS_PROTOCOLS, BrokerConfig, ConfigError
+from broker import systemd
 from broker.dispatch import Dispatcher
+from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, ZkBrokerConfigStore
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
 from broker.replica_manager import ReplicaManager, ReplicationSettings
@@ -51,6 +53,7 @@ from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
 from replication.broker_client import SaslClientFactory
 from replication.fetcher import FetcherSettings
+from replication.replica_selector import replica_selector
 from storage import descriptor_pool
 from storage.cleaner import CleanerConfig
 from storage.log_manager import LogManager, LogManagerSettings
@@ -94,7 +97,6 @@ class Broker:
             for listener in config.listeners
             if config.security_protocol(listener.name) in TLS_PROTOCOLS
         }
-        self._dynamic_tls: dict[str, str] = {}  # keystore and truststore keys changed at runtime
         inter_broker = config.inter_broker_listener_name
         self.inter_broker_ssl_context = (
             tls.client_context(config.ssl_settings(inter_broker))
@@ -162,6 +164,12 @@ class Broker:
             self.transaction_coordinator.on_become_leader, self.transaction_coordinator.on_resign
         )
         self.authorizer = _make_authorizer(config, self.cluster)
+        self.dynamic_config = DynamicBrokerConfig(
+            config,
+            self.broker_id,
+            self,
+            FileBrokerConfigStore(config.log_dirs) if self.cluster is None else ZkBrokerConfigStore(self.cluster.zk),
+        )
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
         self._listeners: list[Listener] = []
@@ -189,6 +197,7 @@ class Broker:
         await asyncio.to_thread(self.topic_store.load)
         if self.cluster is not None:
             await self.cluster.connect()
+            await self.dynamic_config.load()
             await self.scram_credentials.load()
             if self.authorizer is not None:
                 await self.authorizer.start()
@@ -201,6 +210,7 @@ class Broker:
             self.transaction_coordinator.start()
         else:
             await self.topic_store.save()
+            await self.dynamic_config.load()
             await self.scram_credentials.load()
             if self.authorizer is not None:
                 await self.authorizer.start()
@@ -324,33 +334,33 @@ class Broker:
             return None
         return SaslAuthenticator(mechanisms, self.config.sasl_listener(listener).max_reauth_ms)
 
-    def reconfigure_tls(self, changes: Mapping[str, str | None], validate_only: bool) -> None:
-        """IncrementalAlterConfigs of keystore and truststore keys (tls.RECONFIGURABLE, plain
-        or listener.name.<l>.*) on this broker: a value, or None to drop an earlier change.
-        Every SSL listener whose settings or files changed gets a new context, used by the
-        connections accepted from then on (those open keep theirs, as in Kafka); all or none.
-        ConfigError (nothing changed) when the new settings or stores are refused.
-
-        The changes live in memory: a restart goes back to server.properties (Kafka keeps them
-        in ZooKeeper); the inter-broker client keeps the context it started with."""
-        dynamic = dict(self._dynamic_tls)
-        for key, value in changes.items():
-            if value is None:
-                dynamic.pop(key, None)
-            else:
-                dynamic[key] = value
-        config = BrokerConfig({**self.config.explicit_settings, **dynamic})
+    def reconfigure(self, config: BrokerConfig, validate_only: bool) -> None:
+        """Put `config` in effect (dynamic broker configs, broker/dynamic_config.py): topic
+        defaults reach every log without an override, the cleaner's buffers and backoff its
+        next cleanings, connection limits the connections accepted from then on, and every SSL listener whose keystore or truststore settings
+        or files changed gets a new context, used by new connections (those open keep theirs,
+        as in Kafka; so does the inter-broker client). All or nothing: ConfigError (nothing
+        changed) when a store cannot be loaded or replaces the certificate's subject DN or
+        names, or a host of max.connections.per.ip.overrides cannot be resolved."""
         rebuilt = {}
         for name, listener_tls in self._tls_listeners.items():
             new = listener_tls.reloaded(config.ssl_settings(name))
             if new is not None:
                 rebuilt[name] = new
+        try:
+            per_ip_overrides = _resolve_overrides(config.max_connections_per_ip_overrides)
+        except OSError as exc:
+            raise ConfigError(str(exc)) from None
         if validate_only:
             return
-        self._dynamic_tls = dynamic
+        self.config = config
         self._tls_listeners.update(rebuilt)
         for name in rebuilt:
             log.info("listener %s: TLS keystore and truststore reloaded", name)
+        self.topics.set_broker_settings(config.explicit_settings)
+        self.log_manager.cleaner.reconfigure(_cleaner_config(config))
+        if self._quotas is not None:
+            self._quotas.reconfigure(config.get("max.connections"), config.get("max.connections.per.ip"), per_ip_overrides)
 
     def _forget_connection(self, connection: Connection) -> None:
         self._quotas.release(self._connections.pop(connection))
@@ -404,6 +414,7 @@ class Broker:
         await self.log_manager.shutdown()
         self.topic_store.close()
         self.quota_configs.close()
+        self.dynamic_config.close()
         log.info("broker %d stopped cleanly", self.broker_id)
 
     async def _drain_connections(self) -> None:
@@ -418,8 +429,10 @@ class Broker:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop_requested.set)
         await self.start()
+        systemd.notify("READY=1")
         await stop_requested.wait()
         log.info("shutting down")
+        systemd.notify("STOPPING=1")
         await self.stop()
 
 
@@ -486,6 +499,7 @@ def _replication_settings(
     return ReplicationSettings(
         replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
+        replica_selector=replica_selector(config.get("replica.selector.class")),
         fetcher=FetcherSettings(
             num_fetchers=config.get("num.replica.fetchers"),
             wait_max_ms=config.get("replica.fetch.wait.max.ms"),
@@ -515,11 +529,15 @@ def _log_manager_settings(config: BrokerConfig) -> LogManagerSettings:
         producer_id_expiration_check_interval_ms=config.get(
             "producer.id.expiration.check.interval.ms"
         ),
-        cleaner=CleanerConfig(
-            enable=config.get("log.cleaner.enable"),
-            threads=config.get("log.cleaner.threads"),
-            dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
-            io_buffer_size=config.get("log.cleaner.io.buffer.size"),
-            backoff_ms=config.get("log.cleaner.backoff.ms"),
-        ),
+        cleaner=_cleaner_config(config),
+    )
+
+
+def _cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    return CleanerConfig(
+        enable=config.get("log.cleaner.enable"),
+        threads=config.get("log.cleaner.threads"),
+        dedupe_buffer_size=config.get("log.cleaner.dedupe.buffer.size"),
+        io_buffer_size=config.get("log.cleaner.io.buffer.size"),
+        backoff_ms=config.get("log.cleaner.backoff.ms"),
     )

@@ -328,6 +328,15 @@ class TopicManager:
             info.configs = dict(configs)
             await self._save_then_apply(lambda: self._apply_configs(info))
 
+    def set_broker_settings(self, settings: Mapping[str, str]) -> None:
+        """The broker's settings changed at run time (dynamic broker configs): topics without
+        an override of a changed default get it, their open logs at once."""
+        if dict(settings) == dict(self._broker_settings):
+            return
+        self._broker_settings = settings
+        for info in list(self.store.topics.values()):
+            self._apply_configs(info)
+
     def _apply_configs(self, info: TopicInfo) -> None:
         self._log_configs.pop(info.name, None)
         config = self.log_config(info.name)

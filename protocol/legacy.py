@@ -709,6 +709,83 @@ class DeleteAclsResponseV0:
     filter_results: tuple[DeleteAclsFilterResultV0, ...]
 
 
+# DescribeLogDirs v0 and AlterReplicaLogDirs v0 (kio ships v1, the same layout: v1 only lets the
+# broker throttle).
+
+
+@_entity(ApiKey.DESCRIBE_LOG_DIRS, 0, _nested)
+class DescribableLogDirTopicV0:
+    topic: str = field(metadata=_STRING)
+    partitions: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+
+
+@_entity(ApiKey.DESCRIBE_LOG_DIRS, 0, _request)
+class DescribeLogDirsRequestV0:
+    topics: tuple[DescribableLogDirTopicV0, ...] | None
+
+
+@_entity(ApiKey.DESCRIBE_LOG_DIRS, 0, _nested)
+class DescribeLogDirsPartitionV0:
+    partition_index: i32 = field(metadata=_INT32)
+    partition_size: i64 = field(metadata=_INT64)
+    offset_lag: i64 = field(metadata=_INT64)
+    is_future_key: bool = field(metadata=_BOOL)
+
+
+@_entity(ApiKey.DESCRIBE_LOG_DIRS, 0, _nested)
+class DescribeLogDirsTopicV0:
+    name: str = field(metadata=_STRING)
+    partitions: tuple[DescribeLogDirsPartitionV0, ...]
+
+
+@_entity(ApiKey.DESCRIBE_LOG_DIRS, 0, _nested)
+class DescribeLogDirsResultV0:
+    error_code: ErrorCode = field(metadata=_ERROR)
+    log_dir: str = field(metadata=_STRING)
+    topics: tuple[DescribeLogDirsTopicV0, ...]
+
+
+@_entity(ApiKey.DESCRIBE_LOG_DIRS, 0, _response)
+class DescribeLogDirsResponseV0:
+    throttle_time: i32Timedelta = field(metadata=_MILLIS)
+    results: tuple[DescribeLogDirsResultV0, ...]
+
+
+@_entity(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, _nested)
+class AlterReplicaLogDirTopicV0:
+    name: str = field(metadata=_STRING)
+    partitions: tuple[i32, ...] = field(metadata=_INT32_ARRAY, default=())
+
+
+@_entity(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, _nested)
+class AlterReplicaLogDirV0:
+    path: str = field(metadata=_STRING)
+    topics: tuple[AlterReplicaLogDirTopicV0, ...]
+
+
+@_entity(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, _request)
+class AlterReplicaLogDirsRequestV0:
+    dirs: tuple[AlterReplicaLogDirV0, ...]
+
+
+@_entity(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, _nested)
+class AlterReplicaLogDirPartitionResultV0:
+    partition_index: i32 = field(metadata=_INT32)
+    error_code: ErrorCode = field(metadata=_ERROR)
+
+
+@_entity(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, _nested)
+class AlterReplicaLogDirTopicResultV0:
+    topic_name: str = field(metadata=_STRING)
+    partitions: tuple[AlterReplicaLogDirPartitionResultV0, ...]
+
+
+@_entity(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, _response)
+class AlterReplicaLogDirsResponseV0:
+    throttle_time: i32Timedelta = field(metadata=_MILLIS)
+    results: tuple[AlterReplicaLogDirTopicResultV0, ...]
+
+
 MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.LEADER_AND_ISR, 3): (LeaderAndIsrRequest, LeaderAndIsrResponse),
     (ApiKey.CREATE_ACLS, 0): (CreateAclsRequestV0, CreateAclsResponseV0),
@@ -731,4 +808,6 @@ MESSAGES: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.OFFSET_COMMIT, 1): _offset_commit(1),
     (ApiKey.OFFSET_FETCH, 0): (OffsetFetchRequestV0, OffsetFetchResponseV0),
     (ApiKey.WRITE_TXN_MARKERS, 0): (WriteTxnMarkersRequestV0, WriteTxnMarkersResponseV0),
+    (ApiKey.DESCRIBE_LOG_DIRS, 0): (DescribeLogDirsRequestV0, DescribeLogDirsResponseV0),
+    (ApiKey.ALTER_REPLICA_LOG_DIRS, 0): (AlterReplicaLogDirsRequestV0, AlterReplicaLogDirsResponseV0),
 }

@@ -379,7 +379,7 @@ _ANSWERS = {
     "responses": ("topics", "topic_data", "resources", "topic_names"),
     "partition_responses": ("partitions", "partition_data"),
     # "a+b": the names of the entries of both, once each (AlterUserScramCredentials' users).
-    "results": ("topics", "resources", "groups_names", "creations", "deletions+upsertions"),
+    "results": ("topics", "resources", "groups_names", "creations", "deletions+upsertions", "dirs.topics"),
     "filter_results": ("filters",),
     "partitions": ("partition_data", "partition_indexes"),
     "results_by_topic_v3_and_below": ("v3_and_below_topics",),
@@ -402,6 +402,7 @@ _CARRIES = {
     "index": ("index", "partition_index", "partition"),
     "partition": ("partition", "partition_index", "index"),
     "group_id": ("group_id", "group"),
+    "topic_name": ("topic_name", "name"),
 }
 _STRING_TYPES = ("string",)
 _INT_TYPES = ("int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
@@ -438,6 +439,12 @@ def _answered_items(request: Any, name: str) -> tuple:
             lists = [getattr(request, part, None) for part in source.split("+")]
             if all(isinstance(items, (list, tuple)) for items in lists):
                 return tuple(dict.fromkeys(item.name for items in lists for item in items))
+            continue
+        if "." in source:  # "a.b": the b entries of every a entry (AlterReplicaLogDirs' topics)
+            outer, inner = source.split(".")
+            entries = getattr(request, outer, None)
+            if isinstance(entries, (list, tuple)):
+                return tuple(item for entry in entries for item in getattr(entry, inner, ()))
             continue
         items = getattr(request, source, None)
         if isinstance(items, (list, tuple)):

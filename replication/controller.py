@@ -8,7 +8,8 @@ loss, deletion). A controller that loses the znode, or its session, resigns.
 All work happens in one queue of events processed in order (Kafka's ControllerEventManager):
 election, broker changes (/brokers/ids), topic changes (/brokers/topics and each topic's
 znode), topic deletions (/admin/delete_topics), ISR change notifications
-(/isr_change_notification), reassignments (AlterPartitionReassignments, /admin/reassign_partitions),
+(/isr_change_notification), log dir failures (/log_dir_event_notification), answers to
+LeaderAndIsr, reassignments (AlterPartitionReassignments, /admin/reassign_partitions),
 controlled shutdowns, leader elections asked for (ElectLeaders), the periodic preferred-leader
 check. Watches only enqueue events; handlers re-read ZooKeeper.
 
@@ -16,6 +17,14 @@ Topic deletion (Kafka's TopicDeletionManager): a topic listed in /admin/delete_t
 every metadata cache (leader -2), then each broker holding replicas of it gets StopReplica with
 delete; its znodes go once every replica broker has answered. A broker that is down holds the
 deletion until it registers again; a new controller resumes what is listed.
+
+Log dir failures (Kafka's onBrokerLogDirFailure): a broker whose log dir failed writes a
+/log_dir_event_notification/log_dir_event_<seq> znode; the controller takes them (deleting
+each) and sends LeaderAndIsr for every partition those brokers hold. Every LeaderAndIsr answer
+is read: a partition answering KAFKA_STORAGE_ERROR has its replica on that broker offline until
+the broker registers again (or answers without the error): it is not elected, its leaderships
+go to other in-sync replicas (or the partition goes offline), it leaves the ISRs, its broker
+gets StopReplica without delete, and metadata lists it among the offline replicas.
 
 On becoming active: read brokers, topics and partition states, initialize partitions without a
 state, elect leaders for partitions whose leader is gone, take dead brokers out of the ISRs, then
@@ -29,6 +38,7 @@ receiver's broker epoch (the czxid of its /brokers/ids znode).
 """
 
 import asyncio
+import functools
 import logging
 import ssl
 import time
@@ -113,6 +123,8 @@ class _Context:
     reassigning: dict[TopicPartition, assignment.ReassignmentPlan] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     deleting: dict[str, _TopicDeletion] = field(default_factory=dict)
+    # broker -> its replicas in a failed log dir (Kafka's replicasOnOfflineDirs)
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         topic = self.topics.get(tp.topic)
@@ -128,6 +140,10 @@ class _Context:
     @property
     def live(self) -> set[int]:
         return set(self.brokers) - self.shutting_down
+
+    def live_for(self, tp: TopicPartition) -> set[int]:
+        """The live brokers whose replica of `tp` is online (Kafka's isReplicaOnline)."""
+        return {b for b in self.live if tp not in self.offline_replicas.get(b, ())}
 
 
 class Controller:
@@ -329,6 +345,7 @@ class Controller:
             ctx.reassigning[tp] = plan
         await self._zk.children_or_empty(znodes.ISR_CHANGE_NOTIFICATION, self._watch("isr change", self._on_isr_change))
         await self._on_isr_change()
+        await self._on_log_dir_event()
         await self._resume_deletions()
         await self._on_legacy_reassignment()
         for tp in list(ctx.reassigning):
@@ -517,20 +534,21 @@ class Controller:
         unclean_by_topic: dict[str, bool] = {}
         for tp in partitions:
             state = ctx.states.get(tp)
-            if state is None or state.leader in ctx.live:
+            if state is None or state.leader in ctx.live_for(tp):
                 continue
             if tp.topic in ctx.deleting:
                 continue
             unclean = False
-            if not any(r in ctx.live for r in state.isr):
+            if not any(r in ctx.live_for(tp) for r in state.isr):
                 if tp.topic not in unclean_by_topic:
                     unclean_by_topic[tp.topic] = await self._unclean_allowed(tp.topic)
                 unclean = unclean_by_topic[tp.topic]
 
             def decide(current: LeaderIsr, tp=tp, unclean=unclean) -> LeaderIsr | None:
-                if current.leader in ctx.live:
+                live = ctx.live_for(tp)
+                if current.leader in live:
                     return None
-                election = assignment.elect_leader(ctx.replicas(tp), current.isr, ctx.live, unclean)
+                election = assignment.elect_leader(ctx.replicas(tp), current.isr, live, unclean)
                 if election.leader == current.leader and election.isr == current.isr:
                     return None
                 return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
@@ -580,7 +598,13 @@ class Controller:
                 if replica in ctx.brokers and (only_to is None or replica in only_to):
                     by_broker.setdefault(replica, []).append(tp)
         for broker_id, tps in by_broker.items():
-            self._send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, self._leader_and_isr(broker_id, tps))
+            answer = self._send(broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, self._leader_and_isr(broker_id, tps))
+            answer.add_done_callback(functools.partial(self._leader_and_isr_answered, self._ctx, broker_id))
+
+    def _leader_and_isr_answered(self, ctx: "_Context", broker_id: int, answer: asyncio.Future) -> None:
+        response = None if answer.cancelled() or answer.exception() is not None else answer.result()
+        if response is not None and not self._stopped:
+            self.enqueue("LeaderAndIsr answer", lambda: self._on_leader_and_isr_answer(ctx, broker_id, response))
 
     def _leader_and_isr(self, broker_id: int, partitions: list[TopicPartition]) -> LeaderAndIsrRequest:
         ctx = self._ctx
@@ -640,7 +664,9 @@ class Controller:
                     isr=tuple(state.isr),
                     zk_version=state.zk_version,
                     replicas=replicas,
-                    offline_replicas=tuple(r for r in replicas if r not in ctx.brokers),
+                    offline_replicas=tuple(
+                        r for r in replicas if r not in ctx.brokers or tp in ctx.offline_replicas.get(r, ())
+                    ),
                 ))
         topic_states = tuple(UpdateMetadataTopicState(topic_name=t, partition_states=tuple(s)) for t, s in by_topic.items())
         live_brokers = tuple(
@@ -708,6 +734,8 @@ class Controller:
 
     async def _on_brokers_failed(self, dead: set[int]) -> None:
         ctx = self._ctx
+        for broker_id in dead:
+            ctx.offline_replicas.pop(broker_id, None)
         affected = [tp for tp in ctx.partitions() if any(r in dead for r in ctx.replicas(tp))]
         await self._read_states(affected)
         changed = await self._elect_offline(affected)
@@ -718,6 +746,8 @@ class Controller:
 
     async def _on_brokers_started(self, new: set[int]) -> None:
         ctx = self._ctx
+        for broker_id in new:  # a restarted broker's log dirs are whole again, or it says so
+            ctx.offline_replicas.pop(broker_id, None)
         for broker_id in new:
             self._connect(broker_id)
         self._send_update_metadata(ctx.partitions(), ctx.brokers)
@@ -882,6 +912,61 @@ class Controller:
         self._send_update_metadata(sorted(changed), self._ctx.brokers)
         for tp in sorted(changed & set(self._ctx.reassigning)):
             await self._maybe_finish_reassignment(tp)
+
+    # ------------------------------------------------------------------ log dir failures
+
+    async def _on_log_dir_event(self) -> None:
+        """Take the log dir event notifications: ask their brokers about every replica they
+        hold (Kafka's processLogDirEventNotification and onBrokerLogDirFailure)."""
+        if not self.active:
+            return
+        names = await self._zk.children_or_empty(
+            znodes.LOG_DIR_EVENT_NOTIFICATION, self._watch("log dir event", self._on_log_dir_event)
+        )
+        brokers: set[int] = set()
+
+        async def take(name: str) -> None:
+            path = f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{name}"
+            found = await self._zk.get_or_none(path)
+            if found is not None:
+                brokers.add(znodes.decode_log_dir_event(found[0]))
+            await self._delete_quietly(path)
+
+        await _pipelined(take, sorted(n for n in names if n.startswith(znodes.LOG_DIR_EVENT_PREFIX)))
+        ctx = self._ctx
+        brokers &= set(ctx.brokers)
+        if not brokers:
+            return
+        log.info("controller: handling log directory failure of brokers %s", sorted(brokers))
+        hosted = [tp for tp in ctx.partitions() if any(r in brokers for r in ctx.replicas(tp))]
+        await self._read_states(hosted)
+        self._send_leader_and_isr(hosted, only_to=brokers)
+
+    async def _on_leader_and_isr_answer(self, ctx: "_Context", broker_id: int, response: Any) -> None:
+        """Replicas answering KAFKA_STORAGE_ERROR are in a failed log dir: newly offline ones
+        lose their leaderships and ISR places (Kafka's onReplicasBecomeOffline)."""
+        if ctx is not self._ctx or not self.active or broker_id not in ctx.brokers or response.error_code != ErrorCode.none:
+            return
+        offline = {TopicPartition(e.topic_name, e.partition_index) for e in response.partition_errors if e.error_code == ErrorCode.kafka_storage_error}
+        online = {TopicPartition(e.topic_name, e.partition_index) for e in response.partition_errors if e.error_code == ErrorCode.none}
+        before = ctx.offline_replicas.get(broker_id, set())
+        now = (before - online) | offline
+        if now:
+            ctx.offline_replicas[broker_id] = now
+        else:
+            ctx.offline_replicas.pop(broker_id, None)
+        newly = sorted(tp for tp in now - before if tp.topic in ctx.topics and tp.topic not in ctx.deleting)
+        if not newly:
+            return
+        log.warning("controller: replicas of %d partition(s) on broker %d are offline (failed log dir): %s",
+                    len(newly), broker_id, _some(newly))
+        await self._read_states(newly)
+        changed = await self._elect_offline(newly)
+        elected = set(changed)
+        changed += await self._remove_from_isr([tp for tp in newly if tp not in elected], {broker_id})
+        self._send_leader_and_isr(changed, only_to=set(ctx.brokers) - {broker_id})
+        self._send_update_metadata(ctx.partitions(), ctx.brokers)
+        self._send_stop_replica(broker_id, newly, False)
 
     # ------------------------------------------------------------------ controlled shutdown
 

@@ -17,8 +17,9 @@ A fetcher is one asyncio task looping over:
    replica.fetch.max.bytes per partition, replica.fetch.response.max.bytes in all) from each
    partition's log end offset, with the current leader epoch and the last fetched epoch. Records
    are appended as they come (Log.append_as_follower; the appends are plain writes, flushes stay
-   where they are), and the follower's HW becomes min(leader HW, log end). A diverging_epoch in
-   the answer truncates there first and fetches again.
+   where they are), and the follower's HW becomes min(leader HW, log end): consumers reading
+   from this follower (KIP-392) read up to it. A diverging_epoch in the answer truncates there
+   first and fetches again.
 
 Errors: a failed request (connection, timeout) backs the whole fetcher off
 replica.fetch.backoff.ms. Per partition, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
@@ -139,6 +140,8 @@ class FollowerReplicas(Protocol):
     def log_manager(self) -> "LogManager": ...
 
     def append_as_follower(self, partition: "Partition", records: memoryview, leader_high_watermark: int) -> None: ...
+
+    def follow_high_watermark(self, partition: "Partition", leader_high_watermark: int) -> None: ...
 
     def truncate(self, partition: "Partition", offset: int) -> None: ...
 
@@ -420,7 +423,7 @@ class ReplicaFetcher:
         if result.records:
             self._replicas.append_as_follower(partition, memoryview(result.records), result.high_watermark)
         else:
-            partition.log.high_watermark = min(result.high_watermark, partition.log.log_end_offset)
+            self._replicas.follow_high_watermark(partition, result.high_watermark)
 
     async def _handle_out_of_range(self, partition: "Partition", state: FetchState) -> None:
         """Our fetch offset is outside the leader's log: beyond its end (an unclean election

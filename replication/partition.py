@@ -18,7 +18,9 @@ unreachable) is retried by the next check. The leader keeps serving either way, 
 pass followers that stopped fetching, so acks=all writes cannot commit (docs/cluster.md).
 
 Follower: knows its leader and epoch; the fetcher (replication.fetcher) appends and truncates
-its log and sets its HW.
+its log and sets its HW, up to which it serves consumers (KIP-392). As leader, the in-sync
+followers whose log holds a consumer's fetch offset are the replicas it may send the consumer to
+(`read_replicas_holding`).
 
 Standalone (`standalone_state`): leader at epoch 0 of a one-member ISR, so the HW follows the log end
 as soon as an append returns.
@@ -55,6 +57,7 @@ class FollowerState:
     """What the leader knows of one follower (Kafka's Replica)."""
 
     log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
@@ -241,9 +244,11 @@ class Partition:
         self.log.high_watermark = candidate
         return True
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int | None = None) -> bool:
-        """A follower fetched from `fetch_offset`: that is its LEO. Returns whether the HW
-        moved. May start an ISR expansion."""
+    def update_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int | None = None, log_start_offset: int = UNKNOWN_OFFSET
+    ) -> bool:
+        """A follower fetched from `fetch_offset`: that is its LEO (and `log_start_offset` its
+        log start). Returns whether the HW moved. May start an ISR expansion."""
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             raise KafkaError(
@@ -257,11 +262,24 @@ class Partition:
         elif fetch_offset >= follower.last_fetch_leader_log_end_offset >= 0:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
+        follower.log_start_offset = log_start_offset
         follower.last_fetch_ms = now
         follower.last_fetch_leader_log_end_offset = leader_end
         follower.fetched_in_epoch = self.leader_epoch
         self._maybe_expand_isr(replica_id, follower)
         return self.maybe_increment_high_watermark()
+
+    def read_replicas_holding(self, fetch_offset: int, now_ms: int | None = None) -> list[tuple[int, int, int]]:
+        """(broker id, LEO, ms since it last caught up) of the in-sync followers whose log holds
+        `fetch_offset`: the replicas a consumer may be sent to (Kafka's
+        findPreferredReadReplica leaves out followers outside the ISR, which may lag for good)."""
+        now = self.clock() if now_ms is None else now_ms
+        candidates = []
+        for replica in self.isr:
+            follower = self.followers.get(replica)
+            if follower is not None and follower.log_start_offset <= fetch_offset <= follower.log_end_offset:
+                candidates.append((replica, follower.log_end_offset, now - follower.last_caught_up_ms))
+        return candidates
 
     def _maybe_expand_isr(self, replica_id: int, follower: FollowerState) -> None:
         if replica_id in self.isr or not self._can_change_isr():

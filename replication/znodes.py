@@ -25,6 +25,9 @@ DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
 CONFIG_TOPICS = "/config/topics"
 CONFIG_USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
@@ -38,6 +41,7 @@ PERSISTENT_PATHS = (
     BROKER_SEQUENCE_ID,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     CONFIG_TOPICS,
     CONFIG_CHANGES,
     "/config/brokers",
@@ -295,6 +299,19 @@ def decode_isr_change(data: bytes) -> list[TopicPartition]:
     return [TopicPartition(e["topic"], e["partition"]) for e in _load(data).get("partitions", [])]
 
 
+# ---------------------------------------------------------- /log_dir_event_notification
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """A broker's log dir failed (the only event Kafka's ZooKeeper mode has)."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker a log dir event notification is about."""
+    return int(_load(data)["broker"])
+
+
 # ---------------------------------------------------------------------------------- /config
 
 
@@ -318,6 +335,20 @@ def encode_config_change(topic: str) -> bytes:
 def encode_user_config_change(sanitized_user: str) -> bytes:
     """The notification of a change of /config/users/<sanitized user>."""
     return _dump({"version": 2, "entity_path": f"users/{sanitized_user}"})
+
+
+BROKER_CONFIG_DEFAULT = "<default>"  # the cluster-wide default entity of /config/brokers
+
+
+def broker_config_path(entity: str) -> str:
+    """/config/brokers/<broker id>, or /config/brokers/<default>; the node holds
+    encode_topic_config's {"version": 1, "config": {...}}, as every entity config does."""
+    return f"/config/brokers/{entity}"
+
+
+def encode_broker_config_change(entity: str) -> bytes:
+    """The notification of a change of /config/brokers/<entity>."""
+    return _dump({"version": 2, "entity_path": f"brokers/{entity}"})
 
 
 def user_config_path(sanitized_user: str) -> str:

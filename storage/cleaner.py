@@ -85,7 +85,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from protocol.record_batch import BatchHeader, iter_batches, size_of
@@ -714,6 +714,13 @@ class LogCleaner:
         self._uncleanable: set[TopicPartition] = set()
         self._threads: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """New buffer sizes and backoff (dynamic broker configs): cleanings started from now on
+        use the new buffers, and each loop waits the new backoff from its next wait on. The
+        number of threads and `enable` stay as started."""
+        self.config = replace(config, enable=self.config.enable, threads=self.config.threads)
+        self._cleaner = Cleaner(self.config)
 
     # -------------------------------------------------------------------------- checkpoint
 

@@ -31,6 +31,18 @@ class KafkaStorageError(KafkaError):
     error_code = ErrorCode.kafka_storage_error
 
 
+class LogDirNotFoundError(KafkaError):
+    """A path that is not one of the broker's log.dirs (AlterReplicaLogDirs)."""
+
+    error_code = ErrorCode.log_dir_not_found
+
+
+class ReplicaNotAvailableError(KafkaError):
+    """The broker holds no replica of the partition (AlterReplicaLogDirs)."""
+
+    error_code = ErrorCode.replica_not_available
+
+
 class OutOfOrderSequenceError(KafkaError):
     """An idempotent producer's batch that does not follow its last one (a gap, or a new epoch
     not starting at sequence 0)."""

@@ -437,6 +437,15 @@ class Log:
         if epoch > self.leader_epochs.latest_epoch and self.leader_epochs.assign(epoch, start_offset):
             self._write_leader_epochs()
 
+    def take_leader_epochs(self, entries: Sequence[EpochEntry]) -> None:
+        """Make the leader epochs those of another copy of this log (a moved replica's future
+        log taking the place of the current one, which may know epochs begun without a batch)."""
+        self.leader_epochs.clear()
+        for entry in entries:
+            self.leader_epochs.assign(entry.epoch, entry.start_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._write_leader_epochs()
+
     def _write_leader_epochs(self) -> None:
         self.scheduler.write_leader_epochs(self, self.leader_epochs.snapshot())
 

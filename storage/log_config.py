@@ -622,15 +622,18 @@ def describe_topic_configs(
     overrides: Mapping[str, str],
     broker_settings: Mapping[str, str],
     include_synonyms: bool = True,
+    broker_sources: Mapping[str, ConfigSource] | None = None,
 ) -> list[ConfigEntry]:
     """DescribeConfigs entries for every topic config, in table order.
 
-    The source is DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when a broker
-    synonym was set, DEFAULT_CONFIG otherwise. Synonyms, highest first: the override, the broker
+    The source is DYNAMIC_TOPIC_CONFIG for an override, that of the broker synonym set when one
+    is (`broker_sources`, e.g. a dynamic broker config; STATIC_BROKER_CONFIG for keys it does
+    not name), DEFAULT_CONFIG otherwise. Synonyms, highest first: the override, the broker
     synonyms the operator set (raw, in their own unit), then the default (named by the broker key
     that carries it, or by the topic key when no broker key stands for it). So the first synonym
     is always where the value comes from.
     """
+    broker_sources = broker_sources or {}
     entries = []
     for definition in _DEFS:
         found = _resolve_one(definition, overrides, broker_settings)
@@ -638,10 +641,13 @@ def describe_topic_configs(
             value, source = definition.default, ConfigSource.DEFAULT_CONFIG
         else:
             value, source = found
+            if source is ConfigSource.STATIC_BROKER_CONFIG:
+                setting = next(s.name for s in definition.synonyms if broker_settings.get(s.name) is not None)
+                source = broker_sources.get(setting, source)
         text = definition.format(value)
         synonyms: tuple[ConfigSynonym, ...] = ()
         if include_synonyms:
-            synonyms = tuple(_topic_synonyms(definition, overrides, broker_settings, text))
+            synonyms = tuple(_topic_synonyms(definition, overrides, broker_settings, broker_sources, text))
         entries.append(
             ConfigEntry(
                 name=definition.name,
@@ -661,6 +667,7 @@ def _topic_synonyms(
     definition: TopicConfigDef,
     overrides: Mapping[str, str],
     broker_settings: Mapping[str, str],
+    broker_sources: Mapping[str, ConfigSource],
     override_text: str | None,
 ) -> Iterable[ConfigSynonym]:
     if overrides.get(definition.name) is not None:
@@ -668,5 +675,6 @@ def _topic_synonyms(
     for synonym in definition.synonyms:
         raw = broker_settings.get(synonym.name)
         if raw is not None:
-            yield ConfigSynonym(synonym.name, str(raw).strip(), ConfigSource.STATIC_BROKER_CONFIG)
+            source = broker_sources.get(synonym.name, ConfigSource.STATIC_BROKER_CONFIG)
+            yield ConfigSynonym(synonym.name, str(raw).strip(), source)
     yield definition.default_synonym()

@@ -5,6 +5,8 @@ Per log dir:
 - <topic>-<partition>.<id>-delete/      a deleted partition, removed in the background
 - <topic>-<partition>.<id>-stray/       a partition of no known topic, set aside at start (kept
                                        for the operator, never loaded again)
+- <topic>-<partition>.<id>-future/      a future replica: the copy a move to this dir is making
+                                       (AlterReplicaLogDirs; see "Moving a replica" below)
 - recovery-point-offset-checkpoint, cleaner-offset-checkpoint
                                        (storage.checkpoint), every
                                        log.flush.offset.checkpoint.interval.ms
@@ -30,10 +32,27 @@ apply to the new one. Segments removed from a live log (retention, DeleteRecords
 swaps) are renamed to .deleted and unlinked after file.delete.delay.ms, unless their partition
 was deleted meanwhile: then they went with its directory, and are only closed.
 
-A new partition goes to the online dir holding the fewest partitions. When a dir fails (disk
+A new partition goes to the dir an AlterReplicaLogDirs named for it before it existed (Kafka's
+preferred dir), else to the online dir holding the fewest partitions. When a dir fails (disk
 full, I/O error) it goes offline: its partitions stop serving with KAFKA_STORAGE_ERROR while the
 other dirs carry on, and it is skipped by checkpoints and the clean-shutdown marker, so the next
 start recovers it.
+
+Moving a replica between dirs (Kafka's future replica and ReplicaAlterLogDirsThread): `move` makes
+an empty future log <topic>-<partition>.<id>-future in the target dir, and a task on the loop
+copies the current log into it: it takes a region of the current log on the loop, reads its
+bytes on the thread pool, and appends them to the future log back on the loop (as a follower
+appends), unless the current log was truncated or the future one changed meanwhile (then the
+chunk is read again). A truncation of the current log truncates the future one too; a rising
+log start offset is followed. Once the future log's end offset is the current one's (checked and
+acted on in one loop callback, so no append comes between), it is swapped in: a marker file is
+put into the future dir, which is renamed to <topic>-<partition>, the old directory is renamed
+to <topic>-<partition>.<id>-delete (removed after file.delete.delay.ms, as a deleted partition's)
+and the marker removed; swap listeners (the replica manager) then point the partition at the new
+log. A restart resumes a move whose future dir it finds (the future log is loaded and copying
+goes on from its end); a future dir holding the marker was being swapped in: if its old
+directory is still there, that one is renamed to -delete and the future dir completes the swap.
+A dir that fails takes the futures in it along (the move stops, the current log serves on).
 
 Thread-safety: the event loop owns the manager and its logs. fsync, loading, and file deletion
 run on a thread pool and come back with call_soon_threadsafe (via asyncio futures); the cleaner
@@ -51,6 +70,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from protocol.record_batch import iter_batches
 from storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     HIGH_WATERMARK_CHECKPOINT,
@@ -60,7 +80,7 @@ from storage.checkpoint import (
     OffsetCheckpointFile,
 )
 from storage.cleaner import CleanerConfig, LogCleaner
-from storage.errors import KafkaStorageError
+from storage.errors import KafkaStorageError, LogDirNotFoundError, ReplicaNotAvailableError
 from storage.leader_epoch import EpochEntry
 from storage.log import Log
 from storage.log_config import LogConfig
@@ -73,6 +93,11 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
+FUTURE_DIR_SUFFIX = "-future"
+# In a future dir being swapped in: it holds every record, and is the partition's log even if
+# the old directory is still there after a crash.
+SWAP_MARKER = ".logway-future-swap"
+MOVE_CHUNK_BYTES = 1024 * 1024  # bytes a move copies per step (replica.fetch.max.bytes' default)
 _NEVER_MS = 2**31
 
 
@@ -82,6 +107,7 @@ class LogDir:
     online: bool = True
     had_clean_shutdown: bool = False
     logs: set[TopicPartition] = field(default_factory=set)
+    futures: set[TopicPartition] = field(default_factory=set)  # future replicas being made here
     # Which checkpoint files the next background write of the three covers: asked for by each
     # caller and taken by the write that snapshots next, so that coalescing writes (see
     # _write_in_background) loses none.
@@ -100,6 +126,25 @@ class LogDir:
     @property
     def high_watermark_path(self) -> str:
         return os.path.join(self.path, HIGH_WATERMARK_CHECKPOINT)
+
+
+@dataclass(frozen=True)
+class ReplicaDescription:
+    """A log in a log dir, as DescribeLogDirs gives it."""
+
+    topic_partition: TopicPartition
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    path: str
+    online: bool
+    total_bytes: int = -1
+    usable_bytes: int = -1
+    replicas: list[ReplicaDescription] = field(default_factory=list)
 
 
 @dataclass
@@ -139,6 +184,13 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, LogDir] = {}
         self._unplaced: set[TopicPartition] = set()  # see mark_unplaced
+        # Future replicas (see "Moving a replica"), the dir of each, and the tasks copying them
+        self.future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, LogDir] = {}
+        self._moves: dict[TopicPartition, asyncio.Task] = {}
+        self._preferred_dir: dict[TopicPartition, LogDir] = {}  # see move
+        self._swap_listeners: list[Callable[[TopicPartition, Log], None]] = []
+        self._offline_listeners: list[Callable[[str], None]] = []
         self._config_for_topic = config_for_topic
         self._settings = settings
         workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
@@ -167,7 +219,15 @@ class LogManager:
                 await self._run_blocking(_prepare_dir, log_dir)
             except OSError as exc:
                 self._take_offline(log_dir, exc)
-        loads = [self._load_dir(d) for d in self.dirs.values() if d.online]
+        scans = {}
+        for log_dir in self.dirs.values():
+            if log_dir.online:
+                try:
+                    scans[log_dir.path] = await self._run_blocking(_scan_dir, log_dir)
+                except OSError as exc:
+                    self._take_offline(log_dir, exc)
+        await self._complete_interrupted_swaps(scans)
+        loads = [self._load_dir(d, *scans[d.path]) for d in self.dirs.values() if d.online and d.path in scans]
         await asyncio.gather(*loads)
         if not self.has_online_dirs:
             raise KafkaStorageError("no log directory is usable")
@@ -192,13 +252,46 @@ class LogManager:
             if interval < _NEVER_MS
         ]
         self.cleaner.startup()
+        for tp in self.future_logs:
+            if tp in self.logs:
+                self._start_move(tp)
 
-    async def _load_dir(self, log_dir: LogDir) -> None:
+    async def _complete_interrupted_swaps(self, scans: dict[str, tuple[list, list]]) -> None:
+        """A future dir holding the swap marker was being swapped in when the broker stopped: it
+        holds every record of the partition, so the old directory, if still there, goes the way
+        of a deleted one, and the future dir takes the partition's name."""
+        for path, (_currents, futures) in scans.items():
+            log_dir = self.dirs_by_path[path]
+            for tp, name, marked in list(futures):
+                if not marked:
+                    continue
+                for other_path, (other_currents, _) in scans.items():
+                    if tp in other_currents:
+                        other_currents.remove(tp)
+                        try:
+                            await self._run_blocking(_set_aside_for_deletion, other_path, tp)
+                        except OSError as exc:
+                            self._take_offline(self.dirs_by_path[other_path], exc)
+                try:
+                    await self._run_blocking(_finish_swap, log_dir.path, name, tp)
+                except OSError as exc:
+                    self._take_offline(log_dir, exc)
+                    continue
+                log.info("%s: completed the swap of its future replica in %s", tp, log_dir.path)
+                futures.remove((tp, name, marked))
+                scans[path][0].append(tp)
+
+    @property
+    def dirs_by_path(self) -> dict[str, LogDir]:
+        return {d.path: d for d in self.dirs.values()}
+
+    async def _load_dir(
+        self, log_dir: LogDir, partition_dirs: list[TopicPartition], futures: list[tuple[TopicPartition, str, bool]]
+    ) -> None:
         try:
             recovery_points, start_offsets, cleaner_offsets, high_watermarks = await self._run_blocking(
                 _read_checkpoints, log_dir
             )
-            partition_dirs = await self._run_blocking(_partition_dirs, log_dir)
         except (OSError, CorruptCheckpointError) as exc:
             self._take_offline(log_dir, exc)
             return
@@ -227,6 +320,26 @@ class LogManager:
             if isinstance(loaded, BaseException):
                 raise loaded
             self._register(tp, loaded, log_dir)
+        for tp, name, _ in futures:
+            try:
+                future = await self._run_blocking(
+                    Log.load,
+                    os.path.join(log_dir.path, name),
+                    tp,
+                    self._config_for_topic(tp.topic),
+                    had_clean_shutdown=log_dir.had_clean_shutdown,
+                    scheduler=self,
+                    producer_id_expiration_ms=self._settings.producer_id_expiration_ms,
+                )
+            except OSError as exc:
+                self._take_offline(log_dir, exc)
+                return
+            if tp in self.future_logs:
+                raise KafkaStorageError(
+                    f"{tp} has a future replica in both {self._future_dir_of[tp].path} and {log_dir.path}; "
+                    "remove one before starting"
+                )
+            self._register_future(tp, future, log_dir)
         self.cleaner.load_checkpoint(
             {tp: offset for tp, offset in cleaner_offsets.items() if tp in self.logs}
         )
@@ -244,6 +357,11 @@ class LogManager:
         self.logs[tp] = loaded
         self._log_dir_of[tp] = log_dir
         log_dir.logs.add(tp)
+
+    def _register_future(self, tp: TopicPartition, future: Log, log_dir: LogDir) -> None:
+        self.future_logs[tp] = future
+        self._future_dir_of[tp] = log_dir
+        log_dir.futures.add(tp)
 
     # ------------------------------------------------------------------- partitions come and go
 
@@ -282,22 +400,28 @@ class LogManager:
         online = [d for d in self.dirs.values() if d.online]
         if not online:
             raise KafkaStorageError("no online log directory to create a partition in")
-        log_dir = min(online, key=lambda d: len(d.logs))
+        preferred = self._preferred_dir.pop(tp, None)
+        log_dir = preferred if preferred is not None and preferred.online else min(online, key=lambda d: len(d.logs))
         self._settle_deleted(tp, log_dir)
-        directory = os.path.join(log_dir.path, tp.dir_name)
+        created = self._new_log(log_dir, tp.dir_name, tp, config)
+        self._register(tp, created, log_dir)
+        return created
+
+    def _new_log(self, log_dir: LogDir, name: str, tp: TopicPartition, config: LogConfig, **offsets) -> Log:
+        """A new log of `tp` in the directory `name` of `log_dir`; an I/O error takes the dir
+        offline and raises KafkaStorageError."""
         try:
-            created = Log.load(
-                directory,
+            return Log.load(
+                os.path.join(log_dir.path, name),
                 tp,
                 config,
                 scheduler=self,
                 producer_id_expiration_ms=self._settings.producer_id_expiration_ms,
+                **offsets,
             )
         except OSError as exc:
             self._take_offline(log_dir, exc)
-            raise KafkaStorageError(f"cannot create {tp} in {log_dir.path}: {exc}") from exc
-        self._register(tp, created, log_dir)
-        return created
+            raise KafkaStorageError(f"cannot create {name} in {log_dir.path}: {exc}") from exc
 
     def _settle_deleted(self, tp: TopicPartition, log_dir: LogDir) -> None:
         """Before `tp` gets a directory in `log_dir`: wait for work still under way on the old
@@ -314,30 +438,44 @@ class LogManager:
         """Remove a partition: its directory is renamed at once and removed after
         file.delete.delay.ms (see the module docstring)."""
         self._unplaced.discard(tp)
+        self._preferred_dir.pop(tp, None)
+        self.remove_future(tp)
         cleaning = self.cleaner.forget(tp)
         removed = self.logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
         if removed is None or log_dir is None:
             return
         log_dir.logs.discard(tp)
-        if not log_dir.online:
-            return
+        if log_dir.online:
+            self._retire(tp, removed, log_dir, cleaning)
+
+    def _retire(
+        self, tp: TopicPartition, removed: Log, log_dir: LogDir, cleaning: concurrent.futures.Future | None
+    ) -> None:
+        """Rename the directory of `removed`, a log of `tp` no longer used (deleted, or replaced
+        by its future replica), to -delete, and remove it after file.delete.delay.ms."""
         draining = self._path_work.pop(tp, set()) | ({cleaning} if cleaning is not None else set())
         if draining:  # an empty entry would stay for every deleted name never created again
             self._draining.setdefault(tp, set()).update(draining)
+        if self._delete_dir_of(removed, log_dir, f"{removed.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"):
+            self._checkpoint_without(log_dir, tp)
+
+    def _delete_dir_of(self, removed: Log, log_dir: LogDir, doomed: str) -> bool:
+        """Rename the directory of `removed` to `doomed` (every path of the log follows it) and
+        remove that after file.delete.delay.ms. False when the rename failed (the dir is then
+        offline)."""
         epochs_write = self._writing.get(removed)
         if epochs_write is not None:
             epochs_write.queued = None
-        doomed = f"{removed.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
             os.rename(removed.directory, doomed)
         except OSError as exc:
             self._take_offline(log_dir, exc)
-            return
+            return False
         removed.update_parent_dir(doomed)
-        self._checkpoint_without(log_dir, tp)
         delay = removed.config.file_delete_delay_ms / 1000
         self._later(delay, self._run_blocking, _delete_partition_dir, removed, doomed)
+        return True
 
     def _checkpoint_without(self, log_dir: LogDir, tp: TopicPartition) -> None:
         """`tp` left `log_dir`: its checkpoints are written again without it, and until that is
@@ -351,6 +489,7 @@ class LogManager:
         """Rename a partition that belongs to no known topic out of the way (Kafka's stray
         logs): a topic created later under its name must not find its records, and a lost
         topic list must not cost them either. Returns the new directory."""
+        self.remove_future(tp)
         stray = self.logs.pop(tp, None)
         log_dir = self._log_dir_of.pop(tp, None)
         if stray is None or log_dir is None:
@@ -379,6 +518,7 @@ class LogManager:
         self.cleaner.abort(tp)
         truncated = truncated_log.truncate_to(offset)
         self.cleaner.cap_first_dirty_offset(tp, truncated_log.log_end_offset)
+        self._truncate_future(tp, lambda future: future.truncate_to(truncated_log.log_end_offset))
         return truncated
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
@@ -386,6 +526,17 @@ class LogManager:
         self.cleaner.abort(tp)
         truncated_log.truncate_fully_and_start_at(offset)
         self.cleaner.cap_first_dirty_offset(tp, offset)
+        self._truncate_future(tp, lambda future: future.truncate_fully_and_start_at(offset))
+
+    def _truncate_future(self, tp: TopicPartition, truncate: Callable[[Log], object]) -> None:
+        """The current log was cut: so is the copy a move is making of it (a prefix of it)."""
+        future = self.future_logs.get(tp)
+        if future is None:
+            return
+        try:
+            truncate(future)
+        except OSError as exc:
+            self._take_offline(self._future_dir_of[tp], exc)
 
     def handle_io_error(self, tp: TopicPartition, exc: OSError) -> KafkaStorageError:
         """A write to the partition's log failed: take its whole directory offline."""
@@ -401,6 +552,224 @@ class LogManager:
         log_dir.online = False
         for tp in list(log_dir.logs):
             self.logs.pop(tp, None)
+            self._stop_move(tp)
+        for tp in list(log_dir.futures):
+            self._stop_move(tp)
+            self.future_logs.pop(tp, None)
+            self._future_dir_of.pop(tp, None)
+        log_dir.futures.clear()
+        for listener in self._offline_listeners:
+            listener(log_dir.path)
+
+    # ------------------------------------------------------------- log dirs, for operators
+
+    def add_offline_listener(self, listener: Callable[[str], None]) -> None:
+        """`listener(path)` is called on the loop when a log dir goes offline (an I/O error),
+        after its partitions stopped serving."""
+        self._offline_listeners.append(listener)
+
+    @property
+    def offline_dir_count(self) -> int:
+        """Log dirs that have failed (Kafka's OfflineLogDirectoryCount)."""
+        return sum(not d.online for d in self.dirs.values())
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        """The path of the dir holding the partition's current log."""
+        log_dir = self._log_dir_of.get(tp)
+        return None if log_dir is None else log_dir.path
+
+    async def describe_dirs(self, partitions: set[TopicPartition] | None) -> list[LogDirDescription]:
+        """Each log dir with its volume's total and usable bytes and, per log of `partitions`
+        (every log when None) it holds, the size, offset lag and whether it is a future replica
+        (Kafka's describeLogDirs): a current log's lag is how far its end is below the high
+        watermark, a future's how far it is behind the current log."""
+        descriptions = []
+        for log_dir in self.dirs.values():
+            if not log_dir.online:
+                descriptions.append(LogDirDescription(log_dir.path, online=False))
+                continue
+            try:
+                total, usable = await self._run_blocking(_volume_bytes, log_dir.path)
+            except OSError as exc:
+                self._take_offline(log_dir, exc)
+                descriptions.append(LogDirDescription(log_dir.path, online=False))
+                continue
+            replicas = []
+            for tp in sorted(log_dir.logs):
+                current = self.logs.get(tp)
+                if current is not None and (partitions is None or tp in partitions):
+                    lag = max(current.high_watermark - current.log_end_offset, 0)
+                    replicas.append(ReplicaDescription(tp, current.size_in_bytes, lag, False))
+            for tp in sorted(log_dir.futures):
+                future = self.future_logs.get(tp)
+                if future is not None and (partitions is None or tp in partitions):
+                    current = self.logs.get(tp)
+                    lag = -1 if current is None else current.log_end_offset - future.log_end_offset
+                    replicas.append(ReplicaDescription(tp, future.size_in_bytes, lag, True))
+            descriptions.append(LogDirDescription(log_dir.path, True, total, usable, replicas))
+        return descriptions
+
+    # ------------------------------------------------------------------ moving a replica
+
+    def add_swap_listener(self, listener: Callable[[TopicPartition, Log], None]) -> None:
+        """`listener(tp, log)` is called on the loop when a moved replica's future log has
+        replaced the current one: `log` is the partition's log from then on."""
+        self._swap_listeners.append(listener)
+
+    def move(self, tp: TopicPartition, path: str) -> bool:
+        """Move the partition's log to the log dir at `path` (AlterReplicaLogDirs, Kafka's
+        alterReplicaLogDirs on the log side). Raises LogDirNotFoundError for a path that is not
+        a log dir, KafkaStorageError when that dir is offline. A move to another dir under way
+        is given up first. Without a log of `tp` here, the dir is remembered for its creation
+        and ReplicaNotAvailableError raised. No move is made to the dir holding the log; a
+        future log is created otherwise (KafkaStorageError while any dir is offline, as the
+        partition might have a log there). True when a move started."""
+        target = self.dirs_by_path.get(os.path.normpath(path)) if os.path.isabs(path) else None
+        if target is None:
+            raise LogDirNotFoundError(f"Log dir {path} is not found in the config.")
+        if not target.online:
+            raise KafkaStorageError(f"Log directory {target.path} is offline")
+        if self.is_offline(tp):
+            raise KafkaStorageError(f"Partition {tp} is offline")
+        if self._future_dir_of.get(tp, target) is not target:
+            self.remove_future(tp)
+        current = self.logs.get(tp)
+        if current is None:
+            self._preferred_dir[tp] = target
+            raise ReplicaNotAvailableError(f"Replica of {tp} is not available on this broker")
+        if self._log_dir_of[tp] is target:
+            log.info("%s is already in %s: no move", tp, target.path)
+            self.remove_future(tp)
+            return False
+        if tp in self.future_logs:
+            return False
+        if self.has_offline_dirs:
+            offline = ",".join(d.path for d in self.dirs.values() if not d.online)
+            raise KafkaStorageError(f"Can not create log for {tp} because log directories {offline} are offline")
+        name = f"{tp.dir_name}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        future = self._new_log(target, name, tp, current.config, log_start_offset=current.log_start_offset)
+        self._register_future(tp, future, target)
+        log.info("%s: moving from %s to %s", tp, self._log_dir_of[tp].path, target.path)
+        self._start_move(tp)
+        return True
+
+    def remove_future(self, tp: TopicPartition) -> None:
+        """Give up the partition's move: its future log goes the way of a deleted log."""
+        self._stop_move(tp)
+        future = self.future_logs.pop(tp, None)
+        log_dir = self._future_dir_of.pop(tp, None)
+        if future is None or log_dir is None:
+            return
+        log_dir.futures.discard(tp)
+        if log_dir.online:  # <topic>-<partition>.<id>-future becomes <topic>-<partition>.<id>-delete
+            self._delete_dir_of(future, log_dir, f"{future.directory[: -len(FUTURE_DIR_SUFFIX)]}{DELETE_DIR_SUFFIX}")
+
+    def _start_move(self, tp: TopicPartition) -> None:
+        self._stop_move(tp)
+        task = self._moves[tp] = asyncio.ensure_future(self._copy_into_future(tp, self.future_logs[tp]))
+        task.add_done_callback(functools.partial(self._move_done, tp))
+
+    def _stop_move(self, tp: TopicPartition) -> None:
+        task = self._moves.pop(tp, None)
+        if task is not None:
+            task.cancel()
+
+    def _move_done(self, tp: TopicPartition, task: asyncio.Task) -> None:
+        if self._moves.get(tp) is task:
+            del self._moves[tp]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: the move to another log dir failed", tp, exc_info=task.exception())
+
+    async def _copy_into_future(self, tp: TopicPartition, future: Log) -> None:
+        """Copy the current log into `future` until it has caught up, then swap it in."""
+        future_dir = self._future_dir_of[tp]
+        while self.future_logs.get(tp) is future and not self._shutting_down:
+            current = self.logs.get(tp)
+            if current is None:
+                return  # the current log's dir failed: the future stays, idle
+            try:
+                self._follow_log_start(current, future)
+            except OSError as exc:
+                self._take_offline(future_dir, exc)
+                return
+            if future.log_end_offset >= current.log_end_offset:
+                epochs_write = self._writing.get(future)
+                if epochs_write is None:
+                    self._swap_in(tp, current, future)
+                    return
+                # It writes by the future dir's path, which the swap renames: let it end first.
+                await asyncio.wait([asyncio.wrap_future(epochs_write.running)])
+                continue
+            end, truncations = future.log_end_offset, current.truncations
+            try:
+                region = current.read(end, MOVE_CHUNK_BYTES, current.log_end_offset, True)
+                chunk = b"" if region is None else await self._run_blocking(region.read)
+            except OSError as exc:
+                if self.logs.get(tp) is current:
+                    self.handle_io_error(tp, exc)
+                return
+            if (
+                self.future_logs.get(tp) is not future
+                or self.logs.get(tp) is not current
+                or future.log_end_offset != end
+                or current.truncations != truncations
+            ):
+                continue  # changed while read: read again what is there now
+            try:
+                first = next(iter_batches(chunk), None)
+                if first is not None and first[1].base_offset < end == future.log_start_offset:
+                    # The current log starts inside this batch (DeleteRecords): the copy starts
+                    # with the whole batch, as Kafka's future replica does.
+                    future.truncate_fully_and_start_at(first[1].base_offset)
+                future.append_as_follower(memoryview(chunk))
+            except OSError as exc:
+                self._take_offline(future_dir, exc)
+                return
+            future.high_watermark = min(current.high_watermark, future.log_end_offset)
+
+    @staticmethod
+    def _follow_log_start(current: Log, future: Log) -> None:
+        """Records below the current log's start (retention, DeleteRecords) are not copied, and
+        those already copied go from the future log too."""
+        start = current.log_start_offset
+        if future.log_end_offset < start:
+            future.truncate_fully_and_start_at(start)
+        elif future.log_start_offset < start:
+            future.high_watermark = max(future.high_watermark, min(start, future.log_end_offset))
+            future.delete_records_before(start)
+
+    def _swap_in(self, tp: TopicPartition, current: Log, future: Log) -> None:
+        """The future log holds every record of the current one: it becomes the partition's
+        log, in one loop callback (no append can come between the check and the swap)."""
+        source, target = self._log_dir_of[tp], self._future_dir_of[tp]
+        self._settle_deleted(tp, target)
+        directory = os.path.join(target.path, tp.dir_name)
+        try:
+            _mark_swap(future.directory)
+            os.rename(future.directory, directory)
+        except OSError as exc:
+            self._take_offline(target, exc)
+            return
+        future.update_parent_dir(directory)
+        future.high_watermark = current.high_watermark
+        future.take_leader_epochs(current.leader_epochs.entries)  # written by the new path
+        del self.future_logs[tp], self._future_dir_of[tp]
+        target.futures.discard(tp)
+        cleaning = self.cleaner.forget(tp)
+        source.logs.discard(tp)
+        self.logs[tp] = future
+        self._log_dir_of[tp] = target
+        target.logs.add(tp)
+        for listener in self._swap_listeners:
+            listener(tp, future)
+        self._retire(tp, current, source, cleaning)
+        try:
+            os.unlink(os.path.join(directory, SWAP_MARKER))
+        except OSError as exc:
+            self._take_offline(target, exc)
+            return
+        log.info("%s: moved from %s to %s", tp, source.path, target.path)
+        self._checkpoint_dir(target)
 
     # ------------------------------------------------------------ LogScheduler, for the logs
 
@@ -632,6 +1001,8 @@ class LogManager:
         cleanly shut down."""
         await self.cleaner.shutdown()
         self._shutting_down = True
+        for tp in list(self._moves):
+            self._stop_move(tp)
         for task in self._periodic:
             task.cancel()
         await asyncio.gather(*self._periodic, return_exceptions=True)
@@ -641,8 +1012,12 @@ class LogManager:
             if not log_dir.online:
                 continue
             logs = [self.logs[tp] for tp in log_dir.logs if tp in self.logs]
+            futures = [self.future_logs[tp] for tp in log_dir.futures if tp in self.future_logs]
             try:
                 snapshots = []
+                for future in futures:  # flushed and closed; a restart goes on copying into them
+                    await self._run_blocking(_flush_logs_fully, [future], [])
+                    future.close()
                 for partition_log in logs:
                     partition_log.take_producer_snapshot()
                     end = partition_log.log_end_offset
@@ -746,9 +1121,11 @@ def _write_checkpoints(
             OffsetCheckpointFile(os.path.join(log_dir.path, name)).write(offsets)
 
 
-def _partition_dirs(log_dir: LogDir) -> list[TopicPartition]:
-    """Partition directories to load; leftovers of deletions are removed on the way."""
-    found = []
+def _scan_dir(log_dir: LogDir) -> tuple[list[TopicPartition], list[tuple[TopicPartition, str, bool]]]:
+    """The partition directories to load, and the future replicas (partition, directory name,
+    whether it holds the swap marker, as does a partition directory a crash left mid-swap);
+    leftovers of deletions are removed on the way."""
+    found, futures = [], []
     for name in sorted(os.listdir(log_dir.path)):
         path = os.path.join(log_dir.path, name)
         if not os.path.isdir(path):
@@ -758,10 +1135,45 @@ def _partition_dirs(log_dir: LogDir) -> list[TopicPartition]:
             continue
         if name.endswith(STRAY_DIR_SUFFIX):
             continue
+        if name.endswith(FUTURE_DIR_SUFFIX):
+            partition_name, dot, _unique = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+            tp = TopicPartition.from_dir_name(partition_name) if dot else None
+            if tp is not None:
+                futures.append((tp, name, os.path.exists(os.path.join(path, SWAP_MARKER))))
+            continue
         tp = TopicPartition.from_dir_name(name)
-        if tp is not None:
+        if tp is not None and os.path.exists(os.path.join(path, SWAP_MARKER)):
+            futures.append((tp, name, True))  # renamed already; the old directory may be left
+        elif tp is not None:
             found.append(tp)
-    return found
+    return found, futures
+
+
+def _mark_swap(directory: str) -> None:
+    with open(os.path.join(directory, SWAP_MARKER), "w"):
+        pass
+
+
+def _finish_swap(log_dir_path: str, future_name: str, tp: TopicPartition) -> None:
+    """Complete a swap a crash interrupted: the future dir takes the partition's name (if it has
+    not yet)."""
+    directory = os.path.join(log_dir_path, tp.dir_name)
+    if future_name != tp.dir_name:
+        os.rename(os.path.join(log_dir_path, future_name), directory)
+    os.unlink(os.path.join(directory, SWAP_MARKER))
+
+
+def _set_aside_for_deletion(log_dir_path: str, tp: TopicPartition) -> None:
+    """The old directory of a partition whose swap a crash interrupted: renamed, then removed."""
+    doomed = os.path.join(log_dir_path, f"{tp.dir_name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+    os.rename(os.path.join(log_dir_path, tp.dir_name), doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def _volume_bytes(path: str) -> tuple[int, int]:
+    """Total and usable bytes of the file system holding `path` (Java's FileStore)."""
+    stats = os.statvfs(path)
+    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
 def _remove_clean_shutdown_marker(log_dir: LogDir) -> None:

@@ -1,4 +1,10 @@
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: on a shared, loaded machine (CI runs two workers on two cores) an
+# example's duration says nothing about correctness, and speed is the benchmarks' question.
+settings.register_profile("logway", deadline=None)
+settings.load_profile("logway")
 
 # Shared test modules whose asserts should explain themselves as those of test modules do.
 pytest.register_assert_rewrite("tests.topic_lifecycle")

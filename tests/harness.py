@@ -39,10 +39,13 @@ class BrokerProcess:
         overrides: dict[str, str] | None = None,
         max_open_files: int | None = None,
         log_level: str = "INFO",
+        args: list[str] | None = None,
     ) -> None:
         """`max_open_files`: the broker's RLIMIT_NOFILE, for tests of running out of descriptors;
-        `log_level`: the broker's --log-level, for tests that read its debug lines."""
+        `log_level`: the broker's --log-level, for tests that read its debug lines; `args`: more
+        command line flags (--log-file ...)."""
         self.log_level = log_level
+        self.args = list(args or [])
         self.data_dir = Path(data_dir)
         self.max_open_files = max_open_files
         self.port = free_port()
@@ -61,7 +64,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        command = [sys.executable, "-m", "broker", "--config", str(SERVER_PROPERTIES), "--log-level", self.log_level]
+        command = [sys.executable, "-m", "broker", "--config", str(SERVER_PROPERTIES), "--log-level", self.log_level, *self.args]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
         log = open(self.log_path, "ab")

@@ -6,10 +6,11 @@ broker's value or Kafka's default, and a null value drops its key as well. Per r
 - TOPIC (2): the topic's overrides become the given set once it passes Kafka's checks (known
   keys, well-typed values in range); they are persisted with the topic and apply to its logs at
   once. INVALID_CONFIG for a bad key or value, UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
-- BROKER (4): refused with INVALID_REQUEST. A standalone broker has no metadata quorum to keep
-  dynamic broker configs in, so it reads its configuration only from server.properties; the
-  message says to set the key there. A name other than "" or this broker's id is INVALID_REQUEST
-  too, as in Kafka.
+- BROKER (4), naming this broker or "" for the cluster-wide default: the given set becomes
+  that level's dynamic broker configs (broker/dynamic_config.py: which keys may change, where
+  they are kept, how they take effect); INVALID_CONFIG "Cannot update these configs
+  dynamically" for the others, as Kafka. A name other than "" or this broker's id is
+  INVALID_REQUEST, as in Kafka.
 - anything else, BROKER_LOGGER included (Kafka changes log levels only through
   IncrementalAlterConfigs): INVALID_REQUEST.
 
@@ -40,6 +41,7 @@ from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import LogConfig, validate_topic_overrides
 
+from broker.dynamic_config import DEFAULT
 from broker.handlers.authorization import check_config_access
 from broker.handlers.registry import RequestContext, api
 from broker.security.acl import AclOperation
@@ -57,7 +59,9 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
         configs = {config.name: config.value for config in resource.configs}
         await replace_topic_configs(ctx, resource.resource_name, configs, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
-        refuse_broker_change(ctx, resource.resource_name)
+        name = resource.resource_name
+        configs = {config.name: config.value for config in resource.configs}
+        await ctx.broker.dynamic_config.alter(broker_entity(ctx, name), lambda current: configs, name, validate_only)
     else:
         raise KafkaError(f"Unknown resource type {resource.resource_type}", ErrorCode.invalid_request)
 
@@ -114,14 +118,13 @@ async def replace_topic_configs(
         await topics.set_configs(topic, overrides)
 
 
-def refuse_broker_change(ctx: RequestContext, name: str) -> None:
-    if name:
-        check_own_node_id(ctx, name)
-    raise KafkaError(
-        "Dynamic broker configs are not supported: this standalone broker reads its "
-        "configuration from server.properties only. Set the value there and restart the broker.",
-        ErrorCode.invalid_request,
-    )
+def broker_entity(ctx: RequestContext, name: str) -> str:
+    """The dynamic config entity a BROKER resource names: the cluster default for "", else
+    this broker's id (INVALID_REQUEST for another's)."""
+    if not name:
+        return DEFAULT
+    check_own_node_id(ctx, name)
+    return name
 
 
 def check_own_node_id(ctx: RequestContext, name: str) -> None:

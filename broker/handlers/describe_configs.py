@@ -4,13 +4,16 @@ Answers with the configs of each resource, all of them or only the keys asked fo
 empty key list means all), each with its value, source, type and read-only flag:
 
 - TOPIC (2): every topic config, from the topic's overrides, else the broker keys the operator
-  set, else Kafka's default (see storage.log_config.describe_topic_configs).
+  set (in server.properties or as dynamic broker configs, each with its source), else Kafka's
+  default (see storage.log_config.describe_topic_configs).
   INVALID_TOPIC_EXCEPTION for an illegal name, UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
-- BROKER (4), named by this broker's id: every broker config, as set in server.properties or by
-  default. The name "" stands for the cluster-wide dynamic defaults, as in Kafka; there are none
-  standalone, so the list is empty. Another id is INVALID_REQUEST.
+- BROKER (4), named by this broker's id: every broker config with the value in effect and its
+  source: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG
+  (server.properties) or DEFAULT_CONFIG (broker/dynamic_config.py); read-only unless it can be
+  changed at run time. The name "" stands for the cluster-wide dynamic defaults, as in Kafka:
+  only the keys set there. Another id is INVALID_REQUEST.
 - BROKER_LOGGER (8), named by this broker's id: the level of every Python logger of the process,
-  in log4j's names (root first). They are read-only: levels cannot be changed at runtime.
+  in log4j's names (root first; broker/log_levels.py), which IncrementalAlterConfigs changes.
 - anything else: INVALID_REQUEST.
 
 Synonyms (where the value could come from, highest precedence first) only with include_synonyms
@@ -26,7 +29,6 @@ CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import datetime
-import logging
 import re
 from collections.abc import Callable
 
@@ -44,14 +46,14 @@ from protocol.config_types import ConfigEntry, ConfigResourceType, ConfigSource,
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import describe_topic_configs
 
+from broker import log_levels
+from broker.dynamic_config import DEFAULT
 from broker.handlers.authorization import check_config_access
 from broker.handlers.registry import RequestContext, api
 from broker.security.acl import AclOperation
 from broker.topic_manager import validate_topic_name
 
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
-# Python's level names where log4j's differ.
-_LOG4J_LEVELS = {"WARNING": "WARN", "CRITICAL": "FATAL"}
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
@@ -105,18 +107,22 @@ def _describe(
 def _topic_configs(ctx: RequestContext, name: str, include_synonyms: bool) -> list[ConfigEntry]:
     validate_topic_name(name)
     info = ctx.broker.topics.get(name)
-    return describe_topic_configs(info.configs, ctx.broker.config.explicit_settings, include_synonyms)
+    broker = ctx.broker
+    return describe_topic_configs(
+        info.configs, broker.config.explicit_settings, include_synonyms, broker.dynamic_config.sources()
+    )
 
 
 def _broker_configs(ctx: RequestContext, name: str, include_synonyms: bool) -> list[ConfigEntry]:
+    dynamic = ctx.broker.dynamic_config
     if name == "":
-        return []
+        return dynamic.describe(DEFAULT, ctx.broker.config, include_synonyms)
     if _broker_id(name) != ctx.broker.broker_id:
         raise KafkaError(
             f"Unexpected broker id, expected {ctx.broker.broker_id} or empty string, but received {name}",
             ErrorCode.invalid_request,
         )
-    return ctx.broker.config.describe(include_synonyms)
+    return dynamic.describe(name, ctx.broker.config, include_synonyms)
 
 
 def _logger_levels(ctx: RequestContext, name: str, include_synonyms: bool) -> list[ConfigEntry]:
@@ -127,22 +133,7 @@ def _logger_levels(ctx: RequestContext, name: str, include_synonyms: bool) -> li
             f"Unexpected broker id, expected {ctx.broker.broker_id} but received {name}",
             ErrorCode.invalid_request,
         )
-    named = sorted(
-        (logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)),
-        key=lambda logger: logger.name,
-    )
-    return [_logger_entry(logger) for logger in [logging.root, *named]]
-
-
-def _logger_entry(logger: logging.Logger) -> ConfigEntry:
-    level = logging.getLevelName(logger.getEffectiveLevel())
-    return ConfigEntry(
-        name=logger.name,
-        value=_LOG4J_LEVELS.get(level, level),
-        source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
-        type=ConfigType.STRING,
-        read_only=True,
-    )
+    return log_levels.describe()
 
 
 def _broker_id(name: str) -> int:

@@ -9,7 +9,12 @@ partition's records are a file region sent with sendfile after the hand-encoded 
 Long poll: when fewer than min_bytes are available and max_wait_ms > 0, the response waits until
 an append to one of the partitions brings enough, or max_wait_ms passes.
 
-Consumers (replica_id -1) read below the high watermark, from the leader only. Followers
+Consumers (replica_id -1) read below the high watermark, from the leader; with v11+ also from a
+follower in the ISR, below the high watermark the leader last sent it (KIP-392; out of the ISR it
+answers NOT_LEADER_OR_FOLLOWER, sending the consumer back to the leader). With
+replica.selector.class set, the leader answers a v11+ consumer whose rack_id is a follower's rack
+with preferred_read_replica (that follower, chosen by broker.replica_manager), no records and at
+once. A fetch with no rack_id or before v11 pays for none of this. Followers
 (replica_id >= 0, replication.fetcher) read up to the log end offset; their fetch offset is their
 log end offset, which the leader records (it may move the high watermark, waking delayed
 produces and consumer long polls, or bring the follower back into the ISR). A follower whose
@@ -106,6 +111,7 @@ async def _long_poll(
 def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_bytes: int) -> _Read:
     read_committed = request.isolation_level == READ_COMMITTED
     follower_id = request.replica_id if request.replica_id >= 0 else None
+    reader = _consumer_reader(ctx, request) if follower_id is None else None
     remaining = max_bytes
     min_one_batch = True
     total = 0
@@ -119,8 +125,12 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
             if topic.topic in denied:
                 result = PartitionResult(wanted.partition, error_code=ErrorCode.topic_authorization_failed, records=b"")
             else:
-                result = _read_partition(ctx, tp, wanted, follower_id, max_bytes, min_one_batch, read_committed)
-            if result.error_code != ErrorCode.none or result.diverging_epoch is not None:
+                result = _read_partition(ctx, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed)
+            if (
+                result.error_code != ErrorCode.none
+                or result.diverging_epoch is not None
+                or result.preferred_read_replica >= 0
+            ):
                 answer_now = True
             elif len(result.records):
                 remaining = max(remaining - len(result.records), 0)
@@ -131,11 +141,27 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
     return _Read(topics, total, answer_now)
 
 
+@dataclass(slots=True)
+class _ConsumerReader:
+    """A consumer's Fetch v11+ (KIP-392): it may read followers, and `rack` (its client.rack,
+    when replica.selector.class is set) lets the leader send it to one."""
+
+    rack: str | None
+
+
+def _consumer_reader(ctx: RequestContext, request: FetchRequest) -> _ConsumerReader | None:
+    if ctx.api_version < 11:
+        return None
+    rack = request.rack_id if ctx.broker.replica_manager.settings.replica_selector is not None else None
+    return _ConsumerReader(rack or None)
+
+
 def _read_partition(
     ctx: RequestContext,
     tp: TopicPartition,
     wanted,
     follower_id: int | None,
+    reader: _ConsumerReader | None,
     max_bytes: int,
     min_one_batch: bool,
     read_committed: bool,
@@ -143,10 +169,17 @@ def _read_partition(
     replica_manager = ctx.broker.replica_manager
     result = PartitionResult(wanted.partition, records=b"")
     try:
-        partition = replica_manager.partition_at_epoch(tp, wanted.current_leader_epoch)
+        partition = replica_manager.partition_at_epoch(tp, wanted.current_leader_epoch, leader_only=reader is None)
         if follower_id is not None:
             result.diverging_epoch = partition.diverging_epoch(wanted.last_fetched_epoch, wanted.fetch_offset)
-        if result.diverging_epoch is None:
+        elif reader is not None:
+            if not partition.is_leader:
+                replica_manager.check_follower_read(partition)
+            elif reader.rack is not None:
+                preferred = replica_manager.preferred_read_replica(partition, reader.rack, wanted.fetch_offset, ctx.listener)
+                if preferred is not None:
+                    result.preferred_read_replica = preferred
+        if result.diverging_epoch is None and result.preferred_read_replica < 0:
             region = replica_manager.read(
                 partition,
                 wanted.fetch_offset,
@@ -158,7 +191,9 @@ def _read_partition(
             if region is not None:
                 result.records = region
             if follower_id is not None:
-                replica_manager.record_follower_fetch(partition, follower_id, wanted.fetch_offset)
+                replica_manager.record_follower_fetch(
+                    partition, follower_id, wanted.fetch_offset, wanted.log_start_offset
+                )
     except KafkaError as exc:
         result.error_code = exc.error_code
         result.records = b""

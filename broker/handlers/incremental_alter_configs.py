@@ -8,16 +8,17 @@ same checks as AlterConfigs (INVALID_CONFIG otherwise) and applies to every key 
 or to none. Per resource type:
 
 - TOPIC (2): the topic's overrides; UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
-- BROKER (4), naming this broker: the keystore and truststore keys Kafka reloads at runtime
-  (ssl.keystore.*, ssl.key.password, ssl.truststore.*; plain or listener.name.<l>.ssl.*) with
-  SET or DELETE. The SSL listeners whose stores changed get new certificates for new
-  connections (Broker.reconfigure_tls; kept in memory only, a restart reads server.properties
-  again); a store that cannot be loaded or replaces the certificate's subject DN or names is
-  INVALID_CONFIG with Kafka's message. Any other key, or the cluster-wide default resource "",
-  is refused with INVALID_REQUEST as in AlterConfigs: broker configs come from
-  server.properties.
-- BROKER_LOGGER (8): refused with INVALID_REQUEST: log levels cannot be changed at runtime
-  (DescribeConfigs reports them read-only).
+- BROKER (4), naming this broker or "" for the cluster-wide default: its dynamic broker configs
+  (broker/dynamic_config.py), kept in ZooKeeper (cluster mode) or the log dirs and in effect at
+  once; APPEND and SUBTRACT on LIST keys start from the value in effect. Keys that cannot
+  change at run time are INVALID_CONFIG "Cannot update these configs dynamically", as are
+  keystore keys for "", and a value the config refuses; another broker's id is
+  INVALID_REQUEST.
+- BROKER_LOGGER (8), naming this broker: SET or DELETE of a logger's level, as Kafka's
+  RuntimeLoggerManager (broker/log_levels.py): INVALID_CONFIG for a logger that does not exist or
+  a level that is not TRACE, DEBUG, INFO, WARN, ERROR or FATAL; INVALID_REQUEST for DELETE of
+  "root", APPEND, SUBTRACT, an unknown operation, or another broker's id. In memory only, as in
+  Kafka.
 - anything else: INVALID_REQUEST.
 
 INVALID_REQUEST also for a resource named twice, a key named twice within a resource, an unknown
@@ -49,16 +50,16 @@ from protocol.config_types import ConfigResourceType, ConfigType
 from protocol.errors import ErrorCode, KafkaError
 from storage.log_config import TOPIC_CONFIGS, InvalidConfigError, describe_topic_configs, parse_value
 
-from broker.config import ConfigError
+from broker import log_levels
+from broker.config import BROKER_CONFIGS
 from broker.handlers.alter_configs import (
     alter_each,
     check_own_node_id,
     check_unique_keys,
-    refuse_broker_change,
+    broker_entity,
     replace_topic_configs,
 )
 from broker.handlers.registry import RequestContext, api
-from broker.security import tls
 
 
 class ConfigOperation(enum.IntEnum):
@@ -78,6 +79,14 @@ async def handle_incremental_alter_configs(
 
 async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_only: bool) -> None:
     check_unique_keys(config.name for config in resource.configs)
+    if resource.resource_type == ConfigResourceType.BROKER_LOGGER:
+        # Before the generic checks: Kafka's RuntimeLoggerManager has its own messages.
+        check_own_node_id(ctx, resource.resource_name)
+        changes = [(config.name, config.config_operation, config.value) for config in resource.configs]
+        log_levels.check(changes)
+        if not validate_only:
+            log_levels.apply(changes)
+        return
     operations = [(config, _operation(config)) for config in resource.configs]
     missing = [config.name for config, op in operations if op != ConfigOperation.DELETE and config.value is None]
     if missing:
@@ -85,47 +94,29 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
     if resource.resource_type == ConfigResourceType.TOPIC:
         name = resource.resource_name
         current = ctx.broker.topics.get(name).configs
-        changes = {config.name: _new_value(ctx, current, config, op) for config, op in operations}
+        defaults = {entry.name: entry.value for entry in describe_topic_configs({}, ctx.broker.config.explicit_settings, False)}
+        changes = {
+            config.name: _new_value(TOPIC_CONFIGS.get(config.name), current.get(config.name, defaults.get(config.name)), config, op)
+            for config, op in operations
+        }
         await replace_topic_configs(ctx, name, {**current, **changes}, validate_only)
     elif resource.resource_type == ConfigResourceType.BROKER:
-        _alter_broker_tls(ctx, resource.resource_name, operations, validate_only)
-    elif resource.resource_type == ConfigResourceType.BROKER_LOGGER:
-        raise KafkaError(
-            "Log levels cannot be changed at runtime on this broker; start it with --log-level "
-            "instead.",
-            ErrorCode.invalid_request,
-        )
+        name = resource.resource_name
+        entity = broker_entity(ctx, name)
+        in_effect = ctx.broker.config
+
+        def change(current: dict[str, str]) -> dict[str, str]:
+            for config, op in operations:
+                definition = BROKER_CONFIGS.get(config.name)
+                start = current.get(config.name)
+                if start is None and definition is not None:
+                    start = definition.format(in_effect.get(config.name))
+                current[config.name] = _new_value(definition, start, config, op)
+            return current
+
+        await ctx.broker.dynamic_config.alter(entity, change, name, validate_only)
     else:
         raise KafkaError(f"Unknown resource type {resource.resource_type}", ErrorCode.invalid_request)
-
-
-def _alter_broker_tls(
-    ctx: RequestContext,
-    name: str,
-    operations: list[tuple[AlterableConfig, ConfigOperation]],
-    validate_only: bool,
-) -> None:
-    if not name or not all(_reconfigurable(config.name) for config, _ in operations):
-        refuse_broker_change(ctx, name)
-    check_own_node_id(ctx, name)
-    for config, op in operations:
-        if op not in (ConfigOperation.SET, ConfigOperation.DELETE):
-            raise InvalidConfigError(f"Can't {op.name} to key {config.name} because its type is not LIST.")
-    changes = {config.name: config.value if op == ConfigOperation.SET else None for config, op in operations}
-    try:
-        ctx.broker.reconfigure_tls(changes, validate_only)
-    except ConfigError as exc:
-        raise KafkaError(
-            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}",
-            ErrorCode.invalid_config,
-        ) from None
-
-
-def _reconfigurable(key: str) -> bool:
-    """A keystore or truststore key, plain or for one listener (listener.name.<l>.<key>)."""
-    if key.startswith("listener.name."):
-        key = key[len("listener.name."):].partition(".")[2]
-    return key in tls.RECONFIGURABLE
 
 
 def _operation(config: AlterableConfig) -> ConfigOperation:
@@ -137,21 +128,16 @@ def _operation(config: AlterableConfig) -> ConfigOperation:
         ) from None
 
 
-def _new_value(
-    ctx: RequestContext, current: dict[str, str], config: AlterableConfig, op: ConfigOperation
-) -> str | None:
-    """The key's new override; None drops it."""
+def _new_value(definition, start: str | None, config: AlterableConfig, op: ConfigOperation) -> str | None:
+    """The key's new value (`definition`: its topic or broker config; `start`: the value in
+    effect); None drops the override."""
     if op == ConfigOperation.SET:
         return config.value
     if op == ConfigOperation.DELETE:
         return None
-    definition = TOPIC_CONFIGS.get(config.name)
     if definition is None or definition.type is not ConfigType.LIST:
         raise InvalidConfigError(f"Can't {op.name} to key {config.name} because its type is not LIST.")
-    start = current.get(config.name)
-    if start is None:
-        start = _value_without_override(ctx, config.name)
-    items = parse_value(ConfigType.LIST, start)
+    items = parse_value(ConfigType.LIST, start or "")
     given = parse_value(ConfigType.LIST, config.value)
     if op == ConfigOperation.SUBTRACT:
         return ",".join(item for item in items if item not in given)
@@ -159,9 +145,3 @@ def _new_value(
         if item not in items:
             items.append(item)
     return ",".join(items)
-
-
-def _value_without_override(ctx: RequestContext, key: str) -> str:
-    entries = describe_topic_configs({}, ctx.broker.config.explicit_settings, include_synonyms=False)
-    return next(entry.value or "" for entry in entries if entry.name == key)
-

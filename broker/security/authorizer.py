@@ -21,8 +21,8 @@ Each decision is logged on the logger `kafka.authorizer.logger` in Kafka's words
 User:alice is Denied Operation = Read from host = 10.0.0.1 on resource = Topic:LITERAL:orders
 for request = FETCH with resourceRefCount = 1"): allowed requests at DEBUG, denied ones at INFO;
 as Kafka's Action flags say, a denial that only filters an answer (Metadata of all topics,
-ListGroups) and both outcomes of computing authorized operations go to DEBUG-5 instead, where
-Kafka logs them at TRACE.
+ListGroups) and both outcomes of computing authorized operations go to TRACE (DEBUG-5,
+broker/logging_setup.py), as in Kafka.
 
 ACLs live in an `AclStore` (broker/security/acl_store.py: a file in standalone mode,
 ZooKeeper in cluster mode); the authorizer keeps them all in memory and the store tells it of
@@ -37,6 +37,7 @@ from typing import Protocol
 
 from protocol.errors import ErrorCode, KafkaError
 
+from broker.logging_setup import TRACE
 from broker.security.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -55,7 +56,6 @@ from broker.session import KafkaPrincipal, Session
 AUDIT_LOGGER = "kafka.authorizer.logger"
 audit_log = logging.getLogger(AUDIT_LOGGER)
 log = logging.getLogger(__name__)
-TRACE = logging.DEBUG - 5
 
 ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 ALIAS = "logway.acl"

@@ -16,8 +16,6 @@ clients/<c>, users/<u>/clients/<c>, each name sanitized (Kafka's Sanitizer: URL-
   highest generation wins (as broker/topic_store.py).
 """
 
-import asyncio
-import concurrent.futures
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -25,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from protocol.errors import ErrorCode, KafkaError
 from replication import znodes
 from replication.zk import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkClient
-from storage.mirrored_document import MirroredDocument
+from storage.mirrored_document import EntityConfigs
 
 from broker.security.quotas import DEFAULT, QUOTA_KEYS, ClientQuotas, Name, QuotaEntity
 
@@ -141,37 +139,23 @@ class FileQuotaStore:
     """Standalone: the quotas in a file in every log dir (storage/mirrored_document.py)."""
 
     def __init__(self, log_dirs: list[str]) -> None:
-        self._file = MirroredDocument(log_dirs, QUOTAS_FILE, "the client quotas")
-        self._configs: dict[str, dict[str, str]] = {}
-        self._writer = concurrent.futures.ThreadPoolExecutor(1, "logway-client-quotas")
+        self._file = EntityConfigs(log_dirs, QUOTAS_FILE, "the client quotas")
 
     async def load(self) -> dict[QuotaEntity, dict[str, str]]:
-        newest = await asyncio.get_running_loop().run_in_executor(self._writer, self._file.load)
-        if newest is not None:
-            self._configs = {p: dict(c) for p, c in newest["entities"].items()}
         return {
-            entity: dict(config)
-            for path, config in self._configs.items()
+            entity: config
+            for path, config in (await self._file.load()).items()
             if (entity := parse_entity_path(path)) is not None
         }
 
     async def read(self, entity: QuotaEntity) -> dict[str, str]:
-        return dict(self._configs.get(entity_path(entity), {}))
+        return self._file.get(entity_path(entity))
 
     async def write(self, entity: QuotaEntity, config: Mapping[str, str]) -> None:
-        path = entity_path(entity)
-        if config:
-            self._configs[path] = dict(config)
-        else:
-            self._configs.pop(path, None)
-        document = {"entities": {p: dict(c) for p, c in self._configs.items()}}
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._writer, self._file.save, document)
-        except OSError as exc:
-            raise KafkaError(str(exc), ErrorCode.kafka_storage_error) from exc
+        await self._file.write(entity_path(entity), config)
 
     def close(self) -> None:
-        self._writer.shutdown(wait=True)
+        self._file.close()
 
 
 class ZkQuotaStore:

@@ -83,6 +83,12 @@ class _ConfluentClient:
             self.producer.flush(0)
         except KafkaException:
             pass  # a producer in a fatal state: what is still out stays unknown
+        # A message still out holds its delivery callback, which holds this client: librdkafka's
+        # reference is one Python's collector cannot see, so the producer would live on with the
+        # test process, connecting to the next test's brokers at the same addresses. Purged, its
+        # values are reported failed (unknown outcome), and the callbacks are let go.
+        self.producer.purge()
+        self.producer.poll(0)  # serves the purged messages' reports
 
     # transactions
     def init(self, seconds: float) -> None:

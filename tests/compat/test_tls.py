@@ -375,4 +375,8 @@ def test_incremental_alter_configs_reloads_a_listeners_keystore(tmp_path, files)
         (tmp_path / "renewed.pem").write_bytes(again_pem)
         alter(str(tmp_path / "renewed.pem"))
         assert serving_serial(broker.port, files.ca_pem) == serial(again)
+
+        # Kept in the log dirs as a dynamic broker config: a restart serves it again.
+        broker.restart()
+        assert serving_serial(broker.port, files.ca_pem) == serial(again)
     assert "listener SSL: TLS keystore and truststore reloaded" in broker.log()

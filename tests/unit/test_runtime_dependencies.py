@@ -4,7 +4,9 @@ everything logway-mirror (replication/mirror/) imports.
 
 A package that only the tests install (kazoo once was one) goes unnoticed by every test run in the
 test venv, so imports are read from the source with `ast`, and mapped to distributions through
-importlib.metadata.packages_distributions() of the venv running the tests.
+importlib.metadata.packages_distributions() of the venv running the tests. The one exception:
+a module pyproject registers as a pytest plugin (`pytest11`, broker/testing.py) may import pytest,
+since only pytest loads it as one.
 """
 
 import ast
@@ -34,10 +36,17 @@ def _project() -> dict:
         return tomllib.load(file)["project"]
 
 
+def _pytest_plugin_files() -> set[Path]:
+    plugins = _project().get("entry-points", {}).get("pytest11", {}).values()
+    return {ROOT / (module.replace(".", "/") + ".py") for module in plugins}
+
+
 def _third_party_imports(package: str) -> dict[str, str]:
     """Each top-level name imported from outside the standard library and logway, with one file
-    that imports it; the mirror's files only when `package` is the mirror's own directory."""
+    that imports it (pytest not counted in pytest plugins); the mirror's files only when
+    `package` is the mirror's own directory."""
     found: dict[str, str] = {}
+    plugins = _pytest_plugin_files()
     for path in sorted((ROOT / package).rglob("*.py")):
         if package != MIRROR and path.is_relative_to(ROOT / MIRROR):
             continue
@@ -50,6 +59,8 @@ def _third_party_imports(package: str) -> dict[str, str]:
                 continue
             for module in modules:
                 top = module.split(".")[0]
+                if top == "pytest" and path in plugins:
+                    continue
                 if top not in sys.stdlib_module_names and top not in OWN_PACKAGES:
                     found.setdefault(top, str(path.relative_to(ROOT)))
     return found
@@ -75,6 +86,7 @@ def test_every_package_spark_jobs_imports_is_in_the_spark_extra_or_the_runtime_d
     project = _project()
     requirements = project["dependencies"] + project["optional-dependencies"]["spark"]
     assert _undeclared(("spark_jobs",), requirements) == []
+
 
 
 def test_every_package_the_mirror_imports_is_in_the_mirror_extra_or_the_runtime_dependencies():

@@ -394,7 +394,7 @@ def test_describe_configs_broker_logger(tmp_path):
         assert own.configs[0].name == "root"
         levels = {c.name: c for c in own.configs}
         assert levels["logway.test.admin"].value == "WARN"
-        assert levels["logway.test.admin"].read_only
+        assert not levels["logway.test.admin"].read_only
         assert levels["logway.test.admin"].config_source == ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG
         assert (empty.error_code, empty.error_message) == (ErrorCode.invalid_request, "Broker id must not be empty")
         assert other.error_code == ErrorCode.invalid_request
@@ -467,15 +467,15 @@ def test_alter_configs_validate_only_and_invalid_configs(tmp_path):
     run(tmp_path, scenario, {"log.cleaner.max.compaction.lag.ms": "1000"})
 
 
-def test_alter_configs_refuses_broker_configs_and_malformed_requests(tmp_path):
+def test_alter_configs_refuses_static_broker_configs_and_malformed_requests(tmp_path):
     async def scenario(admin):
         await admin.create_topic("t")
         response = await admin.call(
             ApiKey.ALTER_CONFIGS,
             2,
             alter(
-                (BROKER, "0", [("log.retention.hours", "1")]),
-                (BROKER, "", [("log.retention.hours", "1")]),
+                (BROKER, "0", [("log.retention.hours", "1"), ("num.io.threads", "4"), ("broker.rack", "r")]),
+                (BROKER, "", [("ssl.keystore.location", "/k.p12")]),
                 (BROKER, "4", [("log.retention.hours", "1")]),
                 (BROKER_LOGGER, "0", [("root", "DEBUG")]),
                 (TOPIC, "t", [("retention.ms", "1"), ("retention.ms", "2")]),
@@ -484,12 +484,22 @@ def test_alter_configs_refuses_broker_configs_and_malformed_requests(tmp_path):
             ),
         )
         results = [(r.error_code, r.error_message) for r in response.responses]
-        assert {code for code, _ in results} == {ErrorCode.invalid_request}
-        assert "server.properties" in results[0][1] and "server.properties" in results[1][1]
+        assert results[0] == (
+            ErrorCode.invalid_config,
+            "Invalid config value for resource ConfigResource(type=BROKER, name='0'): "
+            "Cannot update these configs dynamically: Set(broker.rack, num.io.threads)",
+        )
+        assert results[1] == (
+            ErrorCode.invalid_config,
+            "Invalid config value for resource ConfigResource(type=BROKER, name=''): Cannot update these "
+            "configs at default cluster level, broker id must be specified: Set(ssl.keystore.location)",
+        )
+        assert {code for code, _ in results[2:]} == {ErrorCode.invalid_request}
         assert results[2][1] == "Unexpected broker id, expected 0, but received 4"
         assert results[4][1] == "Error due to duplicate config keys"
         assert results[5][1] == results[6][1] == "Each resource must appear at most once."
         assert admin.overrides("t") == {}
+        assert admin.broker.config.get("log.retention.hours") == 168
 
     run(tmp_path, scenario)
 
@@ -592,8 +602,8 @@ def test_incremental_alter_configs_errors(tmp_path):
                 (TOPIC, "missing", [("retention.ms", SET, "1")]),
                 (TOPIC, "t", [("retention.ms", SET, None)]),
                 (TOPIC, "u", [("retention.ms", 7, "1")]),
-                (BROKER, "0", [("log.retention.hours", SET, "1")]),
-                (BROKER_LOGGER, "0", [("root", SET, "DEBUG")]),
+                (BROKER, "7", [("log.retention.hours", SET, "1")]),
+                (BROKER_LOGGER, "0", [("root", APPEND, "DEBUG")]),
                 (TOPIC, "dup", []),
                 (TOPIC, "dup", []),
                 (99, "x", []),
@@ -605,7 +615,7 @@ def test_incremental_alter_configs_errors(tmp_path):
         assert messages[1] == "Null value not supported for : retention.ms"
         assert messages[2] == "Unknown operation type 7"
         assert messages[0] == "This server does not host this topic: missing"
-        assert "server.properties" in messages[3]
+        assert messages[3] == "Unexpected broker id, expected 0, but received 7"
         response = await admin.call(
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             0,
@@ -620,6 +630,35 @@ def test_incremental_alter_configs_errors(tmp_path):
         ]
 
     run(tmp_path, scenario)
+
+
+def test_incremental_alter_configs_changes_log_levels_at_run_time(tmp_path):
+    logger = logging.getLogger("logway.test.admin.levels")
+
+    async def scenario(admin):
+        async def change(name, *operations, validate_only=False):
+            request = incremental((BROKER_LOGGER, name, operations), validate_only=validate_only)
+            response = await admin.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)
+            return response.responses[0].error_code, response.responses[0].error_message
+
+        assert await change("0", (logger.name, SET, "DEBUG"), validate_only=True) == (ErrorCode.none, None)
+        assert logger.level == logging.NOTSET
+        assert await change("0", (logger.name, SET, "DEBUG")) == (ErrorCode.none, None)
+        assert logger.level == logging.DEBUG
+        described = await admin.call(ApiKey.DESCRIBE_CONFIGS, 4, describe((BROKER_LOGGER, "0")))
+        assert {c.name: c.value for c in described.results[0].configs}[logger.name] == "DEBUG"
+        assert await change("0", (logger.name, DELETE, None)) == (ErrorCode.none, None)
+        assert logger.level == logging.NOTSET
+        assert await change("1", (logger.name, SET, "DEBUG")) == (
+            ErrorCode.invalid_request, "Unexpected broker id, expected 0, but received 1"
+        )
+        assert (await change("0", (logger.name, SET, "NOISY")))[0] == ErrorCode.invalid_config
+        assert logger.level == logging.NOTSET
+
+    try:
+        run(tmp_path, scenario)
+    finally:
+        logger.setLevel(logging.NOTSET)
 
 
 # --------------------------------------------------------------------------------------------

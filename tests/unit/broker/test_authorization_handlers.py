@@ -16,6 +16,11 @@ from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.alter_configs.v2.request import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
 from kio.schema.alter_partition_reassignments.v0.request import AlterPartitionReassignmentsRequest
+from kio.schema.alter_replica_log_dirs.v2.request import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirTopic,
+)
 from kio.schema.create_acls.v3.request import AclCreation, CreateAclsRequest
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
@@ -25,6 +30,7 @@ from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopic
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
@@ -460,6 +466,11 @@ def _every_api_denied() -> list:
             producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
             topics=(WritableTxnMarkerTopic(name="orders", partition_indexes=(0,)),)),)),
          lambda r: r.markers[0].topics[0].partitions[0].error_code, cluster),
+        (ApiKey.DESCRIBE_LOG_DIRS, 4, DescribeLogDirsRequest(topics=None),
+         lambda r: (r.error_code, r.results), (cluster, ())),
+        (ApiKey.ALTER_REPLICA_LOG_DIRS, 2, AlterReplicaLogDirsRequest(dirs=(AlterReplicaLogDir(
+            path="/elsewhere", topics=(AlterReplicaLogDirTopic(name="orders", partitions=(0,)),)),)),
+         lambda r: r.results[0].partitions[0].error_code, cluster),
         (ApiKey.LEADER_AND_ISR, 3, LeaderAndIsrRequest(controller_id=1, controller_epoch=1, topic_states=(), live_leaders=()),
          lambda r: r.error_code, cluster),
         (ApiKey.STOP_REPLICA, 1, StopReplicaRequest(controller_id=1, controller_epoch=1, delete_partitions=False, topics=()),

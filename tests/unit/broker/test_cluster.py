@@ -97,3 +97,26 @@ def test_config_change_notifications_older_than_the_expiry_are_purged(tmp_path, 
 
     left, created = _run(scenario())
     assert left == [created[-1]]  # the fresh one stays
+
+
+def test_unclean_election_follows_the_brokers_setting_in_effect_unless_the_topic_overrides_it(tmp_path, zookeeper):
+    config = _cluster_config(tmp_path / "a", zookeeper, tmp_path.name, {"broker.id": "1"})
+
+    async def scenario() -> None:
+        broker = Broker(config)
+        await broker.start()
+        try:
+            zk = broker.cluster.zk
+            await zk.create(znodes.topic_config_path("own"), znodes.encode_topic_config({"unclean.leader.election.enable": "false"}), makepath=True)
+            assert await broker.cluster._topic_unclean_election("plain") is False
+            # The cluster default, as another broker would have written it, then announced.
+            await broker.dynamic_config.store.write("<default>", {"unclean.leader.election.enable": "true"})
+            deadline = asyncio.get_running_loop().time() + 20
+            while not broker.config.get("unclean.leader.election.enable") and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            assert await broker.cluster._topic_unclean_election("plain") is True
+            assert await broker.cluster._topic_unclean_election("own") is False
+        finally:
+            await broker.stop()
+
+    _run(scenario())

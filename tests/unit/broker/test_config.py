@@ -556,7 +556,7 @@ def test_server_properties_loads_without_warnings(caplog):
 
 def test_server_properties_commented_keys_are_known_with_their_defaults():
     """Commented-out `#key=value` lines name real keys, at their defaults unless said otherwise."""
-    examples = {"log.flush.interval.messages", "log.flush.interval.ms", "broker.rack"}
+    examples = {"log.flush.interval.messages", "log.flush.interval.ms", "broker.rack", "replica.selector.class"}
     for line in SERVER_PROPERTIES.read_text().splitlines():
         if line.startswith("#") and "=" in line and " " not in line.split("=", 1)[0]:
             key, value = line[1:].split("=", 1)
@@ -702,3 +702,11 @@ def test_the_acl_authorizer_is_the_only_authorizer_and_its_keys_need_it():
         BrokerConfig.from_properties({"allow.everyone.if.no.acl.found": "true"})
     with pytest.raises(ConfigError, match="super.users"):
         BrokerConfig.from_properties({"authorizer.class.name": "logway.acl", "super.users": "admin"})
+
+
+def test_replica_selector_class_takes_kafkas_rack_aware_selector_and_refuses_other_classes():
+    assert BrokerConfig.from_properties({}).get("replica.selector.class") is None
+    rack_aware = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    assert BrokerConfig.from_properties({"replica.selector.class": rack_aware}).get("replica.selector.class") == rack_aware
+    with pytest.raises(ConfigError, match="replica.selector.class: logway's only replica selector is"):
+        BrokerConfig.from_properties({"replica.selector.class": "com.example.NearestSelector"})

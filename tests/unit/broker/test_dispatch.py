@@ -179,3 +179,40 @@ def test_a_protocol_error_from_a_handler_still_closes_the_connection(tmp_path, m
             await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
 
     with_broker(tmp_path, scenario)
+
+
+def test_request_log_has_one_debug_line_per_request_with_kafkas_fields(tmp_path, caplog):
+    async def scenario(broker):
+        request = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        reply = await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
+        with caplog.at_level("DEBUG", logger="kafka.request.logger"):
+            reply = await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
+        lines = [r for r in caplog.records if r.name == "kafka.request.logger"]
+        assert len(lines) == 1
+        fields = lines[0].request
+        assert {k: fields[k] for k in ("api", "version", "clientAddress", "principal", "listener")} == {
+            "api": "METADATA",
+            "version": 12,
+            "clientAddress": CLIENT_SESSION.client_address,
+            "principal": "User:ANONYMOUS",
+            "listener": CLIENT_SESSION.listener,
+        }
+        assert fields["responseBytes"] == len(reply)
+        assert fields["latencyMs"] >= 0
+        assert "correlationId=" in lines[0].getMessage() and "clientId=" in lines[0].getMessage()
+
+    with_broker(tmp_path, scenario)
+
+
+def test_request_log_formats_nothing_while_it_is_off(tmp_path, monkeypatch):
+    from broker import dispatch
+
+    formatted = []
+    monkeypatch.setattr(dispatch, "_log_request", lambda *args: formatted.append(args))
+
+    async def scenario(broker):
+        request = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
+        assert formatted == []
+
+    with_broker(tmp_path, scenario)

@@ -33,10 +33,12 @@ class Recorder:
         )
 
 
-def with_manager(tmp_path, scenario, min_insync: int = 1, metadata_cache: MetadataCache | None = None):
+def with_manager(tmp_path, scenario, min_insync: int = 1, metadata_cache: MetadataCache | None = None, log_dirs=("",)):
+    """Run `scenario(manager)` with a replica manager over log dirs `log_dirs` (under tmp_path)."""
+
     async def main():
         config = LogConfig(min_insync_replicas=min_insync)
-        logs = LogManager([str(tmp_path)], lambda topic: config)
+        logs = LogManager([str(tmp_path / d) for d in log_dirs], lambda topic: config)
         await logs.startup()
         settings = ReplicationSettings(replica_lag_time_max_ms=100, commit_timeout_ms=300)
         manager = ReplicaManager(logs, ME, settings, metadata_cache)
@@ -218,3 +220,40 @@ def test_settings_come_from_broker_configs(tmp_path):
     settings = _replication_settings(broker_config(tmp_path, {"replica.fetch.backoff.ms": "7", "num.replica.fetchers": "2"}))
     assert dataclasses.astuple(settings.fetcher)[:6] == (2, 500, 1, 1_048_576, 10_485_760, 7)
     assert settings.replica_lag_time_max_ms == 10_000
+
+
+def test_a_failed_log_dir_stops_its_partitions_and_leaderandisr_answers_kafka_storage_error(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        recorder = Recorder(manager)
+        followed = TopicPartition("t", 1)
+        manager.become_leader_or_follower(5, [state(), state(leader=2, tp=followed)], {2: NOWHERE}, ME)
+        assert set(manager.fetchers.partitions) == {followed}
+        manager.log_manager.handle_io_error(TP, OSError(5, "Input/output error"))
+        # Both partitions were in the one dir: the follower stops fetching, the leader resigns.
+        assert not manager.fetchers.partitions
+        assert recorder.events[-1] == ("resign", TP, 1)
+        errors = manager.become_leader_or_follower(5, [state(epoch=2), state(leader=2, epoch=2, tp=followed)], {2: NOWHERE}, ME)
+        assert errors == {TP: ErrorCode.kafka_storage_error, followed: ErrorCode.kafka_storage_error}
+        with pytest.raises(KafkaError) as refused:
+            manager.append(TP, memoryview(batch(b"a")))
+        assert refused.value.error_code == ErrorCode.kafka_storage_error
+
+    with_manager(tmp_path, scenario)
+
+
+def test_a_partition_follows_its_log_moved_to_another_log_dir(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state()], {}, ME)
+        manager.append(TP, memoryview(batch(b"a")))
+        logs = manager.log_manager
+        target = next(d.path for d in logs.dirs.values() if d.path != logs.log_dir_of(TP))
+        logs.move(TP, target)
+        for _ in range(500):
+            if logs.log_dir_of(TP) == target:
+                break
+            await asyncio.sleep(0.01)
+        assert manager.partitions[TP].log is logs.get(TP) and logs.log_dir_of(TP) == target
+        manager.append(TP, memoryview(batch(b"b")))
+        assert logs.get(TP).log_end_offset == 2
+
+    with_manager(tmp_path, scenario, log_dirs=("a", "b"))

@@ -15,11 +15,12 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from broker.metadata_cache import PartitionInfo
+from broker.metadata_cache import BrokerNode, PartitionInfo
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.fetch import decode_fetch_response
 from replication.partition_state import PartitionState
+from replication.replica_selector import RACK_AWARE_REPLICA_SELECTOR
 from storage.topic_partition import TopicPartition
 from tests.in_process import CLIENT_SESSION, Client, running_broker
 from tests.kafka_wire import encode_request
@@ -91,11 +92,21 @@ def test_offset_for_leader_epoch_needs_the_leader_unless_debugging(tmp_path):
 
 
 async def fetch(
-    broker, offset: int, replica_id: int = -1, last_fetched_epoch: int = -1, current_leader_epoch: int = -1, tp=TP
+    broker,
+    offset: int,
+    replica_id: int = -1,
+    last_fetched_epoch: int = -1,
+    current_leader_epoch: int = -1,
+    tp=TP,
+    rack_id: str = "",
+    version: int = 12,
+    max_wait_ms: int = 0,
+    log_start_offset: int = -1,
 ):
     request = FetchRequest(
         replica_id=replica_id,
-        max_wait=datetime.timedelta(0),
+        rack_id=rack_id,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
         min_bytes=1,
         topics=(
             FetchTopic(
@@ -106,6 +117,7 @@ async def fetch(
                         current_leader_epoch=current_leader_epoch,
                         fetch_offset=offset,
                         last_fetched_epoch=last_fetched_epoch,
+                        log_start_offset=log_start_offset,
                         partition_max_bytes=1 << 20,
                     ),
                 ),
@@ -113,12 +125,13 @@ async def fetch(
         ),
         forgotten_topics_data=(),
     )
-    frame = encode_request(ApiKey.FETCH, 12, request)
+    frame = encode_request(ApiKey.FETCH, version, request)
     chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_SESSION)
     if asyncio.iscoroutine(chunks) or isinstance(chunks, asyncio.Future):
         chunks = await chunks
     body = memoryview(b"".join(bytes(c) if not hasattr(c, "read") else c.read() for c in chunks))
-    return decode_fetch_response(12, body[4 + 4 + 1 :]).topics[0].partitions[0]
+    header_size = 4 + 4 + (1 if version >= 12 else 0)  # frame size, correlation id, tagged fields
+    return decode_fetch_response(version, body[header_size:]).topics[0].partitions[0]
 
 
 def test_follower_fetches_read_to_the_log_end_and_move_the_high_watermark(tmp_path):
@@ -268,7 +281,160 @@ def test_a_follower_checks_the_leader_epoch_of_a_request_before_leadership(tmp_p
         with_epoch = ("fetch", "list_offsets", "offset_for_leader_epoch")
         assert {api: older[api] for api in with_epoch} == dict.fromkeys(with_epoch, ErrorCode.fenced_leader_epoch)
         assert {api: newer[api] for api in with_epoch} == dict.fromkeys(with_epoch, ErrorCode.unknown_leader_epoch)
+        # Consumers of Fetch v11+ may read an in-sync follower (KIP-392); the rest needs the leader.
+        assert same.pop("fetch") == ErrorCode.none
         assert set(same.values()) == {ErrorCode.not_leader_or_follower}, same
         assert older["produce"] == newer["produce"] == older["delete_records"] == ErrorCode.not_leader_or_follower
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------- fetch from follower (KIP-392)
+
+RACK_AWARE = {"replica.selector.class": RACK_AWARE_REPLICA_SELECTOR}
+
+
+def racks(broker, follower_rack: str | None = "rack-b", partitions=None) -> None:
+    """This broker in rack-a, the follower (alive on the client listener) in `follower_rack`;
+    None: the follower is not alive."""
+    cache = broker.metadata_cache
+    nodes = [BrokerNode(ME, cache.brokers[ME].endpoints, "rack-a")]
+    if follower_rack is not None:
+        nodes.append(BrokerNode(FOLLOWER, {cache.listener_name: ("127.0.0.1", 9)}, follower_rack))
+    cache.update(cache.controller_id, cache.controller_epoch, nodes, partitions or {})
+
+
+def records_length(answer) -> int:
+    return len(answer.records or b"")
+
+
+def lead_in_rack_a_with_two_records(broker) -> None:
+    """Lead with offsets 0-1, the follower in rack-b."""
+    lead(broker, epoch=1)
+    racks(broker)
+    broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+
+
+def test_the_leader_sends_a_consumer_in_a_followers_rack_to_that_follower_at_once_and_without_records(tmp_path):
+    async def main():
+        async with running_broker(tmp_path, RACK_AWARE) as broker:
+            lead_in_rack_a_with_two_records(broker)
+            await fetch(broker, 2, replica_id=FOLLOWER, last_fetched_epoch=1)
+            # Nothing to read at the HW: without the preferred replica this would wait a minute.
+            sent = await asyncio.wait_for(fetch(broker, 2, rack_id="rack-b", max_wait_ms=60_000), 30)
+            from_start = await fetch(broker, 0, rack_id="rack-b")
+            leaders_rack = await fetch(broker, 0, rack_id="rack-a")
+            no_replica_there = await fetch(broker, 0, rack_id="rack-z")
+            no_rack = await fetch(broker, 0)
+            follower = await fetch(broker, 2, replica_id=FOLLOWER, last_fetched_epoch=1, rack_id="rack-b")
+        assert (sent.error_code, sent.preferred_read_replica, records_length(sent)) == (ErrorCode.none, FOLLOWER, 0)
+        assert (from_start.preferred_read_replica, records_length(from_start), from_start.high_watermark) == (
+            FOLLOWER, 0, 2,
+        )
+        for answer in (leaders_rack, no_replica_there, no_rack):
+            assert (answer.preferred_read_replica, records_length(answer)) == (-1, len(batch(b"a", b"b")))
+        assert follower.preferred_read_replica == -1
+
+    asyncio.run(main())
+
+
+def test_the_leader_keeps_consumers_whose_rack_follower_lacks_the_offset_is_out_of_the_isr_or_gone(tmp_path):
+    async def main():
+        async with running_broker(tmp_path, RACK_AWARE) as broker:
+            lead_in_rack_a_with_two_records(broker)
+            await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1, log_start_offset=1)
+            answers = {
+                "at its log end": await fetch(broker, 1, rack_id="rack-b"),
+                "beyond its log end": await fetch(broker, 2, rack_id="rack-b"),
+                "before its log start": await fetch(broker, 0, rack_id="rack-b"),
+            }
+            lead(broker, epoch=1, isr=(ME,))
+            answers["out of the ISR"] = await fetch(broker, 1, rack_id="rack-b")
+            lead(broker, epoch=1)
+            racks(broker, follower_rack=None)
+            answers["not alive"] = await fetch(broker, 1, rack_id="rack-b")
+        preferred = {why: answer.preferred_read_replica for why, answer in answers.items()}
+        assert preferred == {
+            "at its log end": FOLLOWER,
+            "beyond its log end": -1,
+            "before its log start": -1,
+            "out of the ISR": -1,
+            "not alive": -1,
+        }
+
+    asyncio.run(main())
+
+
+def test_without_replica_selector_class_the_leader_serves_every_rack(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            racks(broker)
+            broker.replica_manager.append(TP, memoryview(batch(b"a")))
+            await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1)
+            answer = await fetch(broker, 0, rack_id="rack-b")
+        assert (answer.preferred_read_replica, records_length(answer)) == (-1, len(batch(b"a")))
+
+    asyncio.run(main())
+
+
+def become_follower_holding_two_batches(broker, high_watermark: int):
+    """Offsets 0-1 and 2 written as leader at epoch 1, then a follower of FOLLOWER at epoch 2
+    whose leader sent `high_watermark`."""
+    lead(broker, epoch=1)
+    broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+    broker.replica_manager.append(TP, memoryview(batch(b"c")))
+    follow = PartitionState(TP, 1, FOLLOWER, 2, (FOLLOWER, ME), 1, (ME, FOLLOWER))
+    broker.replica_manager.become_leader_or_follower(1, [follow], {}, ME)
+    partition = broker.replica_manager.partitions[TP]
+    broker.replica_manager.follow_high_watermark(partition, high_watermark)
+    return partition
+
+
+def test_an_in_sync_follower_serves_consumers_of_fetch_v11_up_to_the_high_watermark_it_learnt(tmp_path):
+    async def main():
+        async with running_broker(tmp_path, RACK_AWARE) as broker:
+            become_follower_holding_two_batches(broker, high_watermark=2)
+            below = await fetch(broker, 0, current_leader_epoch=2, rack_id="rack-a")
+            at_the_high_watermark = await fetch(broker, 2)
+            beyond_the_log_end = await fetch(broker, 4)
+            before_v11 = await fetch(broker, 0, version=10)
+        assert (below.error_code, below.high_watermark, below.preferred_read_replica) == (ErrorCode.none, 2, -1)
+        assert records_length(below) == len(batch(b"a", b"b"))
+        assert (at_the_high_watermark.error_code, records_length(at_the_high_watermark)) == (ErrorCode.none, 0)
+        # The consumer's position is beyond this replica: librdkafka and Kafka's consumer go back
+        # to the leader on this answer (the HW in it is below their position).
+        assert beyond_the_log_end.error_code == ErrorCode.offset_out_of_range
+        assert before_v11.error_code == ErrorCode.not_leader_or_follower
+
+    asyncio.run(main())
+
+
+def test_a_consumer_waiting_on_a_follower_is_answered_when_the_leaders_high_watermark_arrives(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            partition = become_follower_holding_two_batches(broker, high_watermark=2)
+            waiting = asyncio.ensure_future(fetch(broker, 2, max_wait_ms=60_000))
+            for _ in range(100):  # until the fetch waits for the partition
+                if TP in broker.replica_manager._append_waiters:
+                    break
+                await asyncio.sleep(0)
+            broker.replica_manager.follow_high_watermark(partition, 3)
+            woken = await asyncio.wait_for(waiting, 30)
+        assert (woken.high_watermark, records_length(woken)) == (3, len(batch(b"c")))
+
+    asyncio.run(main())
+
+
+def test_a_follower_out_of_the_isr_sends_consumers_back_to_the_leader(tmp_path):
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            become_follower_holding_two_batches(broker, high_watermark=3)
+            in_sync = await fetch(broker, 0)
+            # The controller's UpdateMetadata after the leader shrank the ISR.
+            racks(broker, partitions={TP: PartitionInfo(FOLLOWER, 2, (ME, FOLLOWER), (FOLLOWER,))})
+            left = await fetch(broker, 0)
+        assert in_sync.error_code == ErrorCode.none
+        assert (left.error_code, records_length(left)) == (ErrorCode.not_leader_or_follower, 0)
 
     asyncio.run(main())

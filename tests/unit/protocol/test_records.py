@@ -1,5 +1,4 @@
 import struct
-import time
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -226,15 +225,13 @@ def test_a_batch_with_no_records():
     assert list(iter_records(hand_made_batch(b"", record_count=0))) == []
 
 
-def test_ten_thousand_records_build_and_read_quickly():
+def test_ten_thousand_lz4_records_build_and_read_back():
+    # How fast is the benchmarks' question (benchmarks/), not a unit test's.
     records = [
         Record(i, 1_700_000_000_000 + i, b"key-%d" % i, b"value" * 20, (Header("h", b"v"),))
         for i in range(10_000)
     ]
-    start = time.perf_counter()
     batch = build_batch(records, compression=Compression.LZ4)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 0.5
     assert list(iter_records(batch)) == records
 
 

@@ -10,10 +10,12 @@ from kazoo.client import KazooClient
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.legacy import LeaderAndIsrPartitionError, LeaderAndIsrResponse
 from replication import controller as controller_module
 from replication import znodes
 from replication.controller import Controller, ControllerSettings
 from replication.zk import ZkClient
+from storage.topic_partition import TopicPartition
 
 BROKERS = (1, 2, 3)
 TOPICS = 10
@@ -230,3 +232,73 @@ async def _channel_of(controller: Controller) -> RecordingChannel:
             return controller._channel
         await asyncio.sleep(0.05)
     raise AssertionError("the controller did not become active")
+
+
+class FailedDirChannel(RecordingChannel):
+    """Broker 1's LeaderAndIsr answers KAFKA_STORAGE_ERROR for the partitions in `failed` (its
+    failed log dir) and NONE for the others; every other request is answered with None."""
+
+    failed: set = set()
+
+    def send(self, broker_id: int, api_key: int, version: int, request: object) -> asyncio.Future:
+        answer = super().send(broker_id, api_key, version, request)
+        if broker_id != 1 or api_key != ApiKey.LEADER_AND_ISR:
+            return answer
+        errors = tuple(
+            LeaderAndIsrPartitionError(
+                topic_name=topic.topic_name,
+                partition_index=state.partition_index,
+                error_code=ErrorCode.kafka_storage_error
+                if (topic.topic_name, state.partition_index) in self.failed
+                else ErrorCode.none,
+            )
+            for topic in request.topic_states
+            for state in topic.partition_states
+        )
+        answered = asyncio.get_running_loop().create_future()
+        answered.set_result(LeaderAndIsrResponse(error_code=ErrorCode.none, partition_errors=errors))
+        return answered
+
+
+def test_a_log_dir_failure_moves_leaderships_and_isr_places_off_the_failed_replicas(chroot, monkeypatch):
+    connect, client = chroot
+    monkeypatch.setattr(controller_module, "ControllerChannel", FailedDirChannel)
+    client.ensure_path(znodes.LOG_DIR_EVENT_NOTIFICATION)
+    failed = {TopicPartition("t0", p) for p in range(PER_TOPIC)}
+
+    async def scenario():
+        controller, zk = await _start_controller(connect, 2)
+        try:
+            recorder = Recorder(await _channel_of(controller))
+            await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+            states = controller._ctx.states
+            assert all(states[tp].leader == 1 for tp in failed)  # the first replica leads
+            FailedDirChannel.failed = failed
+            recorder.start()
+            client.create(f"{znodes.LOG_DIR_EVENT_NOTIFICATION}/{znodes.LOG_DIR_EVENT_PREFIX}",
+                          znodes.encode_log_dir_event(1), sequence=True)
+            counts = await recorder.settle(controller, lambda sent: any(api == ApiKey.STOP_REPLICA for _, api, _ in sent))
+            assert client.get_children(znodes.LOG_DIR_EVENT_NOTIFICATION) == []
+            assert all(states[tp].leader in (2, 3) and 1 not in states[tp].isr for tp in failed)
+            assert all(s.leader == 1 for tp, s in states.items() if tp not in failed)
+            [stop] = [r for b, api, r in recorder.since() if api == ApiKey.STOP_REPLICA]
+            assert counts[(1, "STOP_REPLICA")] == 1 and not stop.delete_partitions
+            assert {(t.name, p) for t in stop.topics for p in t.partition_indexes} == failed
+            metadata = [r for b, api, r in recorder.since() if api == ApiKey.UPDATE_METADATA][-1]
+            offline = {(t.topic_name, s.partition_index): s.offline_replicas for t in metadata.topic_states for s in t.partition_states}
+            assert {tp for tp, replicas in offline.items() if replicas == (1,)} == failed
+
+            # Broker 1 restarted with its dir replaced: its replicas may lead again.
+            FailedDirChannel.failed = set()
+            recorder.start()
+            client.delete(znodes.broker_path(1))
+            await recorder.settle(controller, lambda sent: any(api == ApiKey.UPDATE_METADATA for _, api, _ in sent))
+            client.create(znodes.broker_path(1), _registration(1))
+            await recorder.settle(controller, lambda sent: any(b == 1 and api == ApiKey.LEADER_AND_ISR for b, api, _ in sent))
+            assert controller._ctx.offline_replicas == {}
+            assert 1 in controller._ctx.live_for(next(iter(failed)))
+        finally:
+            await controller.stop()
+            await zk.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))

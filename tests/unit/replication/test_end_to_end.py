@@ -176,7 +176,10 @@ def test_three_brokers_replicate_shrink_the_isr_and_fail_over_without_diverging(
         await eventually(lambda: all(cluster.log(b).high_watermark == 10 for b in (2, 3)), what="follower HWs")
         consumed = await cluster.consume(1)
         assert consumed.high_watermark == 10 and len(consumed.records) == len(cluster.log_bytes(1))
-        assert (await cluster.consume(2)).error_code == ErrorCode.not_leader_or_follower
+        # An in-sync follower serves consumers of Fetch v11+ (KIP-392) up to the HW it learnt.
+        from_follower = await cluster.consume(2)
+        assert (from_follower.error_code, from_follower.high_watermark) == (ErrorCode.none, 10)
+        assert bytes(from_follower.records) == bytes(consumed.records)
 
         # A follower stops. The next write waits for it until, replica.lag.time.max.ms after it
         # was last caught up, it leaves the ISR; then the write commits.

@@ -1024,3 +1024,31 @@ def test_compact_only_topics_are_not_subject_to_time_or_size_retention(open_log)
     assert log.apply_retention(now_ms=NOW) == 0
     log.update_config(LogConfig(cleanup_policy="compact,delete", **retention))
     assert log.apply_retention(now_ms=NOW) > 0
+
+
+def test_reconfigure_gives_the_next_cleanings_new_buffers_and_keeps_threads_and_enable(tmp_path, monkeypatch):
+    used = []
+    real_clean = Cleaner.clean
+
+    def recording_clean(self, job, abort):
+        used.append((self._map_capacity, self._buffer_bytes))
+        return real_clean(self, job, abort)
+
+    monkeypatch.setattr(Cleaner, "clean", recording_clean)
+
+    async def scenario():
+        manager = compact_manager(tmp_path, threads=2)
+        await manager.startup()
+        fill(manager.create(TP, COMPACT), 30)
+        new = CleanerConfig(enable=True, threads=5, dedupe_buffer_size=24_000, io_buffer_size=8_000, backoff_ms=10)
+        manager.cleaner.reconfigure(new)
+        assert manager.cleaner.config == CleanerConfig(
+            enable=False, threads=2, dedupe_buffer_size=24_000, io_buffer_size=8_000, backoff_ms=10
+        )
+        assert await manager.cleaner.clean_once() == TP
+        await manager.shutdown()
+        return manager.cleaner.config
+
+    config = asyncio.run(scenario())
+    # Shares of the two threads started with, not of the five asked for.
+    assert used == [(config.offset_map_capacity, config.io_buffer_bytes)] == [(24_000 // 2 // 176, 2_000)]

@@ -9,7 +9,9 @@ import storage.log_manager as log_manager_module
 from storage import descriptor_pool
 from storage.checkpoint import OffsetCheckpointFile
 from storage.cleaner import CleanerConfig, plan_cleaning
-from storage.errors import KafkaStorageError
+from protocol.record_batch import iter_batches
+from protocol.records import iter_records
+from storage.errors import KafkaStorageError, LogDirNotFoundError, ReplicaNotAvailableError
 from storage.log_config import LogConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, LogManagerSettings
 from storage.topic_partition import TopicPartition
@@ -522,3 +524,296 @@ def test_many_partitions_hold_about_one_descriptor_each_and_no_more_than_the_bou
         descriptor_pool.fit_to_open_files_limit()
     # Three a partition before (.log and a map of each index); now the index maps keep none.
     assert held <= (partitions if bound is None else bound) + 10
+
+
+# ------------------------------------------------------------------------- moving replicas
+
+
+def _values(log) -> list[bytes]:
+    """Every record value of `log`, from its start to its end, segment by segment."""
+    values, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        region = log.read(offset, 1 << 20, log.log_end_offset, True)
+        data = region.read()
+        for position, header in iter_batches(data):
+            values += [record.value for record in iter_records(data[position : position + header.size])]
+            offset = header.next_offset
+    return values
+
+
+async def _until(condition, what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not within 5 s: {what}")
+
+
+def _dir_of(logs: LogManager, tp: TopicPartition, other: bool = False):
+    current = logs.log_dir_of(tp)
+    return next(d.path for d in logs.dirs.values() if (d.path != current) == other)
+
+
+def test_a_moved_replica_takes_every_record_to_the_target_dir_while_appends_go_on(tmp_path):
+    tp = TopicPartition("t", 0)
+    swapped = []
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        logs.add_swap_listener(lambda moved_tp, moved: swapped.append((moved_tp, moved)))
+        config = LogConfig(segment_bytes=2048, file_delete_delay_ms=0)
+        current = logs.create(tp, config)
+        for i in range(200):
+            append(current, b"before-%d" % i)
+        source, target = logs.log_dir_of(tp), _dir_of(logs, tp, other=True)
+        assert logs.move(tp, target)
+        for i in range(50):  # appends to the current log while the copy is made
+            append(current, b"during-%d" % i)
+            await asyncio.sleep(0)
+        await _until(lambda: logs.log_dir_of(tp) == target, "the swap")
+        moved = logs.get(tp)
+        assert swapped == [(tp, moved)] and moved is not current
+        assert tp not in logs.future_logs
+        append(moved, b"after")
+        assert _values(moved) == [b"before-%d" % i for i in range(200)] + [b"during-%d" % i for i in range(50)] + [b"after"]
+        assert moved.high_watermark == moved.log_end_offset == 251
+        await _until(lambda: not any(n.startswith("t-0") for n in os.listdir(source)), "the old dir removed")
+        await logs.shutdown()
+        return target
+
+    target = run(scenario())
+    assert sorted(n for n in os.listdir(target) if n.startswith("t-0")) == ["t-0"]
+    assert not os.path.exists(os.path.join(target, "t-0", log_manager_module.SWAP_MARKER))
+
+
+def test_a_move_is_refused_as_kafka_refuses_it(tmp_path):
+    tp, later = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        logs.create(tp, LogConfig())
+        current_dir, other_dir = logs.log_dir_of(tp), _dir_of(logs, tp, other=True)
+        with pytest.raises(LogDirNotFoundError):
+            logs.move(tp, str(tmp_path / "elsewhere"))
+        with pytest.raises(LogDirNotFoundError):
+            logs.move(tp, "b")  # a relative path names no log dir
+        assert logs.move(tp, current_dir) is False  # already there
+        # No replica here yet: the dir is remembered and the partition created there later.
+        with pytest.raises(ReplicaNotAvailableError):
+            logs.move(later, current_dir)
+        logs.create(later, LogConfig())
+        assert logs.log_dir_of(later) == current_dir
+        logs.handle_io_error(later, OSError(5, "Input/output error"))
+        with pytest.raises(KafkaStorageError):
+            logs.move(tp, current_dir)  # the target is offline
+        await logs.shutdown()
+        return other_dir
+
+    run(scenario())
+
+
+def test_log_dirs_are_described_with_sizes_lags_future_replicas_and_offline_dirs(tmp_path):
+    tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        current = logs.create(tp, LogConfig())
+        logs.create(other, LogConfig())
+        for i in range(3):
+            append(current, b"v%d" % i)
+        current.high_watermark = 1
+        target = _dir_of(logs, tp, other=True)
+        logs.move(tp, target)
+        logs._stop_move(tp)  # hold the copy where it is: an empty future log
+        described = {d.path: d for d in await logs.describe_dirs(None)}
+        only_tp = {d.path: d for d in await logs.describe_dirs({tp})}
+        logs.handle_io_error(other, OSError(5, "Input/output error"))
+        after_failure = {d.path: d for d in await logs.describe_dirs(None)}
+        count = logs.offline_dir_count
+        await logs.shutdown()
+        return logs.log_dir_of(tp), target, described, only_tp, after_failure, count
+
+    source, target, described, only_tp, after_failure, count = run(scenario())
+    current = next(r for r in described[source].replicas if r.topic_partition == tp)
+    future = next(r for r in described[target].replicas if r.topic_partition == tp)
+    assert (current.is_future, current.offset_lag) == (False, 0)  # its end is past the HW
+    assert current.size > 0
+    assert (future.is_future, future.offset_lag, future.size) == (True, 3, 0)
+    assert described[source].online and described[source].total_bytes >= described[source].usable_bytes > 0
+    assert [r.topic_partition for d in only_tp.values() for r in d.replicas] == [tp, tp]
+    assert count == 1
+    failed = next(d for d in after_failure.values() if not d.online)
+    assert (failed.total_bytes, failed.replicas) == (-1, [])
+
+
+def test_a_follower_behind_its_high_watermark_shows_that_lag(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        follower = logs.create(tp, LogConfig())
+        append(follower, b"v")
+        follower.high_watermark = 1
+        logs.truncate_to(tp, 0)  # the HW goes down with the log end: no lag
+        described = await logs.describe_dirs(None)
+        await logs.shutdown()
+        return described
+
+    [described] = run(scenario())
+    assert [r.offset_lag for r in described.replicas] == [0]
+
+
+def test_a_truncation_of_the_current_log_truncates_its_future_copy(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        current = logs.create(tp, LogConfig())
+        for i in range(5):
+            append(current, b"v%d" % i)
+        logs.move(tp, _dir_of(logs, tp, other=True))
+        logs._stop_move(tp)
+        future = logs.future_logs[tp]
+        future.append_as_follower(memoryview(current.read(0, 1 << 20, 5, True).read()))
+        logs.truncate_to(tp, 2)
+        end_after_cut = future.log_end_offset
+        logs.truncate_fully_and_start_at(tp, 7)
+        result = end_after_cut, future.log_start_offset, future.log_end_offset
+        await logs.shutdown()
+        return result
+
+    assert run(scenario()) == (2, 7, 7)
+
+
+def test_a_restart_mid_move_resumes_the_copy_from_the_future_log(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def first():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        current = logs.create(tp, LogConfig())
+        for i in range(20):
+            append(current, b"v%d" % i)
+        target = _dir_of(logs, tp, other=True)
+        logs.move(tp, target)
+        logs._stop_move(tp)
+        future = logs.future_logs[tp]
+        future.append_as_follower(memoryview(current.read(0, 100, 20, True).read()))  # some copied
+        crash(logs)
+        return target
+
+    async def second():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        await _until(lambda: logs.log_dir_of(tp) == target, "the resumed move")
+        values = _values(logs.get(tp))
+        await logs.shutdown()
+        return values
+
+    target = run(first())
+    assert any(n.endswith("-future") for n in os.listdir(target))
+    assert run(second()) == [b"v%d" % i for i in range(20)]
+    assert [n for n in os.listdir(target) if n.startswith("t-0")] == ["t-0"]
+
+
+@pytest.mark.parametrize("step", ["marked", "renamed"])
+def test_a_restart_completes_a_swap_a_crash_interrupted(tmp_path, step):
+    """The swap (marker, rename of the future dir, rename of the old dir) runs in one loop
+    callback; a kill -9 between its steps leaves a marked future dir, or a marked partition
+    dir beside the old one. Either holds every record and becomes the partition's log."""
+    tp = TopicPartition("t", 0)
+
+    async def first():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        current = logs.create(tp, LogConfig())
+        for i in range(5):
+            append(current, b"v%d" % i)
+        source, target = logs.log_dir_of(tp), _dir_of(logs, tp, other=True)
+        logs.move(tp, target)
+        logs._stop_move(tp)
+        future = logs.future_logs[tp]
+        future.append_as_follower(memoryview(current.read(0, 1 << 20, 5, True).read()))
+        log_manager_module._mark_swap(future.directory)
+        if step == "renamed":
+            os.rename(future.directory, os.path.join(target, "t-0"))
+        crash(logs)
+        return source, target
+
+    async def second():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        assert logs.log_dir_of(tp) == target and tp not in logs.future_logs
+        values = _values(logs.get(tp))
+        await logs.shutdown()
+        return values
+
+    source, target = run(first())
+    assert run(second()) == [b"v%d" % i for i in range(5)]
+    assert not any(n.startswith("t-0") for n in os.listdir(source))
+    assert [n for n in os.listdir(target) if n.startswith("t-0")] == ["t-0"]
+    assert not os.path.exists(os.path.join(target, "t-0", log_manager_module.SWAP_MARKER))
+
+
+def test_deleting_a_partition_mid_move_deletes_its_future_log_too(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        logs.create(tp, LogConfig(file_delete_delay_ms=0))
+        target = _dir_of(logs, tp, other=True)
+        logs.move(tp, target)
+        logs._stop_move(tp)
+        logs.delete(tp)
+        assert tp not in logs.future_logs
+        await _until(lambda: not os.listdir(target) or all(not n.startswith("t-0") for n in os.listdir(target)), "removal")
+        await logs.shutdown()
+
+    run(scenario())
+
+
+def test_a_dir_going_offline_is_told_to_the_offline_listeners(tmp_path):
+    tp = TopicPartition("t", 0)
+    told = []
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        logs.add_offline_listener(told.append)
+        logs.create(tp, LogConfig())
+        failed = logs.log_dir_of(tp)
+        logs.handle_io_error(tp, OSError(5, "Input/output error"))
+        logs.handle_io_error(tp, OSError(5, "Input/output error"))  # told once
+        await logs.shutdown()
+        return failed
+
+    assert told == [run(scenario())]
+
+
+def test_a_log_starting_inside_a_batch_is_moved_whole(tmp_path):
+    """DeleteRecords can put the log start inside a batch: the copy starts with that batch, as
+    Kafka's future replica does."""
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        current = logs.create(tp, LogConfig())
+        current.append_as_leader(memoryview(batch(b"v0", b"v1", b"v2", b"v3")), 0)
+        current.high_watermark = current.log_end_offset
+        current.delete_records_before(2)
+        target = _dir_of(logs, tp, other=True)
+        logs.move(tp, target)
+        await _until(lambda: logs.log_dir_of(tp) == target, "the move")
+        moved = logs.get(tp)
+        result = moved.log_start_offset, moved.log_end_offset, _values(moved)
+        await logs.shutdown()
+        return result
+
+    assert run(scenario()) == (2, 4, [b"v0", b"v1", b"v2", b"v3"])
