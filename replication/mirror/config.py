@@ -27,6 +27,7 @@ never accepted and ignored.
 import re
 from dataclasses import dataclass, field
 
+from protocol.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
 from protocol.properties import PropertiesError, parse_properties
 
 __all__ = ["MirrorConfigError", "ClusterConfig", "FlowConfig", "MirrorConfig", "parse_mirror_config", "load"]
@@ -75,7 +76,6 @@ _FLOW_KEYS = {
 }
 _ALIAS_RE = re.compile(r"[A-Za-z0-9_-]+")
 _FLOW_RE = re.compile(r"([^.>]+)->([^.]+)\.(.+)")
-_JAAS_RE = re.compile(r"""(\w+)\s*=\s*"((?:[^"\\]|\\.)*)\"""")
 
 
 class MirrorConfigError(Exception):
@@ -233,15 +233,19 @@ def _cluster(alias: str, settings: dict[str, str]) -> ClusterConfig:
 
 
 def _jaas_credentials(alias: str, value: str) -> dict[str, str]:
-    """username and password of a PlainLoginModule or ScramLoginModule JAAS line."""
-    if "PlainLoginModule" not in value and "ScramLoginModule" not in value:
+    """username and password of a PlainLoginModule or ScramLoginModule JAAS entry."""
+    key = f"{alias}.sasl.jaas.config"
+    try:
+        entries = parse_jaas_config(value)
+    except JaasConfigError as exc:
+        raise MirrorConfigError(f"Invalid value for configuration {key}: {exc}") from None
+    if len(entries) != 1 or entries[0].login_module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
         raise MirrorConfigError(
-            f"Unsupported value for configuration {alias}.sasl.jaas.config: "
-            "only PlainLoginModule and ScramLoginModule with username and password"
+            f"Unsupported value for configuration {key}: one entry, of PlainLoginModule or ScramLoginModule"
         )
-    options = {name: re.sub(r"\\(.)", r"\1", text) for name, text in _JAAS_RE.findall(value)}
+    options = entries[0].options
     if "username" not in options or "password" not in options:
-        raise MirrorConfigError(f"Invalid value for configuration {alias}.sasl.jaas.config: username and password are required")
+        raise MirrorConfigError(f"Invalid value for configuration {key}: username and password are required")
     return {"sasl.username": options["username"], "sasl.password": options["password"]}
 
 

@@ -88,7 +88,8 @@ def test_unknown_or_unsupported_keys_are_refused_by_name(key):
         ("topics", "orders(", "Invalid value 'orders\\(' for configuration A->B.topics"),
         ("groups.exclude", "[", "Invalid value '\\[' for configuration A->B.groups.exclude"),
         ("A.ssl.truststore.type", "JKS", "only PEM"),
-        ("A.sasl.jaas.config", "com.example.Kerberos required;", "only PlainLoginModule and ScramLoginModule"),
+        ("A.sasl.jaas.config", "com.example.Kerberos required;", "of PlainLoginModule or ScramLoginModule"),
+        ("A.sasl.jaas.config", "com.example.Broken", "Invalid value for configuration A.sasl.jaas.config"),
     ],
 )
 def test_invalid_values_are_refused(key, value, message):
