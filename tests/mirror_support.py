@@ -28,7 +28,11 @@ def mirror_properties(a: str, b: str, *flows: str, replication_factor: int = 1, 
 
 
 class Mirror:
-    """The logway-mirror process, started, killed and restarted on one properties file."""
+    """The logway-mirror process, started, killed and restarted on one properties file. Every
+    process started is in `Mirror.started`, for the tests' teardown (`kill_mirrors`) to end it
+    whatever the test did."""
+
+    started: list[subprocess.Popen] = []
 
     def __init__(self, directory: Path, properties: str) -> None:
         self.config = directory / "mirror.properties"
@@ -46,6 +50,7 @@ class Mirror:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        Mirror.started.append(self.process)
         return self
 
     def kill(self) -> None:
@@ -65,6 +70,15 @@ class Mirror:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def kill_mirrors() -> None:
+    """SIGKILL every mirror process a test started and left running."""
+    while Mirror.started:
+        process = Mirror.started.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(TIMEOUT_S)
 
 
 def topic_names(bootstrap: str) -> set[str]:

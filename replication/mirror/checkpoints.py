@@ -76,7 +76,7 @@ class GroupOffsets:
             future = source_admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
             try:
                 committed = future.result(_TIMEOUT_S).topic_partitions
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 log.warning("%s: offsets of group %s: %s", self.flow.name, group, exc)
                 continue
             for tp in committed:
@@ -122,5 +122,5 @@ class GroupOffsets:
                     future = target_admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, ahead)])[group]
                     future.result(_TIMEOUT_S)
                     log.info("%s: group %s synced on %d partitions", self.flow.name, group, len(ahead))
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 log.warning("%s: syncing group %s: %s", self.flow.name, group, exc)

@@ -2,9 +2,10 @@
 
     logway-mirror mirror.properties [--log-level INFO]
 
-Runs every enabled flow of the file in a thread of its own, and the heartbeat emitter. SIGTERM or
-SIGINT stops it after the transactions in progress; a kill at any other moment loses nothing
-either (flow.MirrorFlow). Exit status: 0 after a stop, 1 when a flow failed for good (fenced by
+Runs every enabled flow of the file in a thread of its own, and the heartbeat emitter; a cluster
+that cannot be reached is retried every second (after its 30 s timeouts). SIGTERM or SIGINT stops
+it after the transactions in progress (up to those 30 s while a cluster is unreachable); a kill
+at any other moment loses nothing either (flow.MirrorFlow). Exit status: 0 after a stop, 1 when a flow failed for good (fenced by
 another instance of itself, or an unexpected error), 2 on a configuration error.
 """
 

@@ -121,11 +121,11 @@ class MirrorFlow:
                 self._run_once()
             except FlowStopped:
                 raise
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:  # TimeoutError: an admin future not answered
                 error = exc.args[0] if exc.args else None
                 if isinstance(error, KafkaError) and error.code() in _FENCED:
                     raise FlowStopped(f"{self.flow.name}: fenced by another instance") from exc
-                log.warning("%s: %s; starting over from the committed pairs", self.flow.name, exc)
+                log.warning("%s: %s; starting over from the committed pairs", self.flow.name, str(exc) or repr(exc))
                 self.stop.wait(RETRY_BACKOFF_S)
 
     # ---------------------------------------------------------------------------------------
@@ -347,7 +347,7 @@ class MirrorFlow:
             try:
                 wanted = self._topic_configs(source_admin, topic)
                 present = self._topic_configs(target_admin, known.remote_topic)
-            except KafkaException as exc:
+            except (KafkaException, TimeoutError) as exc:
                 log.warning("%s: reading the configs of %s: %s", self.flow.name, topic, exc)
                 continue
             changed = {name: value for name, value in wanted.items() if present.get(name) != value}

@@ -41,8 +41,8 @@ class HeartbeatEmitter:
             while not self.stop.is_set():
                 try:
                     self._emit(producers)
-                except KafkaException as exc:
-                    log.warning("heartbeats: %s", exc)
+                except (KafkaException, TimeoutError) as exc:
+                    log.warning("heartbeats: %s", str(exc) or repr(exc))
                 self.stop.wait(self.interval_s)
         finally:
             for producer in producers.values():

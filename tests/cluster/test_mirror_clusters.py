@@ -22,6 +22,7 @@ from tests.mirror_support import (
     consume_and_commit,
     exactly_once_in_order,
     failover_problems,
+    kill_mirrors,
     mirror_properties,
     produce_numbered,
     read_as_group,
@@ -31,6 +32,12 @@ from tests.mirror_support import (
 )
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _no_mirror_left_running():
+    yield
+    kill_mirrors()
 
 _PARTITIONS = 3
 

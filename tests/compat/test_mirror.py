@@ -30,16 +30,23 @@ from tests.mirror_support import (
     consume_and_commit,
     exactly_once_in_order,
     failover_problems,
-    read_as_group,
-    wait_for_committed,
+    kill_mirrors,
     mirror_properties,
     produce_numbered,
+    read_as_group,
     read_committed,
     topic_names,
+    wait_for_committed,
     wait_until_mirrored,
 )
 
 pytestmark = [pytest.mark.compat, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def _no_mirror_left_running():
+    yield
+    kill_mirrors()
 
 KILLS = 5
 TRANSACTIONS = {
