@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from broker.config import BROKER_CONFIGS, ConfigError, parse_properties
 from broker.security import scram, tls
-from broker.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from protocol.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasConfigError, parse_jaas_config
 from broker.security.sasl_clients import PlainClient, ScramExchange
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

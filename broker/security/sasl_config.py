@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from broker.security import oauthbearer, plain, scram
-from broker.security.jaas import (
+from protocol.jaas import (
     OAUTHBEARER_LOGIN_MODULE,
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,

@@ -1,5 +1,6 @@
 """pyproject.toml declares what the code imports: a plain `pip install .` (no extras) gives a broker
-that starts, and the `spark` extra gives everything spark_jobs/ imports.
+that starts, the `spark` extra gives everything spark_jobs/ imports and the `mirror` extra
+everything logway-mirror (replication/mirror/) imports.
 
 A package that only the tests install (kazoo once was one) goes unnoticed by every test run in the
 test venv, so imports are read from the source with `ast`, and mapped to distributions through
@@ -18,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME_PACKAGES = ("broker", "protocol", "storage", "replication", "coordinator")
 OWN_PACKAGES = {*RUNTIME_PACKAGES, "spark_jobs"}
+MIRROR = "replication/mirror"  # the logway-mirror process, not the broker: its own extra
 
 
 def _normalized(distribution: str) -> str:
@@ -41,10 +43,13 @@ def _pytest_plugin_files() -> set[Path]:
 
 def _third_party_imports(package: str) -> dict[str, str]:
     """Each top-level name imported from outside the standard library and logway, with one file
-    that imports it (pytest not counted in pytest plugins)."""
+    that imports it (pytest not counted in pytest plugins); the mirror's files only when
+    `package` is the mirror's own directory."""
     found: dict[str, str] = {}
     plugins = _pytest_plugin_files()
     for path in sorted((ROOT / package).rglob("*.py")):
+        if package != MIRROR and path.is_relative_to(ROOT / MIRROR):
+            continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
@@ -82,3 +87,9 @@ def test_every_package_spark_jobs_imports_is_in_the_spark_extra_or_the_runtime_d
     requirements = project["dependencies"] + project["optional-dependencies"]["spark"]
     assert _undeclared(("spark_jobs",), requirements) == []
 
+
+
+def test_every_package_the_mirror_imports_is_in_the_mirror_extra_or_the_runtime_dependencies():
+    project = _project()
+    requirements = project["dependencies"] + project["optional-dependencies"]["mirror"]
+    assert _undeclared((MIRROR,), requirements) == []

@@ -2,7 +2,7 @@
 
 import pytest
 
-from broker.security.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from protocol.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas_config
 
 
 def test_a_plain_login_module_line_gives_its_options_in_order():
