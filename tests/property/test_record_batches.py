@@ -19,8 +19,9 @@ SETTINGS = settings(max_examples=150, deadline=None)
 
 nullable_bytes = st.none() | st.binary(max_size=40)
 headers = st.lists(st.builds(Header, st.text(max_size=12), nullable_bytes), max_size=12).map(tuple)
-# Within ±2**62 every delta between two timestamps fits the varlong it is stored in.
-timestamps = st.integers(-(2**62), 2**62) | st.sampled_from([-1, 0, 1_700_000_000_000])
+# Between -2**62 and 2**62 - 1 every delta between two timestamps fits the varlong it is stored
+# in (2**62 - 1 - -2**62 is 2**63 - 1, the largest).
+timestamps = st.integers(-(2**62), 2**62 - 1) | st.sampled_from([-1, 0, 1_700_000_000_000])
 codecs = st.sampled_from(list(Compression))
 
 
