@@ -28,7 +28,8 @@ overwrite what it writes. Offsets are written as they were committed.
 before the change, in the column layout of kafka-consumer-groups.sh --reset-offsets; without
 --execute nothing changes (a dry run, the default as in Kafka). --all-groups is every group
 with offsets under /consumers for --import, every consumer group of the cluster for --export,
-both for --verify. Failures exit with status 1 and Kafka's error name (OffsetCommit's, the
+both for --verify. A chroot of --zookeeper that does not exist is an error, not created.
+Failures exit with status 1 and Kafka's error name (OffsetCommit's, the
 group coordinator's), or ZooKeeper's error.
 """
 
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from broker.admin.connection import EARLIEST, LATEST, Admin, AdminError, UsageError, check
 from broker.admin.groups import commit, committed_offsets, consumer_groups, describe_group
 from protocol.errors import ErrorCode
-from replication.zk import NoNodeError, ZkClient, ZkError
+from replication.zk import NoNodeError, ZkClient, ZkError, split_connect_string
 
 CONSUMERS = "/consumers"
 MISSING = "-"
@@ -190,8 +191,12 @@ def warnings(rows: list[Row]) -> list[str]:
 async def run(args: argparse.Namespace, admin: Admin) -> int:
     if not args.group and not args.all_groups:
         raise UsageError("Option --group or --all-groups is required")
-    zk = ZkClient(check_zookeeper(args.zookeeper), connection_timeout_ms=_CONNECTION_TIMEOUT_MS)
+    connect = check_zookeeper(args.zookeeper)
+    hosts, chroot = split_connect_string(connect)
     try:
+        if chroot:
+            await _check_chroot(hosts, chroot)
+        zk = ZkClient(connect, connection_timeout_ms=_CONNECTION_TIMEOUT_MS)
         await zk.start()
     except ZkError as exc:
         raise AdminError(str(exc)) from None
@@ -199,6 +204,18 @@ async def run(args: argparse.Namespace, admin: Admin) -> int:
         return await _run(args, admin, zk)
     except ZkError as exc:
         raise AdminError(f"ZooKeeper: {exc}") from None
+    finally:
+        await zk.close()
+
+
+async def _check_chroot(hosts: str, chroot: str) -> None:
+    """An AdminError when the chroot does not exist: ZkClient would create it (as a broker
+    creates its own), which here would only hide a mistyped --zookeeper."""
+    zk = ZkClient(hosts, connection_timeout_ms=_CONNECTION_TIMEOUT_MS)
+    await zk.start()
+    try:
+        if await zk.exists(chroot) is None:
+            raise AdminError(f"ZooKeeper at {hosts} has no {chroot}: check the chroot of --zookeeper")
     finally:
         await zk.close()
 

@@ -171,3 +171,12 @@ def test_dual_commit_window_checked_by_verify(cluster_factory):
 
     zk_offsets(cluster, "--export", "--group", group, "--execute")
     assert {r[2] for r in rows(zk_offsets(cluster, "--verify", "--group", group).stdout).values()} == {"same"}
+
+
+def test_a_chroot_that_does_not_exist_is_an_error_not_created(cluster_factory):
+    cluster = one_broker(cluster_factory)
+    missing = cluster.zookeeper.connect_string + "/no-such-chroot"
+    failed = logway_admin(cluster, "zk-offsets", "--zookeeper", missing, "--verify", "--all-groups", expect=1)
+    assert "has no /no-such-chroot" in failed.stderr
+    with cluster.zookeeper_client(chroot="") as zk:
+        assert zk.exists("/no-such-chroot") is None
