@@ -28,7 +28,8 @@ overwrite what it writes. Offsets are written as they were committed.
 before the change, in the column layout of kafka-consumer-groups.sh --reset-offsets; without
 --execute nothing changes (a dry run, the default as in Kafka). --all-groups is every group
 with offsets under /consumers for --import, every consumer group of the cluster for --export,
-both for --verify. A chroot of --zookeeper that does not exist is an error, not created.
+both for --verify. A group named with --group that has no offsets to move (or to compare) is
+an error; a chroot of --zookeeper that does not exist is an error too, not created.
 Failures exit with status 1 and Kafka's error name (OffsetCommit's, the
 group coordinator's), or ZooKeeper's error.
 """
@@ -227,7 +228,7 @@ async def _run(args: argparse.Namespace, admin: Admin, zk: ZkClient) -> int:
         in_broker = list(await consumer_groups(admin)) if not args.import_ else []
         groups = sorted(set(in_zookeeper) | set(in_broker))
     if args.verify:
-        return await verify(admin, zk, groups)
+        return await verify(admin, zk, groups, named=not args.all_groups)
     rows: list[Row] = []
     refused = False
     for group in groups:
@@ -235,6 +236,11 @@ async def _run(args: argparse.Namespace, admin: Admin, zk: ZkClient) -> int:
             group_rows = await import_group(admin, zk, group, args.execute)
         else:
             group_rows = await export_group(admin, zk, group, args.execute)
+        if group_rows == [] and not args.all_groups:
+            # a group named on the command line with nothing to move: most likely a typo
+            where = "in ZooKeeper" if args.import_ else "committed in the broker"
+            print(f"\nError: Consumer group '{group}' has no offsets {where}.")
+            group_rows = None
         refused = refused or group_rows is None
         rows += group_rows or []
     for line in warnings(rows):
@@ -337,16 +343,22 @@ async def write_offset(zk: ZkClient, group: str, topic: str, partition: int, off
         await zk.create(path, data, makepath=True)
 
 
-async def verify(admin: Admin, zk: ZkClient, groups: list[str]) -> int:
+async def verify(admin: Admin, zk: ZkClient, groups: list[str], named: bool) -> int:
+    """Exit status 1 when the places differ, or a `named` group has offsets in neither."""
     rows: list[Row] = []
+    empty = False
     for group in groups:
         coordinator = await admin.coordinator(group)
         broker = await committed_offsets(admin, group, coordinator)
         zk_offsets, bad = await read_zookeeper(zk, group)
-        rows += compare(group, zk_offsets, bad, broker)
+        group_rows = compare(group, zk_offsets, bad, broker)
+        if named and not group_rows:
+            print(f"\nError: Consumer group '{group}' has no offsets in ZooKeeper or in the broker.")
+            empty = True
+        rows += group_rows
     if rows:
         print(format_rows(rows, "STATUS"))
     differing = [r for r in rows if r.action != SAME]
     print(f"\n{len(differing)} of {len(rows)} partitions differ." if differing
           else f"\nZooKeeper and the broker agree on all {len(rows)} partitions.")
-    return 1 if differing else 0
+    return 1 if differing or empty else 0

@@ -173,8 +173,15 @@ def test_dual_commit_window_checked_by_verify(cluster_factory):
     assert {r[2] for r in rows(zk_offsets(cluster, "--verify", "--group", group).stdout).values()} == {"same"}
 
 
-def test_a_chroot_that_does_not_exist_is_an_error_not_created(cluster_factory):
+def test_a_group_without_offsets_and_a_missing_chroot_are_errors(cluster_factory):
     cluster = one_broker(cluster_factory)
+    nobody = unique_topic("no-such-group")
+    for action, where in (("--import", "in ZooKeeper"), ("--export", "committed in the broker"),
+                          ("--verify", "in ZooKeeper or in the broker")):
+        failed = zk_offsets(cluster, action, "--group", nobody, expect=1)
+        assert f"Error: Consumer group '{nobody}' has no offsets {where}." in failed.stdout
+    zk_offsets(cluster, "--import", "--all-groups")  # none at all is no error when none was named
+
     missing = cluster.zookeeper.connect_string + "/no-such-chroot"
     failed = logway_admin(cluster, "zk-offsets", "--zookeeper", missing, "--verify", "--all-groups", expect=1)
     assert "has no /no-such-chroot" in failed.stderr
