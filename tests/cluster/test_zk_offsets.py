@@ -1,9 +1,10 @@
 """`logway-admin zk-offsets` on a broker and a real ZooKeeper: offsets written into
 /consumers/<group>/offsets as Kafka's old Scala consumer wrote them (kazoo, decimal text) are
-imported, a confluent-kafka consumer of the group resumes at them, its later commits are
-exported back into the znodes; and the migration's dual-commit window (a client committing to
-both places) is checked with --verify."""
+imported (those outside the log moved to its nearest end), a confluent-kafka consumer of the
+group resumes at them, its later commits are exported back into the znodes; and the
+migration's dual-commit window (a client committing to both places) is checked with --verify."""
 
+import json
 import time
 
 import pytest
@@ -87,22 +88,27 @@ def rows(output: str) -> dict[tuple[str, str], list[str]]:
     return table
 
 
-def test_import_resume_and_export_through_zookeeper(cluster_factory):
+def test_import_resume_and_export_through_zookeeper(cluster_factory, tmp_path):
     cluster = one_broker(cluster_factory)
     topic, gone, group = unique_topic("zk-import"), unique_topic("zk-gone"), unique_topic("old-group")
     create_topic(cluster, topic, 3, 1)
     produce(cluster, topic, 3)
+    # partition 1's log starts after the offset the old consumer kept for it
+    deletion = tmp_path / "delete.json"
+    deletion.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 1, "offset": 8}]}))
+    logway_admin(cluster, "delete-records", "--offset-json-file", str(deletion))
     old_consumer_commit(cluster, group, topic, {0: b"3", 1: b"7", 2: b"50"})
     old_consumer_commit(cluster, group, gone, {0: b"5"})
 
     dry = zk_offsets(cluster, "--import", "--group", group)
     assert rows(dry.stdout) == {
         (topic, "0"): ["3", "-", "import"],
-        (topic, "1"): ["7", "-", "import"],
+        (topic, "1"): ["7", "-", "import log start 8"],
         (topic, "2"): ["50", "-", f"import log end {RECORDS}"],
         (gone, "0"): ["5", "-", "skip: unknown topic"],
     }
     assert f"skipping {gone}-0 of group {group}" in dry.stderr and "UNKNOWN_TOPIC_OR_PARTITION" in dry.stderr
+    assert "(7) of " + f"{topic}-1 of group {group} is lower than the log start offset; importing 8" in dry.stderr
     assert "a dry run" in dry.stderr
     # the dry run changed nothing: the group has no offsets in the broker
     assert rows(zk_offsets(cluster, "--import", "--group", group).stdout)[(topic, "0")] == ["3", "-", "import"]
@@ -111,12 +117,12 @@ def test_import_resume_and_export_through_zookeeper(cluster_factory):
     assert rows(zk_offsets(cluster, "--import", "--group", group).stdout)[(topic, "2")] == ["50", "10", "import log end 10"]
 
     member = consumer(cluster, group, topic)
-    expected = (RECORDS - 3) + (RECORDS - 7)
+    expected = (RECORDS - 3) + (RECORDS - 8)
     read = consume(member, expected)
     first = {}
     for message in read:
         first.setdefault(message.partition(), message.offset())
-    assert len(read) == expected and first == {0: 3, 1: 7}, "the consumer resumes at the imported offsets"
+    assert len(read) == expected and first == {0: 3, 1: 8}, "the consumer resumes at the imported offsets"
     member.commit(asynchronous=False)
     committed = member.committed([TopicPartition(topic, p) for p in range(3)], timeout=TIMEOUT_S)
     assert [tp.offset for tp in committed] == [RECORDS] * 3
