@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "reassign": ("reassign", "generate, execute and verify partition reassignments (kafka-reassign-partitions.sh)"),
     "log-dirs": ("log_dirs", "describe the log dirs of brokers (kafka-log-dirs.sh)"),
     "delete-records": ("delete_records", "delete records up to an offset (kafka-delete-records.sh)"),
+    "zk-offsets": ("zk_offsets", "import, export and compare consumer offsets kept in ZooKeeper by old consumers"),
 }
 
 

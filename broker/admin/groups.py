@@ -131,7 +131,7 @@ async def list_groups(admin: Admin, state: str | None) -> int:
     return 0
 
 
-async def _describe_group(admin: Admin, group: str):
+async def describe_group(admin: Admin, group: str):
     """(coordinator node id, DescribedGroup), retrying while the coordinator loads or moves."""
     deadline = time.monotonic() + admin.settings.request_timeout_s
     while True:
@@ -185,7 +185,7 @@ async def describe(admin: Admin, groups: list[str], args: argparse.Namespace) ->
     """Exit status 1 when a group does not exist (Kafka's tool prints the error and exits 0)."""
     missing = False
     for group in sorted(groups):
-        coordinator, described = await _describe_group(admin, group)
+        coordinator, described = await describe_group(admin, group)
         missing = missing or described.group_state == "Dead"
         if args.members:
             _print_members(group, described, args.verbose)
@@ -349,7 +349,7 @@ async def reset_offsets(admin: Admin, groups: list[str], args: argparse.Namespac
     plans = {}
     inactive_refused = False
     for group in groups:
-        coordinator, described = await _describe_group(admin, group)
+        coordinator, described = await describe_group(admin, group)
         if described.group_state not in ("Empty", "Dead"):
             print(f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is "
                   f"{described.group_state}.")
