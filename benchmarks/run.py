@@ -29,6 +29,13 @@ Parts (all by default):
                 (100 B records on two cores) the broker's CPU shows the cost that the rate does
                 not. --workloads does not apply. About 15 s a round at the default volumes
                 (under a minute for 3 rounds), so it is one of the default parts.
+  metrics       what the metrics cost (issue 16): two brokers side by side, one serving
+                metrics.listener and scraped every second as Prometheus would (a thread of this
+                process reads /metrics), one without; on each, in rounds alternating which goes
+                first, wire produce of 16 KiB batches (per-request cost), wire produce of ~1 MiB
+                batches, confluent-kafka produce (acks=1) of N S-byte records and their consume.
+                Ratios on / off (median of per-round ratios). About 20 s a round at the
+                default volumes. --workloads does not apply.
   connections   a broker of its own holding --idle-connections idle connections (benchmarks.
                 connections): its RSS per connection and peak, and a confluent-kafka produce
                 and consume of N records with them open against the same without.
@@ -88,7 +95,8 @@ from benchmarks import clients, cluster_scale, connections, machine, scale, wire
 from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
-ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "tls", "connections", "scale", "cluster-scale")
+ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "tls", "metrics", "connections", "scale",
+             "cluster-scale")
 ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch", "latency")
 MiB = 1024 * 1024
 CHARTS_DIR = Path(__file__).resolve().parent / "charts"
@@ -299,6 +307,56 @@ def start_tls(scratch: Path, large: int):
     secure = Target("SSL", f"127.0.0.1:{ssl_port}", meter, create, pid,
                     security={"security.protocol": "SSL", "ssl.ca.location": str(ca_pem)})
     return plain, secure, broker
+
+
+def start_metrics_pair(scratch: Path, large: int):
+    """Two logway brokers: one serving its metrics on a free port (the target "on", and the
+    /metrics URL), one without ("off"); the targets, the URL and the brokers."""
+    from tests.harness import free_port
+
+    on = _logway_broker(scratch, "metrics-on-data", large)
+    url = f"http://127.0.0.1:{free_port()}"
+    on.overrides["metrics.listener"] = url
+    off = _logway_broker(scratch, "metrics-off-data", large)
+    targets = []
+    for name, broker in (("on", on), ("off", off)):
+        broker.start()
+        pid = broker.process.pid
+        targets.append(Target(name, broker.bootstrap, lambda pid=pid: CpuMeter(broker_pid=pid),
+                              _topic_creator(broker.bootstrap), pid))
+    return targets, f"{url}/metrics", (on, off)
+
+
+class _Scraper:
+    """Reads a /metrics URL every `interval_s` in a thread, as a Prometheus server would, until
+    stopped: how many scrapes, their bytes and the slowest."""
+
+    def __init__(self, url: str, interval_s: float) -> None:
+        import threading
+
+        self.url, self.interval_s = url, interval_s
+        self.scrapes = self.bytes = 0
+        self.slowest_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metrics-scraper", daemon=True)
+
+    def start(self) -> "_Scraper":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(self.interval_s):
+            started = time.perf_counter()
+            with urllib.request.urlopen(self.url, timeout=10) as answer:
+                self.bytes += len(answer.read())
+            self.scrapes += 1
+            self.slowest_s = max(self.slowest_s, time.perf_counter() - started)
 
 
 def _tls_session(address: tuple[str, int], ca_file: str) -> str:
@@ -656,6 +714,56 @@ class Bench:
                         print(f"{'':<22} broker CPU per byte, SSL / PLAINTEXT: {ratio:.2f}x"
                               + (f"  rounds {', '.join(f'{r:.2f}' for r in rounds)}" if len(rounds) > 1 else ""))
 
+    def metrics_cost(self) -> None:
+        """Two brokers, metrics served and scraped every second on one: wire produce of 16 KiB
+        and of ~1 MiB batches, confluent-kafka produce and consume, in rounds alternating which
+        broker goes first."""
+        a, report = self.args, self.report
+        section("metrics: two logway brokers, one serving metrics.listener scraped every second")
+        targets, url, brokers = start_metrics_pair(self.scratch, a.large_size)
+        scraper = _Scraper(url, 1.0).start()
+        try:
+            print(f"metrics on: broker pid {targets[0].pid} at {targets[0].bootstrap}, scraped at {url}; "
+                  f"metrics off: broker pid {targets[1].pid} at {targets[1].bootstrap}")
+            small, per_small = wire.make_batch(a.size, 16 * 1024)
+            batch, per_batch = wire.make_batch(a.size, clients.BATCH_BYTES)
+            for number in range(1, a.rounds + 1):
+                order = targets if number % 2 else list(reversed(targets))
+                section(f"metrics round {number} of {a.rounds}: {' then '.join(t.name for t in order)}")
+                _settle()
+                for key, frame, per_frame, volume in (("wire_produce_16k", small, per_small, a.wire_mb * MiB // 4),
+                                                       ("wire_produce", batch, per_batch, a.wire_mb * MiB)):
+                    for t in order:
+                        topic = f"metrics-{key}-{t.name}-r{number}"
+                        t.create_topic(topic)
+                        self.recycle_pages(t, volume)
+                        meter = t.meter().start()
+                        result = wire.raw_produce(t.address, topic, frame, per_frame, volume, deadline_s=a.deadline)
+                        report.add(f"metrics_{key}", t.name, _wire_measurement(
+                            f"metrics {t.name}: wire produce {len(frame) // 1024} KiB batches of {a.size} B", result,
+                            *meter.stop()))
+                for t in order:
+                    topic = f"metrics-ck-{t.name}-r{number}"
+                    t.create_topic(topic)
+                    self.recycle_pages(t, a.records * (a.size + 80))
+                    report.add("metrics_ck_produce", t.name, clients.ck_produce(
+                        f"metrics {t.name}: ck produce {a.size} B acks=1", t.bootstrap, topic, a.records, a.size, "1",
+                        t.meter(), a.deadline))
+                for t in order:
+                    topic = f"metrics-ck-{t.name}-r{number}"
+                    low, high = clients.watermarks(t.bootstrap, topic)
+                    report.add("metrics_ck_consume", t.name, clients.ck_consume(
+                        f"metrics {t.name}: ck consume {a.size} B, all {high - low:,}", t.bootstrap, topic, low, high,
+                        a.size, t.meter(), a.deadline))
+        finally:
+            scraper.stop()
+            for broker in brokers:
+                broker.stop()
+                if "Traceback" in broker.log():
+                    print("\nWARNING: a metrics part broker logged a traceback:\n" + broker.log()[-3000:])
+        report.note(f"metrics part: {scraper.scrapes} scrapes of {scraper.bytes / max(scraper.scrapes, 1) / 1024:.0f} KiB "
+                    f"each, the slowest {scraper.slowest_s * 1000:.0f} ms")
+
     def idle_connections(self) -> None:
         a, report = self.args, self.report
         section(f"logway: {a.idle_connections:,} idle connections (a broker of its own)")
@@ -756,6 +864,10 @@ RATIOS = [
     ("consume 100 B (same records), confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_consume_small", "SSL"), ("tls_consume_small", "PLAINTEXT"), "records", None),
     ("produce 1 MiB acks=1, confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_produce_large", "SSL"), ("tls_produce_large", "PLAINTEXT"), "mb", None),
     ("consume 1 MiB (same records), confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_consume_large", "SSL"), ("tls_consume_large", "PLAINTEXT"), "mb", None),
+    ("produce 16 KiB batches (requests/s), wire: metrics on / off", ("metrics_wire_produce_16k", "on"), ("metrics_wire_produce_16k", "off"), "records", None),
+    ("produce 1 MiB batches, wire: metrics on / off", ("metrics_wire_produce", "on"), ("metrics_wire_produce", "off"), "mb", None),
+    ("produce 100 B acks=1, confluent-kafka: metrics on / off", ("metrics_ck_produce", "on"), ("metrics_ck_produce", "off"), "records", None),
+    ("consume 100 B, confluent-kafka: metrics on / off", ("metrics_ck_consume", "on"), ("metrics_ck_consume", "off"), "records", None),
 ]
 # once-only logway runs against the machine: compared with the median of the machine's rounds
 SINGLE_RATIOS = [
@@ -919,6 +1031,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.zerocopy()
         if "tls" in args.parts:
             bench.tls()
+        if "metrics" in args.parts:
+            bench.metrics_cost()
         if "connections" in args.parts:
             bench.idle_connections()
         if "scale" in args.parts:
