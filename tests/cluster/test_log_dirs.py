@@ -67,14 +67,16 @@ def _acked_more(workload: ProducerWorkload, more: int, what: str) -> None:
     wait_until(lambda: workload.acked_count >= target, TIMEOUT_S, f"{more} more acknowledged writes {what}")
 
 
-def test_a_failed_log_dir_loses_its_leaderships_and_a_replaced_disk_fetches_its_replicas_again(cluster_factory):
+def _two_disks_under_load(cluster_factory, broker_id: int, label: str):
+    """Three brokers, `broker_id` with two log dirs (disk-a, disk-b); a topic of one partition on
+    all three, led by broker 1 with a full ISR, min.insync.replicas 2; a producer writing to it.
+    Returns the cluster, the two dirs, the topic and the running workload."""
     cluster = cluster_factory(overrides=FAST_FAILURES, start=False)
-    broker = cluster.broker(1)
-    dirs = [cluster.root / "broker-1" / name for name in ("disk-a", "disk-b")]
-    broker.settings["log.dirs"] = ",".join(str(d) for d in dirs)
+    dirs = [cluster.root / f"broker-{broker_id}" / name for name in ("disk-a", "disk-b")]
+    cluster.broker(broker_id).settings["log.dirs"] = ",".join(str(d) for d in dirs)
     cluster.start()
     wait_formed(cluster)
-    topic = unique_topic("disk")
+    topic = unique_topic(label)
     admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
     admin.create_topics(
         [NewTopic(topic, num_partitions=1, replica_assignment=[list(BROKERS)], config={"min.insync.replicas": "2"})],
@@ -82,6 +84,12 @@ def test_a_failed_log_dir_loses_its_leaderships_and_a_replaced_disk_fetches_its_
     )[topic].result(timeout=TIMEOUT_S)
     _wait_state(cluster, topic, lambda s: s["leader"] == 1 and sorted(s["isr"]) == list(BROKERS), "a full ISR led by 1")
     workload = ProducerWorkload(cluster.bootstrap, topic, 1, count=20_000, duration_s=120, rate_per_s=100).start()
+    return cluster, dirs, topic, workload
+
+
+def test_a_failed_log_dir_loses_its_leaderships_and_a_replaced_disk_fetches_its_replicas_again(cluster_factory):
+    cluster, dirs, topic, workload = _two_disks_under_load(cluster_factory, 1, "disk")
+    broker = cluster.broker(1)
     try:
         _acked_more(workload, 200, "before the failure")
         [failing] = [d for d in dirs if (d / f"{topic}-0").is_dir()]
@@ -126,20 +134,8 @@ def test_a_follower_replica_moves_to_its_brokers_other_log_dir_under_load(cluste
     """AlterReplicaLogDirs on a follower: its future replica copies the log the follower goes on
     appending to from the leader, and takes its place; the follower never leaves the ISR for
     long, and every replica ends with the same batches."""
-    cluster = cluster_factory(overrides=FAST_FAILURES, start=False)
+    cluster, dirs, topic, workload = _two_disks_under_load(cluster_factory, 2, "follower-move")
     follower = cluster.broker(2)
-    dirs = [cluster.root / "broker-2" / name for name in ("disk-a", "disk-b")]
-    follower.settings["log.dirs"] = ",".join(str(d) for d in dirs)
-    cluster.start()
-    wait_formed(cluster)
-    topic = unique_topic("follower-move")
-    admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
-    admin.create_topics(
-        [NewTopic(topic, num_partitions=1, replica_assignment=[list(BROKERS)], config={"min.insync.replicas": "2"})],
-        operation_timeout=30,
-    )[topic].result(timeout=TIMEOUT_S)
-    _wait_state(cluster, topic, lambda s: s["leader"] == 1 and sorted(s["isr"]) == list(BROKERS), "a full ISR led by 1")
-    workload = ProducerWorkload(cluster.bootstrap, topic, 1, count=20_000, duration_s=120, rate_per_s=100).start()
     try:
         _acked_more(workload, 300, "before the move")
         [source] = [d for d in dirs if (d / f"{topic}-0").is_dir()]
