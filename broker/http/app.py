@@ -19,6 +19,7 @@ from aiohttp import web
 from broker.http import v2, v3
 from broker.http.basic_auth import BasicAuthenticator
 from broker.http.consumers import ConsumerInstances
+from broker.http.context import API, PRINCIPAL
 from broker.http.errors import RestError
 from broker.http.loopback import Loopback
 from broker.http.produce import Producer
@@ -57,7 +58,7 @@ class HttpApi:
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=self.max_request_bytes, middlewares=[self._middleware])
-        app["api"] = self
+        app[API] = self
         v3.add_routes(app)
         v2.add_routes(app)
         return app
@@ -97,7 +98,7 @@ class HttpApi:
                     response = RestError(401, 401, "Unauthorized").response()
                     response.headers["WWW-Authenticate"] = 'Basic realm="logway"'
                     return response
-            request["principal"] = principal
+            request[PRINCIPAL] = principal
             return await handler(request)
         except RestError as exc:
             return exc.response()

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from protocol.errors import ErrorCode
 
+from broker.http.context import API, PRINCIPAL
 from broker.http.errors import (
     CONSUMER_FORMAT_MISMATCH,
     INVALID_CONSUMER_CONFIG,
@@ -100,9 +101,9 @@ async def produce(request: web.Request) -> web.Response:
             raise unprocessable("partition must be an integer")
         out.append(OutRecord(partition, _encode(format, "key", record.get("key")),
                              _encode(format, "value", record.get("value"))))
-    api = request.app["api"]
+    api = request.app[API]
     try:
-        outcomes = await api.producer.produce(request.match_info["topic"], out, request["principal"], acks)
+        outcomes = await api.producer.produce(request.match_info["topic"], out, request[PRINCIPAL], acks)
     except RestError as exc:
         if exc.error_code == 40403:
             raise RestError(404, TOPIC_NOT_FOUND, "Topic not found.") from None
@@ -124,8 +125,8 @@ async def produce(request: web.Request) -> web.Response:
 
 
 def _instance(request: web.Request):
-    return request.app["api"].consumers.get(
-        request.match_info["group"], request.match_info["name"], request["principal"]
+    return request.app[API].consumers.get(
+        request.match_info["group"], request.match_info["name"], request[PRINCIPAL]
     )
 
 
@@ -146,7 +147,7 @@ async def create_consumer(request: web.Request) -> web.Response:
     if name is not None and (not isinstance(name, str) or not name):
         raise unprocessable("name must be a non-empty string")
     group = request.match_info["group"]
-    instance = request.app["api"].consumers.create(group, name, request["principal"], format, reset,
+    instance = request.app[API].consumers.create(group, name, request[PRINCIPAL], format, reset,
                                                    auto_commit == "true")
     base_uri = f"{request.scheme}://{request.host}/consumers/{group}/instances/{instance.name}"
     return web.json_response({"instance_id": instance.name, "base_uri": base_uri},
@@ -154,8 +155,8 @@ async def create_consumer(request: web.Request) -> web.Response:
 
 
 async def delete_consumer(request: web.Request) -> web.Response:
-    await request.app["api"].consumers.delete(
-        request.match_info["group"], request.match_info["name"], request["principal"]
+    await request.app[API].consumers.delete(
+        request.match_info["group"], request.match_info["name"], request[PRINCIPAL]
     )
     return web.Response(status=204)
 
@@ -198,7 +199,7 @@ async def records(request: web.Request) -> web.Response:
     if wanted not in accepted and "*/*" not in accepted and "application/*" not in accepted:
         raise RestError(406, CONSUMER_FORMAT_MISMATCH, "The requested embedded data format does not match the "
                         "deserializer for this consumer instance")
-    api = request.app["api"]
+    api = request.app[API]
     timeout = _int_query(request, "timeout", api.consumers.request_timeout_ms)
     timeout = max(0, min(timeout, api.consumers.request_timeout_ms))
     max_bytes = max(1, _int_query(request, "max_bytes", DEFAULT_MAX_BYTES))

@@ -32,6 +32,7 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import Header
 
+from broker.http.context import API, PRINCIPAL
 from broker.http.errors import RestError, kafka_error
 from broker.http.produce import OutRecord, parse_acks
 
@@ -54,7 +55,7 @@ def _base(request: web.Request) -> str:
 
 
 def _check_cluster(request: web.Request) -> str:
-    cluster_id = request.app["api"].broker.cluster_id
+    cluster_id = request.app[API].broker.cluster_id
     if request.match_info["cluster"] != cluster_id:
         raise RestError(404, 404, f"Cluster {request.match_info['cluster']} cannot be found.")
     return cluster_id
@@ -116,12 +117,12 @@ def _list(request: web.Request, kind: str, data: list) -> dict:
 
 
 async def _metadata(request: web.Request, topics: tuple[str, ...] | None):
-    api = request.app["api"]
+    api = request.app[API]
     wanted = None if topics is None else tuple(MetadataRequestTopic(topic_id=None, name=t) for t in topics)
     return await api.loopback.send(
         ApiKey.METADATA, 12,
         MetadataRequest(topics=wanted, allow_auto_topic_creation=False, include_topic_authorized_operations=False),
-        request["principal"],
+        request[PRINCIPAL],
     )
 
 
@@ -196,11 +197,11 @@ async def create_topic(request: web.Request) -> web.Response:
         name=name, num_partitions=partitions, replication_factor=replication, assignments=(),
         configs=tuple(CreatableTopicConfig(name=c["name"], value=c.get("value")) for c in configs),
     )
-    api = request.app["api"]
+    api = request.app[API]
     response = await api.loopback.send(
         ApiKey.CREATE_TOPICS, 7,
         CreateTopicsRequest(topics=(creatable,), timeout=ADMIN_TIMEOUT, validate_only=bool(body.get("validate_only"))),
-        request["principal"],
+        request[PRINCIPAL],
     )
     result = response.topics[0]
     if result.error_code == ErrorCode.topic_already_exists:
@@ -213,14 +214,14 @@ async def create_topic(request: web.Request) -> web.Response:
 
 async def delete_topic(request: web.Request) -> web.Response:
     _check_cluster(request)
-    api = request.app["api"]
+    api = request.app[API]
     response = await api.loopback.send(
         ApiKey.DELETE_TOPICS, 6,
         DeleteTopicsRequest(
             topics=(DeleteTopicState(name=request.match_info["topic"], topic_id=uuid.UUID(int=0)),),
             timeout=ADMIN_TIMEOUT,
         ),
-        request["principal"],
+        request[PRINCIPAL],
     )
     result = response.responses[0]
     if result.error_code != ErrorCode.none:
@@ -314,7 +315,7 @@ def _iso(ms: int) -> str:
 
 async def produce_records(request: web.Request) -> web.StreamResponse:
     cluster_id = _check_cluster(request)
-    api = request.app["api"]
+    api = request.app[API]
     topic = request.match_info["topic"]
     acks = parse_acks(request.query.get("acks"))
     try:
@@ -339,7 +340,7 @@ async def produce_records(request: web.Request) -> web.StreamResponse:
         records.append(record)
         sizes.append(size)
     if records:
-        outcomes = await api.producer.produce(topic, records, request["principal"], acks)
+        outcomes = await api.producer.produce(topic, records, request[PRINCIPAL], acks)
         for place, outcome, size in zip(places, outcomes, sizes):
             if outcome.error != ErrorCode.none:
                 error = kafka_error(outcome.error, outcome.message)
