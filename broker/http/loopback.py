@@ -7,6 +7,7 @@ as the Kafka protocol, and no second implementation of any of them. The response
 decoded as a client would decode it.
 """
 
+import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any
 
@@ -50,5 +51,9 @@ class Loopback:
             session.send_timer.sent(0.0)
         if chunks is None:
             return None
-        data = b"".join(chunk.read() if isinstance(chunk, FileRegion) else bytes(chunk) for chunk in chunks)
+        # Fetched records come as file regions (a connection sends them with sendfile): read on
+        # a thread, as the log's other disk reads are, not on the loop.
+        data = b"".join([
+            await asyncio.to_thread(chunk.read) if isinstance(chunk, FileRegion) else bytes(chunk) for chunk in chunks
+        ])
         return decode_response(api_key, version, memoryview(data)[INT32.size :])
