@@ -20,6 +20,7 @@ All records of one request are produced together (one batch per partition). ?ack
 import base64
 import binascii
 import datetime
+import functools
 import json
 import uuid
 
@@ -307,6 +308,7 @@ def _out_record(value) -> tuple[OutRecord, dict]:
     return OutRecord(partition, key, data, tuple(headers), _timestamp(value.get("timestamp"))), sizes
 
 
+@functools.lru_cache(maxsize=256)  # the records of a request mostly share one timestamp
 def _iso(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
