@@ -650,6 +650,21 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
        minimum=1000),
     _c("metrics.graphite.prefix", _S, None,
        "Prefix of the pushed metric paths; unset: logway.broker<broker.id>."),
+    # --- HTTP API (broker/http, docs/http.md); Confluent REST Proxy's keys with an http. prefix
+    _c("http.listeners", _S, None,
+       "Comma separated http://host:port or https://host:port URLs serving the Confluent REST "
+       "Proxy API (v2 and v3); https uses the ssl.* settings. Unset: no HTTP API."),
+    _c("http.authentication.method", _S, "NONE",
+       "NONE, or BASIC: HTTP basic authentication checked against the SASL users (SCRAM "
+       "credentials, PLAIN JAAS users); the principal User:<name> is what ACLs decide on."),
+    _c("http.consumer.instance.timeout.ms", _I, 300000,
+       "How long a v2 consumer instance may sit idle before it is removed (REST Proxy's "
+       "consumer.instance.timeout.ms).", minimum=1),
+    _c("http.consumer.request.timeout.ms", _I, 1000,
+       "The longest a v2 GET records waits for records (REST Proxy's "
+       "consumer.request.timeout.ms); a request's timeout parameter may shorten it.", minimum=0),
+    _c("http.max.request.bytes", _I, 1048576,
+       "Largest HTTP request body accepted; larger ones are answered 413.", minimum=1),
     # --- authorization (broker/security/authorizer.py)
     _c("authorizer.class.name", _S, "",
        "kafka.security.authorizer.AclAuthorizer (or its alias logway.acl) authorizes every "
@@ -693,7 +708,7 @@ class BrokerConfig:
 
     __slots__ = (
         "_settings", "_values", "_listeners", "_advertised", "_log_config", "_protocol_map",
-        "_listener_overrides", "_sasl_listeners", "_inter_broker_sasl", "_metrics_listener",
+        "_listener_overrides", "_sasl_listeners", "_inter_broker_sasl", "_metrics_listener", "_http_listeners",
     )
 
     def __init__(self, props: Mapping[str, Any] | None = None) -> None:
@@ -764,6 +779,12 @@ class BrokerConfig:
         _refuse_preallocation(self._values)
         _check_authorizer(self._values)
         self._metrics_listener = _parse_metrics_listener(self._values["metrics.listener"])
+        self._http_listeners = parse_http_listeners(self._values["http.listeners"])
+        if self._values["http.authentication.method"] not in ("NONE", "BASIC"):
+            raise ConfigError(
+                f"Invalid value {self._values['http.authentication.method']} for configuration "
+                "http.authentication.method: expected NONE or BASIC"
+            )
         _check_graphite(self._values)
         try:
             replica_selector(self._values["replica.selector.class"])
@@ -932,6 +953,11 @@ class BrokerConfig:
     def listeners(self) -> list[Listener]:
         """Where the broker binds, as configured (host "" = all interfaces)."""
         return list(self._listeners)
+
+    @property
+    def http_listeners(self) -> list[tuple[str, str, int]]:
+        """http.listeners as (scheme, host, port); host "" = every interface."""
+        return self._http_listeners
 
     @property
     def metrics_listener(self) -> tuple[str, int] | None:
@@ -1110,6 +1136,31 @@ class GraphiteSettings:
     port: int
     interval_ms: int
     prefix: str | None  # None: logway.broker<id>, the id the broker resolved
+
+
+def parse_http_listeners(text: str | None) -> list[tuple[str, str, int]]:
+    """http.listeners: "http://host:port,https://host:port" -> [(scheme, host, port)]."""
+    if text is None or not text.strip():
+        return []
+
+    def refuse(reason: str) -> ConfigError:
+        return ConfigError(f"Invalid value {text} for configuration http.listeners: {reason}")
+
+    found = []
+    for item in text.split(","):
+        try:
+            url = urlsplit(item.strip())
+            port = url.port
+        except ValueError as exc:
+            raise refuse(str(exc)) from None
+        if url.scheme not in ("http", "https"):
+            raise refuse("expected http://host:port or https://host:port")
+        if port is None:
+            raise refuse("a port is required (0 for any free one)")
+        if url.path not in ("", "/") or url.query or url.fragment or url.username is not None:
+            raise refuse("expected http://host:port or https://host:port")
+        found.append((url.scheme, url.hostname or "", port))
+    return found
 
 
 def _parse_metrics_listener(text: str | None) -> tuple[str, int] | None:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.cluster import ClusterMember, resolve_broker_id
+from broker.http.app import HttpApi
 from broker.config import TLS_PROTOCOLS, BrokerConfig, ConfigError
 from broker import systemd
 from broker.dispatch import Dispatcher
@@ -183,6 +184,8 @@ class Broker:
         )
         self.endpoint: BrokerEndpoint | None = None
         self._dispatcher = Dispatcher(self)
+        # The HTTP API (http.listeners): its requests go through the same dispatcher.
+        self.http_api = HttpApi(self, self._dispatcher) if config.http_listeners else None
         self._listeners: list[Listener] = []
         self._connections: dict[Connection, tuple[str, str]] = {}  # each with its client's ip and listener
         self._quotas: ConnectionQuotas | None = None
@@ -247,6 +250,8 @@ class Broker:
             self.topics.on_change.append(self._fill_standalone_metadata)
             self._fill_standalone_metadata()
             self._logs_loaded = True
+        if self.http_api is not None:
+            await self.http_api.start()
         log.info(
             "broker %d of cluster %s serving %s",
             self.broker_id,
@@ -422,6 +427,8 @@ class Broker:
         self._idle_check = loop.call_later(period, self._check_idle_connections)
 
     async def stop(self) -> None:
+        if self.http_api is not None:
+            await self.http_api.stop()
         if self.cluster is not None and self.config.get("controlled.shutdown.enable"):
             await self.cluster.controlled_shutdown()
         self.shutting_down = True

@@ -253,7 +253,7 @@ class BrokerClient:
         if pending is None or pending.future.done():
             return  # the request timed out meanwhile
         try:
-            response = _decode(pending.api_key, pending.version, frame)
+            response = decode_response(pending.api_key, pending.version, frame)
         except ProtocolError as exc:
             pending.future.set_exception(BrokerConnectionError(f"malformed response from {self.address}: {exc}"))
         else:
@@ -275,7 +275,8 @@ class BrokerClient:
                 request.future.set_exception(exc)
 
 
-def _decode(api_key: int, version: int, frame: memoryview) -> Any:
+def decode_response(api_key: int, version: int, frame: memoryview) -> Any:
+    """A response frame (without its size) decoded as `version` of `api_key`'s response."""
     flexible = response_header_is_flexible(api_key, schemas.is_flexible(api_key, version))
     _, body_start = parse_response_header(frame, flexible)
     body = frame[body_start:]

@@ -744,3 +744,25 @@ def test_graphite_settings_need_a_host_and_default_their_prefix_to_the_broker():
     assert (settings.host, settings.port, settings.interval_ms, settings.prefix) == ("carbon", 2004, 60000, None)
     with pytest.raises(ConfigError, match="metrics.graphite.prefix set without metrics.graphite.host"):
         BrokerConfig({"metrics.graphite.prefix": "x"})
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP API
+# --------------------------------------------------------------------------------------------
+
+
+def test_http_listeners_are_off_by_default_and_parsed_as_scheme_host_port():
+    assert BrokerConfig().http_listeners == []
+    assert BrokerConfig({"http.listeners": "http://127.0.0.1:8082, https://:8443"}).http_listeners == [
+        ("http", "127.0.0.1", 8082), ("https", "", 8443)]
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1:8082", "ftp://h:1", "http://h", "http://h:1/v3", "http://u@h:1"])
+def test_an_http_listener_that_is_not_a_url_with_a_port_is_refused_at_start(text):
+    with pytest.raises(ConfigError, match="for configuration http.listeners"):
+        BrokerConfig({"http.listeners": text})
+
+
+def test_an_http_authentication_method_other_than_none_or_basic_is_refused_at_start():
+    with pytest.raises(ConfigError, match="http.authentication.method"):
+        BrokerConfig({"http.authentication.method": "BEARER"})

@@ -1,0 +1,69 @@
+"""broker.http.produce: Kafka's partitioner hash, and records batched per partition."""
+
+import asyncio
+
+from broker.http.produce import OutRecord, murmur2
+from broker.session import ANONYMOUS
+from protocol.record_batch import iter_batches
+from storage.topic_partition import TopicPartition
+from tests.in_process import running_broker
+
+
+def test_murmur2_matches_kafkas_utils_test_vectors():
+    # Kafka's UtilsTest.testMurmur2: the default partitioner must place keys as Java clients do.
+    cases = {
+        b"21": -973932308,
+        b"foobar": -790332482,
+        b"a-little-bit-long-string": -985981536,
+        b"a-little-bit-longer-string": -1486304829,
+        b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+        b"abc": 479470107,
+    }
+    assert {data: murmur2(data) for data in cases} == cases
+
+
+def _batches(broker, tp):
+    log = broker.replica_manager.get_partition(tp).log
+    data = log.read(0, 1 << 20, log.log_end_offset, True).read()
+    return [header.record_count for _, header in iter_batches(data)]
+
+
+def test_the_records_of_one_call_become_one_batch_per_partition(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path, {"http.listeners": "http://127.0.0.1:0"}) as broker:
+            await broker.topics.create("t", 2, {})
+            records = [OutRecord(i % 2, None, b"v%d" % i) for i in range(10)]
+            outcomes = await broker.http_api.producer.produce("t", records, ANONYMOUS)
+            return outcomes, _batches(broker, TopicPartition("t", 0)), _batches(broker, TopicPartition("t", 1))
+
+    outcomes, batches_0, batches_1 = asyncio.run(scenario())
+    assert [(o.partition, o.offset) for o in outcomes] == [(i % 2, i // 2) for i in range(10)]
+    assert (batches_0, batches_1) == ([5], [5])
+
+
+def test_keyed_records_go_where_the_java_partitioner_puts_them_and_unkeyed_ones_stick_together(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path, {"http.listeners": "http://127.0.0.1:0"}) as broker:
+            await broker.topics.create("t", 3, {})
+            keyed = [OutRecord(None, b"foobar", b"x"), OutRecord(None, b"abc", b"y")]
+            unkeyed = [OutRecord(None, None, b"z") for _ in range(4)]
+            return (
+                await broker.http_api.producer.produce("t", keyed, ANONYMOUS),
+                await broker.http_api.producer.produce("t", unkeyed, ANONYMOUS),
+            )
+
+    keyed, unkeyed = asyncio.run(scenario())
+    assert [o.partition for o in keyed] == [(murmur2(b"foobar") & 0x7FFFFFFF) % 3, (479470107 & 0x7FFFFFFF) % 3]
+    assert len({o.partition for o in unkeyed}) == 1
+
+
+def test_a_partition_the_topic_lacks_fails_that_record_alone(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path, {"http.listeners": "http://127.0.0.1:0"}) as broker:
+            await broker.topics.create("t", 1, {})
+            return await broker.http_api.producer.produce(
+                "t", [OutRecord(0, None, b"a"), OutRecord(7, None, b"b")], ANONYMOUS
+            )
+
+    good, bad = asyncio.run(scenario())
+    assert (good.error.name, good.offset, bad.error.name) == ("none", 0, "unknown_topic_or_partition")
