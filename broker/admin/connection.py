@@ -41,12 +41,20 @@ RETRIABLE = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available, ErrorCode.not_controller,
     ErrorCode.request_timed_out,
 })
+# How long a request to the controller is retried through a controller move or a dead broker
+# still in the metadata (Kafka's admin client: default.api.timeout.ms, retry.backoff.ms).
+API_TIMEOUT_S = 60.0
+RETRY_BACKOFF_S = 0.1
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 LATEST, EARLIEST = -1, -2
 
 
 class AdminError(Exception):
     """The command failed; the message says why (with Kafka's error name when a broker gave one)."""
+
+
+class UnreachableError(AdminError):
+    """A broker could not be reached, or went away during a request."""
 
 
 class UsageError(Exception):
@@ -144,7 +152,7 @@ class Admin:
                 response = await client.send(ApiKey.API_VERSIONS, 0, ApiVersionsRequestV0())
         except BrokerClientError as exc:
             await client.close()
-            raise AdminError(str(exc)) from None
+            raise UnreachableError(str(exc)) from None
         check(response.error_code, f"ApiVersions to {client.address}")
         return {key.api_key: (key.min_version, key.max_version) for key in response.api_keys}
 
@@ -182,7 +190,8 @@ class Admin:
         try:
             response = await target.client.send(api_key, version, request)
         except BrokerClientError as exc:
-            raise AdminError(f"{name}: {exc}") from None
+            await self._forget(address)
+            raise UnreachableError(f"{name}: {exc}") from None
         if version == written:
             return response
         return schemas.adapt(response, schemas.response_type(api_key, written))
@@ -203,10 +212,28 @@ class Admin:
         self._addresses = {b.node_id: (b.host, b.port) for b in response.brokers}
         return response
 
+    async def _forget(self, address: tuple[str, int]) -> None:
+        """Drop the connection to `address`: the next request connects again."""
+        node = self._nodes.pop(address, None)
+        if node is not None:
+            await node.client.close()
+
+    async def send_to_controller(self, request: Any, min_version: int = 0) -> Any:
+        """`send` to the controller, found again and retried while it cannot be reached or the
+        cluster has none (a controller that died is still named by the metadata for a while)."""
+        deadline = asyncio.get_running_loop().time() + API_TIMEOUT_S
+        while True:
+            try:
+                return await self.send(request, node=await self.controller(), min_version=min_version)
+            except UnreachableError:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
     async def controller(self) -> int:
         controller = (await self.metadata([])).controller_id
         if controller < 0:
-            raise AdminError("the cluster has no active controller: NOT_CONTROLLER")
+            raise UnreachableError("the cluster has no active controller: NOT_CONTROLLER")
         return controller
 
     async def leaders(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -61,7 +61,7 @@ async def run(args: argparse.Namespace, admin: Admin) -> int:
         ),
         timeout=TIMEOUT,
     )
-    response = await admin.send(request, node=await admin.controller(), min_version=1)
+    response = await admin.send_to_controller(request, min_version=1)
     if response.error_code == ErrorCode.cluster_authorization_failed:
         print("Not authorized to perform leader election")
     check(response.error_code, "ElectLeaders")

@@ -242,9 +242,9 @@ async def _alter_reassignments(admin: Admin, targets: dict[tuple[str, int], list
         topics.setdefault(topic, []).append(
             ReassignablePartition(partition_index=partition, replicas=None if replicas is None else tuple(replicas))
         )
-    response = await admin.send(AlterPartitionReassignmentsRequest(
+    response = await admin.send_to_controller(AlterPartitionReassignmentsRequest(
         timeout=TIMEOUT, topics=tuple(ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()),
-    ), node=await admin.controller())
+    ))
     check(response.error_code, "AlterPartitionReassignments", response.error_message)
     errors = [
         f"{t.name}-{p.partition_index}: {failure(p.error_code, 'refused', p.error_message)}"

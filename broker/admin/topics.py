@@ -147,8 +147,8 @@ async def create(args: argparse.Namespace, admin: Admin) -> int:
         assignments=tuple(CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(b)) for p, b in assignment.items()),
         configs=tuple(CreatableTopicConfig(name=k, value=v) for k, v in parse_configs(args.config).items()),
     )
-    response = await admin.send(
-        CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT, validate_only=False), node=await admin.controller()
+    response = await admin.send_to_controller(
+        CreateTopicsRequest(topics=(topic,), timeout=TIMEOUT, validate_only=False)
     )
     result = response.topics[0]
     if result.error_code == ErrorCode.topic_already_exists and args.if_not_exists:
@@ -195,8 +195,8 @@ async def alter(args: argparse.Namespace, admin: Admin) -> int:
             name=name, count=args.partitions,
             assignments=tuple(CreatePartitionsAssignment(broker_ids=tuple(b)) for b in added) if assignment else None,
         ))
-    response = await admin.send(
-        CreatePartitionsRequest(topics=tuple(requests), timeout=TIMEOUT, validate_only=False), node=await admin.controller()
+    response = await admin.send_to_controller(
+        CreatePartitionsRequest(topics=tuple(requests), timeout=TIMEOUT, validate_only=False)
     )
     for result in response.results:
         check(result.error_code, f"Error while executing topic command: cannot alter topic {result.name}", result.error_message)
@@ -210,10 +210,9 @@ async def delete(args: argparse.Namespace, admin: Admin) -> int:
     _ensure_exists(topics, args.topic, args.if_exists)
     if not topics:
         return 0
-    response = await admin.send(
+    response = await admin.send_to_controller(
         DeleteTopicsRequest(topics=tuple(DeleteTopicState(name=t, topic_id=uuid.UUID(int=0)) for t in topics),
                             timeout=TIMEOUT),
-        node=await admin.controller(),
     )
     for result in response.responses:
         check(result.error_code, f"Error while executing topic command: cannot delete topic {result.name}", result.error_message)
@@ -250,7 +249,7 @@ async def list_reassignments(admin: Admin, topics: dict[str, list[int]] | None =
             ListPartitionReassignmentsTopics(name=t, partition_indexes=tuple(p)) for t, p in topics.items()
         ),
     )
-    response = await admin.send(request, node=await admin.controller())
+    response = await admin.send_to_controller(request)
     if response.error_code in (
         ErrorCode.cluster_authorization_failed, ErrorCode.unsupported_version, ErrorCode.not_controller,
     ):

@@ -1,4 +1,5 @@
 import asyncio
+import socket
 
 import pytest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
@@ -69,3 +70,20 @@ def test_bootstrap_addresses_need_a_port():
     assert parse_address("[::1]:9092") == ("::1", 9092)
     with pytest.raises(AdminError, match="Invalid url"):
         parse_address("localhost")
+
+
+def test_a_request_for_the_controller_is_sent_again_to_the_controller_named_next_when_the_first_cannot_be_reached():
+    # A controller that died is still named by the metadata for a while (the test's broker 3).
+    admin, client = _admin_with({ApiKey.DESCRIBE_CONFIGS: (0, 4)})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]  # nothing listens there once the socket is closed
+    admin._addresses = {1: ("broker", 9092), 3: ("127.0.0.1", closed_port)}
+    named = iter([3, 1])
+
+    async def controller() -> int:
+        return next(named)
+
+    admin.controller = controller
+    asyncio.run(admin.send_to_controller(_describe_configs()))
+    assert client.sent == [(ApiKey.DESCRIBE_CONFIGS, 4)]
