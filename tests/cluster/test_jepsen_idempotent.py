@@ -331,6 +331,17 @@ def _librdkafka_4953(eos_log: Path, copy_epochs: dict[bytes, list[int]]) -> str 
             f"{sorted({error for error, _ in causes})} (not written) on another partition")
 
 
+def _epoch_bumps(eos_log: Path) -> list[str]:
+    """librdkafka's epoch bumps and "skipped sequence" causes, as its debug=eos log gives them:
+    what a duplicate #4953 does not explain is read against."""
+    if not eos_log.exists():
+        return []
+    lines = eos_log.read_text(errors="replace").splitlines()
+    bumps = [f"epoch bump: {m.group(1)}" for line in lines if (m := _BUMP.search(line))]
+    causes = [f"skipped sequence after {m.group(1)} ({m.group(2)})" for line in lines if (m := _SKIPPED.search(line))]
+    return bumps + causes or ["no epoch bump in librdkafka's log"]
+
+
 def _copy_epochs(cluster: Cluster, topic: str, verdict) -> dict[bytes, list[int]]:
     """The producer epoch of each copy of every duplicated value ("?" where it is not found)."""
     epochs = {}
@@ -379,6 +390,8 @@ def _verdict(cluster: Cluster, topic: str, idempotent: dict[str, History], trans
             found = duplicates if explained else problems
             found.append(f"{name}: {verdict}" + (f"; {explained}" if explained else ""))
             found += [f"  {line}" for line in _copies(cluster, topic, history, verdict)]
+            if not explained and name in eos_logs:
+                found += [f"  {line}" for line in _epoch_bumps(eos_logs[name])]
         if backwards := offsets_going_backwards(history):
             problems.append(f"{name}: acknowledged offsets going backwards {len(backwards)} {backwards[:3]}")
     for name, txns in transactional.items():
