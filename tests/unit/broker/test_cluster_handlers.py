@@ -38,6 +38,8 @@ def run_cluster_broker(tmp_path, zookeeper, scenario):
             "broker.id": "1",
             "zookeeper.connect": f"{zookeeper.connect_string}/{tmp_path.name}",
             "zookeeper.session.timeout.ms": "6000",
+            # Connecting may take longer than a session on a loaded machine (CI: not within 6 s).
+            "zookeeper.connection.timeout.ms": "30000",
             "controlled.shutdown.enable": "false",
         }))
         await broker.start()
