@@ -17,6 +17,8 @@ def _cluster_config(log_dir, zookeeper, chroot: str, extra: dict | None = None):
     return broker_config(log_dir, {
         "zookeeper.connect": f"{zookeeper.connect_string}/{chroot}",
         "zookeeper.session.timeout.ms": "6000",
+        # Connecting may take longer than a session on a loaded machine (CI missed 6 s once).
+        "zookeeper.connection.timeout.ms": "30000",
         "controlled.shutdown.enable": "false",
         **(extra or {}),
     })
