@@ -99,6 +99,8 @@ class TopicManager:
         # Cluster mode: the controller's topics whose deletion waits for their replicas.
         self.marked_for_deletion: Callable[[str], bool] = lambda name: False
         self.on_change: list[Callable[[], None]] = []
+        # Told of each topic deleted here, once its partitions are gone (the remote log).
+        self.on_delete: list[Callable[[TopicInfo], None]] = []
         self._log_configs: dict[str, LogConfig] = {}
 
     @property
@@ -304,6 +306,8 @@ class TopicManager:
                 self.replica_manager.remove_partition(TopicPartition(name, partition))
 
         await self._save_then_apply(remove_partitions)
+        for listener in self.on_delete:
+            listener(info)
         log.info("deleted topic %s", name)
 
     def check_new_partition_count(

@@ -1,10 +1,14 @@
-"""ListOffsets (api key 2), versions 0-7.
+"""ListOffsets (api key 2), versions 0-9.
 
 Per partition, by the requested timestamp:
 - -2 (earliest): the log start offset;
 - -1 (latest): the high watermark (the last stable offset for read_committed, v2+); the log end
   offset for a follower (replica_id >= 0);
 - -3 (max timestamp, v7+): the offset and timestamp of the record with the largest timestamp;
+- -4 (earliest local, v8+, KIP-405): the first offset on this broker's disk, above the log start
+  of a tiered log whose older segments are in the remote store only (-2 answers that log start);
+- -5 (latest tiered, v9+, KIP-1005): the last offset the remote store holds, -1 when the topic is
+  not tiered or nothing is copied yet;
 - a timestamp >= 0: the first record stamped at or after it, found through the time index, or
   offset -1 when there is none.
 
@@ -18,7 +22,9 @@ timestamp.
 
 Version notes: v0 answers with a list of offsets ("old style": at most max_num_offsets, here the
 one offset found) instead of an offset and timestamp; v2 adds isolation_level; v4 adds
-current_leader_epoch and the leader epoch in answers; v6 is flexible; v7 allows -3.
+current_leader_epoch and the leader epoch in answers; v6 is flexible; v7 allows -3, v8 -4 and
+v9 -5 (their layouts are those of v7; as Kafka's broker, -4 and -5 are answered whatever the
+version).
 
 Authorization (with an authorizer, as Kafka's KafkaApis): DESCRIBE on the topic, else its
 partitions answer TOPIC_AUTHORIZATION_FAILED.
@@ -26,8 +32,8 @@ partitions answer TOPIC_AUTHORIZATION_FAILED.
 
 import datetime
 
-from kio.schema.list_offsets.v7.request import ListOffsetsRequest
-from kio.schema.list_offsets.v7.response import (
+from kio.schema.list_offsets.v9.request import ListOffsetsRequest
+from kio.schema.list_offsets.v9.response import (
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
@@ -47,11 +53,13 @@ from broker.security.acl import AclOperation, ResourceType
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 READ_COMMITTED = 1
 DEBUGGING_REPLICA_ID = -2
 
 
-@api(ApiKey.LIST_OFFSETS, versions=(0, 7), parse=as_sent(ApiKey.LIST_OFFSETS))
+@api(ApiKey.LIST_OFFSETS, versions=(0, 9), parse=as_sent(ApiKey.LIST_OFFSETS))
 def handle_list_offsets(ctx: RequestContext, request):
     # v0's partitions carry max_num_offsets, which the newest version lacks.
     if ctx.api_version == 0:
@@ -113,6 +121,10 @@ def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple
         return -1, log.log_start_offset
     if timestamp == LATEST_TIMESTAMP:
         return -1, partition.last_stable_offset if read_committed else partition.high_watermark
+    if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+        return -1, log.local_log_start_offset
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return -1, log.highest_remote_offset if log.config.remote_storage_enable else -1
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_and_offset()
     elif timestamp < 0:

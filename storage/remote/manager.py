@@ -285,11 +285,16 @@ class RemoteLogManager:
 
     async def delete_partition(self, tip: TopicIdPartition) -> None:
         """Remove every remote segment of a deleted partition, through the partition delete
-        states (a restart resumes from MARKED or STARTED: `resume_deletions`)."""
+        states (a restart resumes from MARKED or STARTED: `resume_deletions`), then whatever
+        else the store holds of it (orphans)."""
         state = self.cache.partitions.get(tip)
         if state is None or state.delete_state is None:
             await self._publish(self._partition_delete(tip, PartitionDeleteState.DELETE_PARTITION_MARKED))
         await self._publish(self._partition_delete(tip, PartitionDeleteState.DELETE_PARTITION_STARTED))
+        # Segment by segment, so that no record of a segment outlives the partition in a
+        # compacted __remote_log_metadata (each deletion ends with a tombstone).
+        for segment in list(self.cache.state(tip).segments.values()):
+            await self._delete_segment(segment)
         await self._in_thread(self._copier, self.store.delete_partition, tip)
         await self._publish(self._partition_delete(tip, PartitionDeleteState.DELETE_PARTITION_FINISHED))
         log.info("%s: its remote data is deleted", tip)
