@@ -53,6 +53,7 @@ leader.replication.throttled.rate is exceeded; the bytes sent to followers for t
 partitions are counted against that rate.
 """
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -68,6 +69,8 @@ from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import EncodedResponse, RequestContext, api
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.throttling import fetch_max_bytes
+
+log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
 
@@ -262,6 +265,7 @@ async def _answer_with_remote(ctx: RequestContext, request: FetchRequest, read: 
         if wanted.read_committed:
             result.aborted_transactions = aborted
     except KafkaError as exc:
+        log.warning("%s: reading offset %d from the remote store failed: %s", wanted.tp, wanted.offset, exc)
         result.error_code = exc.error_code
         result.records = b""
     return _answer(ctx, request, read.topics)

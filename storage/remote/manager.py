@@ -110,6 +110,9 @@ class RemoteLogManager:
         self._copier = concurrent.futures.ThreadPoolExecutor(copier_threads, "logway-remote-copier")
         self._readers = concurrent.futures.ThreadPoolExecutor(reader_threads, "logway-remote-reader")
         self._in_progress: set[uuid.UUID] = set()  # segments this manager is copying or deleting
+        # One piece of work at a time per partition: a round's and a topic deletion's would
+        # otherwise both delete a segment.
+        self._locks: dict[TopicIdPartition, asyncio.Lock] = {}
         self._now_ms = now_ms
 
     def shutdown(self) -> None:
@@ -132,8 +135,18 @@ class RemoteLogManager:
         if self.publisher.is_loaded(tip):
             partition_log.highest_remote_offset = self.cache.state(tip).highest_copied_offset
 
+    def _lock(self, tip: TopicIdPartition) -> asyncio.Lock:
+        lock = self._locks.get(tip)
+        if lock is None:
+            lock = self._locks[tip] = asyncio.Lock()
+        return lock
+
     async def maintain(self, tip: TopicIdPartition, replica: TieredReplica) -> None:
         """Copy, expire and clean up one partition this broker leads (see the module doc)."""
+        async with self._lock(tip):
+            await self._maintain(tip, replica)
+
+    async def _maintain(self, tip: TopicIdPartition, replica: TieredReplica) -> None:
         if not replica.is_leader or not self.publisher.is_loaded(tip):
             return
         epoch = replica.leader_epoch
@@ -283,10 +296,18 @@ class RemoteLogManager:
 
     # --------------------------------------------------------------------- partition deletion
 
-    async def delete_partition(self, tip: TopicIdPartition) -> None:
+    async def delete_partition(self, tip: TopicIdPartition, only_if_pending: bool = False) -> None:
         """Remove every remote segment of a deleted partition, through the partition delete
         states (a restart resumes from MARKED or STARTED: `resume_deletions`), then whatever
         else the store holds of it (orphans)."""
+        async with self._lock(tip):
+            state = self.cache.partitions.get(tip)
+            if only_if_pending and (state is None or state.delete_state is None):
+                return  # finished meanwhile
+            await self._delete_partition(tip)
+        self._locks.pop(tip, None)
+
+    async def _delete_partition(self, tip: TopicIdPartition) -> None:
         state = self.cache.partitions.get(tip)
         if state is None or state.delete_state is None:
             await self._publish(self._partition_delete(tip, PartitionDeleteState.DELETE_PARTITION_MARKED))
@@ -306,7 +327,7 @@ class RemoteLogManager:
         """Finish the partition deletions a restart interrupted."""
         for tip, state in list(self.cache.partitions.items()):
             if state.delete_state is not None and self.publisher.is_loaded(tip):
-                await self.delete_partition(tip)
+                await self.delete_partition(tip, only_if_pending=True)
 
     # ------------------------------------------------------------------------------ reading
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import fsspec
 
+from protocol.errors import ErrorCode, KafkaError
 from storage.remote.metadata import RemoteSegmentMetadata, TopicIdPartition
 
 _COPY_CHUNK_BYTES = 4 * 1024 * 1024
@@ -48,8 +49,11 @@ LOG_SUFFIX = ".log"
 _SUFFIXES = (LOG_SUFFIX, *(index.value for index in IndexType))
 
 
-class RemoteStorageError(Exception):
-    """The store failed (Kafka's RemoteStorageException); the operation may be tried again."""
+class RemoteStorageError(KafkaError):
+    """The store failed (Kafka's RemoteStorageException); the operation may be tried again. A
+    fetch it fails answers UNKNOWN_SERVER_ERROR for the partition, as Kafka's does."""
+
+    error_code = ErrorCode.unknown_server_error
 
 
 @dataclass
@@ -150,7 +154,8 @@ class FsspecRemoteStorageManager:
 
     def fetch_log_segment(self, metadata: RemoteSegmentMetadata, start: int, end: int) -> bytes:
         """Bytes [start, end) of the segment's .log (fewer at its end): a range read."""
-        return self._wrapped(self.fs.cat_file, self._path(metadata, LOG_SUFFIX), start, end)
+        path = self._path(metadata, LOG_SUFFIX)
+        return self._wrapped(lambda: self.fs.cat_file(path, start=start, end=end))
 
     def fetch_index(self, metadata: RemoteSegmentMetadata, index: IndexType) -> bytes:
         return self._wrapped(self.fs.cat_file, self._path(metadata, index.value))
@@ -160,6 +165,7 @@ class FsspecRemoteStorageManager:
 
         def listing() -> dict[uuid.UUID, list[str]]:
             directory = self.partition_dir(tip)
+            self.fs.invalidate_cache(directory)  # object stores' listings are cached
             if not self.fs.exists(directory):
                 return {}
             found: dict[uuid.UUID, list[str]] = {}

@@ -1,7 +1,8 @@
 """Tiered storage (KIP-405) with a real client: confluent-kafka consumes from offset 0 of a topic
-whose early segments exist only in the remote store (a directory), after their local copies were
-deleted by local.retention.bytes and again after a broker restart; deleting the topic removes its
-remote data."""
+whose early segments exist only in the remote store, after their local copies were deleted by
+local.retention.bytes and again after a broker restart; deleting the topic removes its remote
+data. The store is a directory, then S3: moto's S3 server, started by the test on a local port
+(s3fs talks to it; nothing is downloaded)."""
 
 import os
 import time
@@ -11,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from tests.harness import BrokerProcess, unique_topic
+from tests.harness import BrokerProcess, free_port, unique_topic
 
 pytestmark = pytest.mark.compat
 
@@ -64,10 +65,6 @@ def local_segment_bases(data_dir: Path, topic: str) -> list[int]:
     return sorted(int(name[:20]) for name in os.listdir(partition_dir) if name.endswith(".log"))
 
 
-def remote_log_files(store: Path, topic: str) -> list[str]:
-    return [name for directory in store.glob(f"{topic}-*/0") for name in os.listdir(directory) if name.endswith(".log")]
-
-
 def wait_for(condition, what: str) -> None:
     deadline = time.monotonic() + TIMEOUT_S
     while not condition():
@@ -80,37 +77,95 @@ def assert_every_record(found: list[tuple[int, bytes]]) -> None:
     assert all(value.startswith(b"record-%06d-" % offset) for offset, value in found)
 
 
-def test_a_consumer_reads_from_offset_zero_through_the_remote_store(tmp_path):
-    store = tmp_path / "store"
+def consume_through_the_store(broker: BrokerProcess, data_dir: Path, segments_in_store, store_emptied) -> None:
+    """Produce to a tiered topic until its early segments are in the store only, consume from 0,
+    restart, consume from 0 again, delete the topic: its remote data goes."""
     topic = unique_topic("tiered")
-    broker = tiered_broker(tmp_path / "data", f"file://{store}").start()
-    try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.create_topics([NewTopic(topic, 1, 1, config={
-            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
-            "retention.ms": "-1",
-        })])[topic].result(timeout=TIMEOUT_S)
-        produce(broker.bootstrap, topic)
-        # Copied to the store, then deleted locally: only the active segment and the last ones stay.
-        wait_for(lambda: local_segment_bases(tmp_path / "data", topic)[0] > 0, "local deletion of copied segments")
-        assert len(remote_log_files(store, topic)) >= 10
-        low, high = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "w"}).get_watermark_offsets(
-            TopicPartition(topic, 0), timeout=TIMEOUT_S
-        )
-        assert (low, high) == (0, RECORDS)  # the log start is the remote one
-        assert_every_record(consume_from_zero(broker.bootstrap, topic))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
+        "retention.ms": "-1",
+    })])[topic].result(timeout=TIMEOUT_S)
+    produce(broker.bootstrap, topic)
+    # Copied to the store, then deleted locally: only the active segment and the last ones stay.
+    wait_for(
+        lambda: segments_in_store(topic) >= 10 and local_segment_bases(data_dir, topic)[0] >= RECORDS // 2,
+        "copies to the store and local deletion of the copied segments",
+    )
+    low, high = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "w"}).get_watermark_offsets(
+        TopicPartition(topic, 0), timeout=TIMEOUT_S
+    )
+    assert (low, high) == (0, RECORDS)  # the log start is the remote one
+    assert_every_record(consume_from_zero(broker.bootstrap, topic))
 
-        broker.stop()
-        broker.start()
-        assert local_segment_bases(tmp_path / "data", topic)[0] > 0
-        assert_every_record(consume_from_zero(broker.bootstrap, topic))
+    broker.stop()
+    broker.start()
+    assert local_segment_bases(data_dir, topic)[0] > 0
+    assert_every_record(consume_from_zero(broker.bootstrap, topic))
 
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        admin.delete_topics([topic])[topic].result(timeout=TIMEOUT_S)
-        wait_for(lambda: not list(store.glob(f"{topic}-*")), "the remote data of the deleted topic to go")
-    finally:
-        broker.stop()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(timeout=TIMEOUT_S)
+    wait_for(lambda: store_emptied(topic), "the remote data of the deleted topic to go")
     assert "Traceback" not in broker.log(), broker.log()[-5000:]
+
+
+def test_a_consumer_reads_from_offset_zero_through_a_directory_store(tmp_path):
+    store = tmp_path / "store"
+    with tiered_broker(tmp_path / "data", f"file://{store}") as broker:
+        consume_through_the_store(
+            broker,
+            tmp_path / "data",
+            lambda topic: len([n for d in store.glob(f"{topic}-*/0") for n in os.listdir(d) if n.endswith(".log")]),
+            lambda topic: not list(store.glob(f"{topic}-*")),
+        )
+
+
+@pytest.fixture
+def s3_server():
+    """moto's S3 server on a free local port, with a bucket; its endpoint."""
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET, region_name="us-east-1"
+    ).create_bucket(Bucket="logway-tier")
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+
+
+S3_KEY, S3_SECRET = "test-key-id", "test-secret"
+
+
+def test_a_consumer_reads_from_offset_zero_through_an_s3_store(tmp_path, s3_server):
+    import boto3
+
+    s3 = boto3.client(
+        "s3", endpoint_url=s3_server, aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET, region_name="us-east-1"
+    )
+
+    def keys(topic: str) -> list[str]:
+        listed = s3.list_objects_v2(Bucket="logway-tier", Prefix=f"cluster/{topic}-")
+        return [entry["Key"] for entry in listed.get("Contents", [])]
+
+    broker = tiered_broker(
+        tmp_path / "data",
+        "s3://logway-tier/cluster",
+        **{"rsm.config.endpoint_url": s3_server, "rsm.config.key": S3_KEY, "rsm.config.secret": S3_SECRET},
+    )
+    with broker:
+        consume_through_the_store(
+            broker,
+            tmp_path / "data",
+            lambda topic: len([key for key in keys(topic) if key.endswith(".log")]),
+            lambda topic: not keys(topic),
+        )
+    assert S3_SECRET not in broker.log()
 
 
 def test_remote_storage_needs_the_broker_system_and_no_compaction(tmp_path):

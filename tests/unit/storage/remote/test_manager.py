@@ -257,12 +257,19 @@ def test_local_segments_go_once_copied_and_past_local_retention_and_are_read_fro
     assert _offsets(remote) == list(range(log.local_log_start_offset))
 
 
-def test_total_retention_deletes_remote_segments_and_raises_the_log_start(open_log, tmp_path):
+def copied_and_deleted_locally(open_log, tmp_path) -> tuple[Log, MemoryTopic]:
+    """A tiered log whose rolled segments are in the store only."""
     log = open_log(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, local_retention_bytes=0))
     fill(log, 8)
     topic = MemoryTopic()
     run(manager_over(topic, tmp_path / "store"), Replica(log))
     log.apply_retention()
+    assert log.local_log_start_offset == log.segments[-1].base_offset > 3
+    return log, topic
+
+
+def test_total_retention_deletes_remote_segments_and_raises_the_log_start(open_log, tmp_path):
+    log, topic = copied_and_deleted_locally(open_log, tmp_path)
     log.update_config(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, retention_bytes=700))
     run(manager_over(topic, tmp_path / "store"), Replica(log))
     copied = assert_consistent(topic, tmp_path / "store", log)
@@ -270,17 +277,12 @@ def test_total_retention_deletes_remote_segments_and_raises_the_log_start(open_l
 
 
 def test_delete_records_deletes_the_remote_segments_below(open_log, tmp_path):
-    log = open_log(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, local_retention_bytes=0))
-    fill(log, 8)
-    topic = MemoryTopic()
-    run(manager_over(topic, tmp_path / "store"), Replica(log))
-    log.apply_retention()
-    second = log.segments[0].base_offset  # any offset in the remote part will do
-    log.delete_records_before(3)
+    log, topic = copied_and_deleted_locally(open_log, tmp_path)
+    log.delete_records_before(3)  # inside the remote log
     run(manager_over(topic, tmp_path / "store"), Replica(log))
     copied = assert_consistent(topic, tmp_path / "store", log)
     assert copied[0].start_offset <= 3 <= copied[0].end_offset
-    assert log.log_start_offset == 3 and second > 3
+    assert log.log_start_offset == 3
 
 
 def test_a_deleted_partition_loses_its_remote_data_even_across_a_restart(open_log, tmp_path):
