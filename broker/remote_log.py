@@ -174,6 +174,17 @@ class RemoteLog:
         info = self.topics.topics.get(tp.topic)
         return None if info is None else TopicIdPartition(info.topic_id, tp.topic, tp.partition)
 
+    def _readable(self, tp: TopicPartition) -> TopicIdPartition:
+        """The partition's id for a read of its remote part: REPLICA_NOT_AVAILABLE (retriable)
+        while its metadata is being loaded, so a client retries instead of taking an empty
+        remote log for OFFSET_OUT_OF_RANGE and resetting its position."""
+        tip = self.tip_of(tp)
+        if tip is None:
+            raise KafkaError(f"this broker does not know {tp}", ErrorCode.unknown_topic_or_partition)
+        if not self.is_loaded(tip):
+            raise KafkaError(f"the remote log metadata of {tp} is being loaded", ErrorCode.replica_not_available)
+        return tip
+
     async def _run_periodically(self) -> None:
         while True:
             await asyncio.sleep(self._interval_s)
@@ -220,14 +231,16 @@ class RemoteLog:
 
     # ------------------------------------------------------------------------- reading
 
+    async def offset_for_timestamp(self, tp: TopicPartition, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """ListOffsets' lookup of a timestamp in the remote part of a tiered log."""
+        return await self.manager.offset_for_timestamp(self._readable(tp), timestamp, start_offset)
+
     async def read(
         self, tp: TopicPartition, offset: int, max_bytes: int, min_one_batch: bool, read_committed: bool
     ) -> tuple[bytes, list[tuple[int, int]]]:
         """Records of `tp` from `offset`, in the remote store only, and for read_committed the
         aborted transactions they span (producer id, first offset): Fetch's remote read."""
-        tip = self.tip_of(tp)
-        if tip is None:
-            raise KafkaError(f"this broker does not know {tp}", ErrorCode.unknown_topic_or_partition)
+        tip = self._readable(tp)
         segment, data = await self.manager.read(tip, offset, max_bytes, min_one_batch)
         if not read_committed or not data:
             return data, []

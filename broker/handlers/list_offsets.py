@@ -12,6 +12,10 @@ Per partition, by the requested timestamp:
 - a timestamp >= 0: the first record stamped at or after it, found through the time index, or
   offset -1 when there is none.
 
+A tiered log (remote.storage.enable) whose older segments are in the remote store only looks a
+timestamp up in its remote segments first (their time and offset indexes, then their batches, on
+the remote reader threads), as Kafka does; such an answer makes the response wait for it.
+
 Only the leader answers (NOT_LEADER_OR_FOLLOWER), except to the debugging replica id -2.
 
 Errors, in the order they are checked (Kafka's): KAFKA_STORAGE_ERROR; for a partition not hosted
@@ -31,6 +35,8 @@ partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 import datetime
+import inspect
+from collections.abc import Callable
 
 from kio.schema.list_offsets.v9.request import ListOffsetsRequest
 from kio.schema.list_offsets.v9.response import (
@@ -66,22 +72,42 @@ def handle_list_offsets(ctx: RequestContext, request):
         return _answer_v0(ctx, request)
     request = adapt(request, ListOffsetsRequest)
     read_committed = request.isolation_level == READ_COMMITTED
-    return ListOffsetsResponse(
-        throttle_time=datetime.timedelta(0),
-        topics=tuple(
-            ListOffsetsTopicResponse(
-                name=topic.name,
-                partitions=tuple(
-                    _answer(
-                        ctx, topic.name, p.partition_index, p.timestamp, p.current_leader_epoch, read_committed,
-                        request.replica_id,
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in request.topics
-        ),
-    )
+    answers = [
+        (
+            topic.name,
+            [
+                _answer(
+                    ctx, topic.name, p.partition_index, p.timestamp, p.current_leader_epoch, read_committed,
+                    request.replica_id,
+                )
+                for p in topic.partitions
+            ],
+        )
+        for topic in request.topics
+    ]
+
+    def response(found: list[tuple[str, list[ListOffsetsPartitionResponse]]]) -> ListOffsetsResponse:
+        return ListOffsetsResponse(
+            throttle_time=datetime.timedelta(0),
+            topics=tuple(ListOffsetsTopicResponse(name=name, partitions=tuple(partitions)) for name, partitions in found),
+        )
+
+    return _when_answered(answers, response)
+
+
+def _when_answered(answers: list[tuple[str, list]], respond: Callable):
+    """`respond(answers)` at once, or, when some answers wait for the remote store (timestamp
+    lookups in a tiered log's remote part), an awaitable of it once they are in."""
+    if not any(inspect.isawaitable(answer) for _, partitions in answers for answer in partitions):
+        return respond(answers)
+
+    async def later():
+        return respond([
+            (name, [await answer if inspect.isawaitable(answer) else answer for answer in partitions])
+            for name, partitions in answers
+        ])
+
+    return later()
 
 
 def _answer(
@@ -101,6 +127,8 @@ def _answer(
         )
         if replica_id >= 0 and timestamp == LATEST_TIMESTAMP:
             found_timestamp, offset = -1, partition.log.log_end_offset
+        elif _in_remote_log(ctx, partition, timestamp):
+            return _answer_from_remote(ctx, partition, index, timestamp, read_committed)
         else:
             found_timestamp, offset = _lookup(partition, timestamp, read_committed)
     except KafkaError as exc:
@@ -110,6 +138,35 @@ def _answer(
         error_code=ErrorCode.none,
         timestamp=found_timestamp,
         offset=offset,
+        leader_epoch=partition.leader_epoch,
+    )
+
+
+def _in_remote_log(ctx: RequestContext, partition: Partition, timestamp: int) -> bool:
+    """Whether a timestamp lookup starts in the remote part of a tiered log (as Kafka's, which
+    looks there first)."""
+    log = partition.log
+    return (
+        timestamp >= 0
+        and ctx.broker.remote_log is not None
+        and log.config.remote_storage_enable
+        and log.log_start_offset < log.local_log_start_offset
+    )
+
+
+async def _answer_from_remote(
+    ctx: RequestContext, partition: Partition, index: int, timestamp: int, read_committed: bool
+) -> ListOffsetsPartitionResponse:
+    """A timestamp lookup of a tiered log: the remote segments first, then the local log."""
+    log = partition.log
+    try:
+        found = await ctx.broker.remote_log.offset_for_timestamp(partition.topic_partition, timestamp, log.log_start_offset)
+        if found is None or found[1] >= partition.high_watermark:
+            found = _lookup(partition, timestamp, read_committed)
+    except KafkaError as exc:
+        return ListOffsetsPartitionResponse(partition_index=index, error_code=exc.error_code)
+    return ListOffsetsPartitionResponse(
+        partition_index=index, error_code=ErrorCode.none, timestamp=found[0], offset=found[1],
         leader_epoch=partition.leader_epoch,
     )
 
@@ -136,19 +193,24 @@ def _lookup(partition: Partition, timestamp: int, read_committed: bool) -> tuple
     return found
 
 
-def _answer_v0(ctx: RequestContext, request: legacy.ListOffsetsRequestV0) -> legacy.ListOffsetsResponseV0:
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            answer = _answer(ctx, topic.name, p.partition_index, p.timestamp, -1, False, request.replica_id)
-            offsets = (answer.offset,) if answer.offset >= 0 and p.max_num_offsets > 0 else ()
-            partitions.append(
+def _answer_v0(ctx: RequestContext, request: legacy.ListOffsetsRequestV0):
+    answers = [
+        (topic.name, [_answer(ctx, topic.name, p.partition_index, p.timestamp, -1, False, request.replica_id) for p in topic.partitions])
+        for topic in request.topics
+    ]
+    wanted = {(topic.name, p.partition_index): p.max_num_offsets for topic in request.topics for p in topic.partitions}
+
+    def response(found: list[tuple[str, list[ListOffsetsPartitionResponse]]]) -> legacy.ListOffsetsResponseV0:
+        return legacy.ListOffsetsResponseV0(topics=tuple(
+            legacy.ListOffsetsTopicResponseV0(name=name, partitions=tuple(
                 legacy.ListOffsetsPartitionResponseV0(
-                    partition_index=p.partition_index,
+                    partition_index=answer.partition_index,
                     error_code=answer.error_code,
-                    old_style_offsets=offsets,
+                    old_style_offsets=(answer.offset,) if answer.offset >= 0 and wanted[name, answer.partition_index] > 0 else (),
                 )
-            )
-        topics.append(legacy.ListOffsetsTopicResponseV0(name=topic.name, partitions=tuple(partitions)))
-    return legacy.ListOffsetsResponseV0(topics=tuple(topics))
+                for answer in partitions
+            ))
+            for name, partitions in found
+        ))
+
+    return _when_answered(answers, response)

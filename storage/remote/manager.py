@@ -345,6 +345,21 @@ class RemoteLogManager:
         data = await self._in_thread(self._readers, self.reader.read, segment, offset, max_bytes, min_one_batch)
         return segment, data
 
+    async def offset_for_timestamp(
+        self, tip: TopicIdPartition, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first remote record at or after `start_offset` stamped at
+        or after `timestamp`, None when the remote log has none (the local log may)."""
+        for segment in self.cache.state(tip).copied:
+            if segment.max_timestamp_ms < timestamp or segment.end_offset < start_offset:
+                continue
+            found = await self._in_thread(
+                self._readers, self.reader.offset_for_timestamp, segment, timestamp, max(start_offset, segment.start_offset)
+            )
+            if found is not None:
+                return found
+        return None
+
     async def aborted(
         self, tip: TopicIdPartition, segment: RemoteSegmentMetadata, fetch_offset: int, upper_bound_offset: int
     ) -> tuple[list[AbortedTxn], bool]:

@@ -15,15 +15,17 @@ those threads (a lock guards it); nothing here touches a Log.
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from protocol.record_batch import BATCH_HEADER_SIZE, BatchHeader
+from protocol.records import iter_records
 from storage.remote.metadata import RemoteSegmentMetadata
 from storage.remote.storage_manager import FsspecRemoteStorageManager, IndexType
 from storage.txn_index import AbortedTxn, collect_aborted, parse_entries
 
 CHUNK_BYTES = 1024 * 1024
 _INDEX_ENTRY = struct.Struct(">ii")
+_TIME_INDEX_ENTRY = struct.Struct(">qi")
 
 
 class ByteCache:
@@ -51,6 +53,22 @@ class ByteCache:
                     _, evicted = self._entries.popitem(last=False)
                     self.size -= len(evicted)
         return value
+
+
+def indexed_time_offset(time_index: bytes, base_offset: int, timestamp: int) -> int:
+    """The offset of the time index's greatest entry stamped at or before `timestamp`; the base
+    offset when there is none."""
+    low, high = 0, len(time_index) // _TIME_INDEX_ENTRY.size - 1
+    found = base_offset
+    while low <= high:
+        middle = (low + high) // 2
+        stamped, relative = _TIME_INDEX_ENTRY.unpack_from(time_index, middle * _TIME_INDEX_ENTRY.size)
+        if stamped <= timestamp:
+            found = base_offset + relative
+            low = middle + 1
+        else:
+            high = middle - 1
+    return found
 
 
 def indexed_position(index: bytes, base_offset: int, offset: int) -> int:
@@ -94,37 +112,55 @@ class RemoteLogReader:
             parts.append(chunk[max(start - chunk_start, 0) : end - chunk_start])
         return b"".join(parts)
 
+    def _batches(self, segment: RemoteSegmentMetadata, position: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Whole batches of the segment's .log from `position` (a batch start), read by chunks."""
+        while position + BATCH_HEADER_SIZE <= segment.size:
+            data = memoryview(self._range(segment, position, position + CHUNK_BYTES))
+            used = 0
+            while used + BATCH_HEADER_SIZE <= len(data):
+                header = BatchHeader.from_buffer(data, used)
+                if used + header.size > len(data):
+                    break
+                yield header, data[used : used + header.size]
+                used += header.size
+            if used == 0:  # a batch larger than a chunk
+                header = BatchHeader.from_buffer(data, 0)
+                yield header, memoryview(self._range(segment, position, position + header.size))
+                used = header.size
+            position += used
+
     def read(self, segment: RemoteSegmentMetadata, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
         """Whole batches of the segment from the one holding `offset`, within `max_bytes`
         (the first one whatever its size with `min_one_batch`); b"" when none fits."""
         start = indexed_position(self.index(segment, IndexType.OFFSET), segment.start_offset, offset)
-        window_end = min(segment.size, start + max(max_bytes, CHUNK_BYTES))
-        data = self._range(segment, start, window_end)
-        position = 0
-        first: int | None = None
-        while True:
-            header = None
-            if position + BATCH_HEADER_SIZE <= len(data):
-                header = BatchHeader.from_buffer(data, position)
-            if header is None or position + header.size > len(data):
-                wanted = position + (header.size if header is not None else BATCH_HEADER_SIZE)
-                fits = first is None or (header is not None and position + header.size - first <= max_bytes)
-                if start + len(data) >= segment.size or not fits:
-                    break
-                window_end = min(segment.size, max(window_end + CHUNK_BYTES, start + wanted))
-                data = self._range(segment, start, window_end)
-                continue
+        found: list[memoryview] = []
+        total = 0
+        for header, batch in self._batches(segment, start):
             if header.last_offset < offset:
-                position += header.size
                 continue
-            if first is None:
-                first = position
-                if header.size > max_bytes and not min_one_batch:
-                    return b""
-            elif position + header.size - first > max_bytes:
+            if total + header.size > max_bytes and (found or not min_one_batch):
                 break
-            position += header.size
-        return b"" if first is None else data[first:position]
+            found.append(batch)
+            total += header.size
+        return b"".join(found)
+
+    def offset_for_timestamp(
+        self, segment: RemoteSegmentMetadata, timestamp: int, start_offset: int
+    ) -> tuple[int, int] | None:
+        """(timestamp, offset) of the segment's first record at or after `start_offset` stamped
+        at or after `timestamp` (Kafka's lookupTimestamp): from the time index's greatest entry
+        not after it, through the offset index, then batch by batch."""
+        indexed_offset = indexed_time_offset(self.index(segment, IndexType.TIMESTAMP), segment.start_offset, timestamp)
+        position = indexed_position(
+            self.index(segment, IndexType.OFFSET), segment.start_offset, max(indexed_offset, start_offset)
+        )
+        for header, batch in self._batches(segment, position):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for record in iter_records(batch):
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.timestamp, record.offset
+        return None
 
     def aborted(
         self, segments: Sequence[RemoteSegmentMetadata], fetch_offset: int, upper_bound_offset: int

@@ -1,7 +1,7 @@
 """Tiered storage on an in-process broker: a tiered topic's rolled segments copied to a directory
 store by the remote log manager's round (run by the test), deleted locally, then served by Fetch
-from the store, with ListOffsets answering the remote log start (-2), the local one (-4) and the
-last tiered offset (-5)."""
+from the store, with ListOffsets answering the remote log start (-2), the local one (-4), the
+last tiered offset (-5) and timestamps from the remote segments."""
 
 import asyncio
 import uuid
@@ -51,7 +51,8 @@ def test_fetches_below_the_local_log_start_are_served_from_the_store(tmp_path):
                 TP.topic, 1, {"remote.storage.enable": "true", "segment.bytes": "400", "local.retention.bytes": "1", "retention.ms": "-1"}
             )
             for i in range(20):
-                broker.replica_manager.append(TP, memoryview(batch(b"value-%d" % i, b"x" * 60)))
+                # Two records a batch, stamped 10_000 + 10 * i and one more.
+                broker.replica_manager.append(TP, memoryview(batch(b"value-%d" % i, b"x" * 60, timestamp=10_000 + 10 * i)))
             log = broker.log_manager.get(TP)
             await broker.remote_log.run_once()
             log.apply_retention()
@@ -61,6 +62,10 @@ def test_fetches_below_the_local_log_start_are_served_from_the_store(tmp_path):
             assert await list_offset(broker, -2) == 0
             assert await list_offset(broker, -4) == local_start
             assert await list_offset(broker, -5) == local_start - 1
+            # Timestamps are looked up in the remote segments first, then locally.
+            assert await list_offset(broker, 10_030) == 6
+            assert await list_offset(broker, 10_031) == 7
+            assert await list_offset(broker, 10_000 + 10 * 19) == 38
 
             answer = await fetch(broker, 0, tp=TP)
             assert answer.error_code == ErrorCode.none
