@@ -1,7 +1,9 @@
 """Tiered storage (KIP-405) with a real client: confluent-kafka consumes from offset 0 of a topic
 whose early segments exist only in the remote store, after their local copies were deleted by
 local.retention.bytes and again after a broker restart; deleting the topic removes its remote
-data. The store is a directory, then S3: moto's S3 server, started by the test on a local port
+data; a read_committed consumer skips the aborted transactions of segments only in the store
+(their aborted transactions come from the remote transaction indexes). The store is a
+directory, then S3: moto's S3 server, started by the test on a local port
 (s3fs talks to it; nothing is downloaded)."""
 
 import os
@@ -9,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.harness import BrokerProcess, free_port, unique_topic
@@ -166,6 +168,60 @@ def test_a_consumer_reads_from_offset_zero_through_an_s3_store(tmp_path, s3_serv
             lambda topic: not keys(topic),
         )
     assert S3_SECRET not in broker.log()
+
+
+def test_read_committed_consumers_skip_aborted_transactions_read_from_the_store(tmp_path):
+    store = tmp_path / "store"
+    topic = unique_topic("tiered-txn")
+    with tiered_broker(tmp_path / "data", f"file://{store}", **{
+        "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+    }) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
+            "retention.ms": "-1",
+        })])[topic].result(timeout=TIMEOUT_S)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tiered-txn", "linger.ms": 5})
+        producer.init_transactions(TIMEOUT_S)
+        committed = []
+        for transaction in range(8):
+            producer.begin_transaction()
+            for i in range(150):
+                value = b"t%d-%03d-" % (transaction, i) + b"x" * 80
+                producer.produce(topic, value=value)
+                if transaction % 2 == 0:
+                    committed.append(value)
+            if transaction % 2 == 0:
+                producer.commit_transaction(TIMEOUT_S)
+            else:
+                assert producer.flush(TIMEOUT_S) == 0  # in the log before the abort (else purged unsent)
+                producer.abort_transaction(TIMEOUT_S)
+        wait_for(lambda: local_segment_bases(tmp_path / "data", topic)[0] > 600, "the aborted transactions to be in the store only")
+
+        def values(isolation: str) -> list[bytes]:
+            consumer = Consumer({
+                "bootstrap.servers": broker.bootstrap, "group.id": "r", "isolation.level": isolation,
+                "enable.auto.commit": False, "enable.partition.eof": True,
+            })
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            found: list[bytes] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            try:
+                while time.monotonic() < deadline:
+                    message = consumer.poll(1)
+                    if message is None:
+                        continue
+                    if message.error() is not None:
+                        assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                        break
+                    found.append(message.value())
+            finally:
+                consumer.close()
+            return found
+
+        assert values("read_committed") == committed
+        assert len(values("read_uncommitted")) == 8 * 150
+    assert "Traceback" not in broker.log(), broker.log()[-5000:]
 
 
 def test_remote_storage_needs_the_broker_system_and_no_compaction(tmp_path):
