@@ -201,7 +201,7 @@ class RemoteLogManager:
             segment.base_offset,
             next_base - 1,
             self.broker_id,
-            segment.max_timestamp,
+            segment.largest_timestamp,  # as local retention sees it (the file's time without timestamps)
             self._now_ms(),
             segment_epochs(partition_log, segment.base_offset, next_base),
             segment.size,

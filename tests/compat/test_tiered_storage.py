@@ -242,3 +242,7 @@ def test_remote_storage_needs_the_broker_system_and_no_compaction(tmp_path):
         configs = described.result(timeout=TIMEOUT_S)
         assert configs["remote.storage.enable"].value == "true"
         assert configs["local.retention.ms"].value == "-2"
+    # Kafka's check at start: tiered topics need the remote storage system.
+    without = BrokerProcess(tmp_path / "tiered")
+    with pytest.raises(RuntimeError, match="delete all topics with the property remote.storage.enable=true"):
+        without.start()
