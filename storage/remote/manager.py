@@ -234,6 +234,12 @@ class RemoteLogManager:
         partition_log = replica.log
         config = partition_log.config
         copied = self.cache.state(tip).copied
+        # A log start behind what the store still holds (a checkpoint older than the last
+        # expiration, when the broker stopped) moves up to the remote log start, or to the local
+        # one when the remote log is empty (Kafka's leader does the same).
+        first = min(copied[0].start_offset if copied else partition_log.local_log_start_offset, partition_log.local_log_start_offset)
+        if partition_log.log_start_offset < min(first, partition_log.high_watermark):
+            partition_log.delete_records_before(min(first, partition_log.high_watermark))
         doomed = [s for s in copied if s.end_offset < partition_log.log_start_offset]
         kept = [s for s in copied if s.end_offset >= partition_log.log_start_offset]
         if config.delete and config.retention_ms >= 0:

@@ -276,6 +276,17 @@ def test_total_retention_deletes_remote_segments_and_raises_the_log_start(open_l
     assert log.log_start_offset == copied[0].start_offset > 0
 
 
+def test_a_log_start_behind_the_remote_log_moves_up_to_it(open_log, tmp_path):
+    log, topic = copied_and_deleted_locally(open_log, tmp_path)
+    log.update_config(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, retention_bytes=700))
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    remote_start = log.log_start_offset
+    assert remote_start > 0
+    log.log_start_offset = 0  # the checkpoint a restart found was written before the expiration
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    assert log.log_start_offset == remote_start
+
+
 def test_delete_records_deletes_the_remote_segments_below(open_log, tmp_path):
     log, topic = copied_and_deleted_locally(open_log, tmp_path)
     log.delete_records_before(3)  # inside the remote log
