@@ -5,9 +5,9 @@ Made only with remote.log.storage.system.enable. The store is rsm.config.url's (
 storage_manager, the other rsm.config.* keys its fsspec options). The metadata lives in the
 internal topic __remote_log_metadata (Kafka's TopicBasedRemoteLogMetadataManager): created on
 first use with rlmm.config.remote.log.metadata.topic.num.partitions partitions and its replication
-factor (capped by the live brokers), compacted; a partition's records go to the metadata
-partition Kafka's RemoteLogMetadataTopicPartitioner picks (murmur2 of the hash of its topic id and
-partition). The partitions this broker leads are replayed into the metadata cache when it starts
+factor (capped by the live brokers), compacted, in segments of 100 MiB; a partition's records go
+to the metadata partition Kafka's RemoteLogMetadataTopicPartitioner picks (murmur2 of the hash of
+its topic id and partition). The partitions this broker leads are replayed into the metadata cache when it starts
 or takes their leadership (coordinator.internal_topic, as the group coordinator loads
 __consumer_offsets); until then the remote log manager leaves their tiered partitions alone.
 
@@ -106,7 +106,8 @@ class RemoteLog:
             replica_manager,
             config.get("rlmm.config.remote.log.metadata.topic.num.partitions"),
             config.get("rlmm.config.remote.log.metadata.topic.replication.factor"),
-            {"cleanup.policy": "compact"},
+            # Compacted; segments of 100 MiB (as __consumer_offsets') so the cleaner gets to them.
+            {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
             _LOAD_BUFFER_BYTES,
             read_metadata_partition,
             self._install,
