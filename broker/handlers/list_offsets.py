@@ -198,19 +198,19 @@ def _answer_v0(ctx: RequestContext, request: legacy.ListOffsetsRequestV0):
         (topic.name, [_answer(ctx, topic.name, p.partition_index, p.timestamp, -1, False, request.replica_id) for p in topic.partitions])
         for topic in request.topics
     ]
-    wanted = {(topic.name, p.partition_index): p.max_num_offsets for topic in request.topics for p in topic.partitions}
 
     def response(found: list[tuple[str, list[ListOffsetsPartitionResponse]]]) -> legacy.ListOffsetsResponseV0:
-        return legacy.ListOffsetsResponseV0(topics=tuple(
-            legacy.ListOffsetsTopicResponseV0(name=name, partitions=tuple(
+        topics = []
+        for topic, (name, partitions) in zip(request.topics, found):
+            answers_v0 = tuple(
                 legacy.ListOffsetsPartitionResponseV0(
                     partition_index=answer.partition_index,
                     error_code=answer.error_code,
-                    old_style_offsets=(answer.offset,) if answer.offset >= 0 and wanted[name, answer.partition_index] > 0 else (),
+                    old_style_offsets=(answer.offset,) if answer.offset >= 0 and asked.max_num_offsets > 0 else (),
                 )
-                for answer in partitions
-            ))
-            for name, partitions in found
-        ))
+                for asked, answer in zip(topic.partitions, partitions)
+            )
+            topics.append(legacy.ListOffsetsTopicResponseV0(name=name, partitions=answers_v0))
+        return legacy.ListOffsetsResponseV0(topics=tuple(topics))
 
     return _when_answered(answers, response)
