@@ -17,10 +17,11 @@ the manager (copy, expiration, cleanup: storage.remote.manager). Deleting a tier
 its partitions' remote data (MARKED first, so a restart resumes it). Fetches below a tiered log's
 local start come to `read`.
 
-Cluster mode: every replica follows its tiered logs from the metadata it has loaded, which is
-only that of the metadata partitions it leads; the followers' view of the rest, a follower
-fetching below its leader's local start (OFFSET_MOVED_TO_TIERED_STORAGE) and the remote data of
-topics deleted through the controller are not handled yet (docs/status.md, issue 18).
+Cluster mode (refused at start for now, broker.config): the leadership listener loads the
+metadata partitions this broker leads, and every replica follows its tiered logs from the
+metadata it has loaded; still missing are the metadata partitions led elsewhere (reading and
+writing them), a follower fetching below its leader's local start (OFFSET_MOVED_TO_TIERED_STORAGE)
+and the remote data of topics deleted through the controller (docs/status.md, issue 18).
 """
 
 import asyncio
