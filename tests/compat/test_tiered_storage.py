@@ -170,6 +170,41 @@ def test_a_consumer_reads_from_offset_zero_through_an_s3_store(tmp_path, s3_serv
     assert S3_SECRET not in broker.log()
 
 
+def test_kill_9_while_copying_loses_nothing_and_leaves_no_orphan_in_the_store(tmp_path):
+    """The broker is killed while segments are being copied (every 50 ms a round); after the
+    restart every record is read from 0 and the store holds one whole copy per offset range."""
+    store = tmp_path / "store"
+    topic = unique_topic("tiered-kill")
+    broker = tiered_broker(tmp_path / "data", f"file://{store}", **{"remote.log.manager.task.interval.ms": "50"})
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
+            "retention.ms": "-1",
+        })])[topic].result(timeout=TIMEOUT_S)
+        produce(broker.bootstrap, topic)
+        deadline = time.monotonic() + TIMEOUT_S
+        while not any(store.glob(f"{topic}-*/0/*.log")):  # polled closely: the copies take ms
+            assert time.monotonic() < deadline, "no copy to the store"
+            time.sleep(0.002)
+        broker.kill()  # the first copy is being finished, the later ones under way
+        broker.start()
+        assert_every_record(consume_from_zero(broker.bootstrap, topic))
+        wait_for(lambda: local_segment_bases(tmp_path / "data", topic)[0] >= RECORDS // 2, "copying to go on")
+        time.sleep(0.5)  # a few more rounds: their cleanup removes what the kill left
+        broker.stop()
+    finally:
+        broker.kill()
+    by_start: dict[str, set[str]] = {}
+    for path in store.glob(f"{topic}-*/0/*"):
+        start, segment_id = path.name[:20], path.name[21:57]
+        by_start.setdefault(start, set()).add(segment_id)
+        suffixes = {p.name[57:] for p in path.parent.glob(f"{start}-{segment_id}.*")}
+        assert suffixes == {".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".leader_epoch_checkpoint"}
+    assert by_start and all(len(ids) == 1 for ids in by_start.values()), by_start
+
+
 def test_read_committed_consumers_skip_aborted_transactions_read_from_the_store(tmp_path):
     store = tmp_path / "store"
     topic = unique_topic("tiered-txn")
