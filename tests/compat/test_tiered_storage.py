@@ -2,7 +2,8 @@
 whose early segments exist only in the remote store, after their local copies were deleted by
 local.retention.bytes and again after a broker restart; deleting the topic removes its remote
 data; a read_committed consumer skips the aborted transactions of segments only in the store
-(their aborted transactions come from the remote transaction indexes). The store is a
+(their aborted transactions come from the remote transaction indexes); a kill -9 while copying
+loses nothing and leaves one whole copy per offset range in the store. The store is a
 directory, then S3: moto's S3 server, started by the test on a local port
 (s3fs talks to it; nothing is downloaded)."""
 
