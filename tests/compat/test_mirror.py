@@ -165,6 +165,36 @@ def test_a_target_topic_deleted_while_mirroring_is_recreated_with_the_whole_sour
     assert "Traceback" not in mirror.log()
 
 
+def test_every_transaction_checks_that_its_topics_were_not_recreated_meanwhile(clusters, tmp_path):
+    a, b = clusters
+    create_topic(a.bootstrap, "orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, 100)
+    # no topic refresh during the test: only the check before each commit can notice
+    mirror = Mirror(tmp_path, properties(a, b, "A->B", **{"A->B.refresh.topics.interval.seconds": "600"})).start()
+    first, _ = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+
+    # the consumer goes on at offset 50 of each partition of the new source topic: those records
+    # must not be committed as if they followed the old topic's
+    delete_topic(a.bootstrap, "orders")
+    create_topic(a.bootstrap, "orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, 300, first=1000)
+    second = read_committed(a.bootstrap, "orders")
+    expected = {p: first[p] + second[p] for p in first}
+    target = wait_for_records(b.bootstrap, "A.orders", 400)
+    assert exactly_once_in_order(expected, target) == [], mirror.log()[-3000:]
+
+    # the target topic recreated by someone else: the producer writes into the new one, which
+    # must get the whole source, not only what follows the old topic's pairs
+    delete_topic(b.bootstrap, "A.orders")
+    create_topic(b.bootstrap, "A.orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, 60, first=2000)
+    source, target = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    assert sum(map(len, source.values())) == 360
+    assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
+    assert mirror.stop() == 0
+    assert "Traceback" not in mirror.log()
+
+
 def test_the_mirror_rides_out_network_cuts_to_the_source_and_to_the_target(tmp_path):
     proxies = {"a": CuttableProxy(), "b": CuttableProxy()}
     brokers = {}
