@@ -1,7 +1,8 @@
 """logway-mirror between two standalone logway brokers (two "clusters", A and B): exactly once
-across kill -9 of the mirror at random points, topics following the source's partition count and
-configs, aborted source transactions left out, active-active without loops, heartbeats, and the
-configuration errors the process refuses to start with."""
+across kill -9 of the mirror at random points, topics deleted and created again on either side,
+topics following the source's partition count and configs, aborted source transactions left out,
+active-active without loops, heartbeats, and the configuration errors the process refuses to
+start with."""
 
 import random
 import subprocess
