@@ -108,12 +108,18 @@ def wait_for_records(bootstrap: str, topic: str, count: int) -> dict[int, list[b
         time.sleep(0.5)
 
 
+def mirrored_orders(a, b, tmp_path, count: int, **settings: str) -> tuple[Mirror, dict[int, list[bytes]]]:
+    """`count` records in a 2-partition `orders` on A, mirrored to B: the mirror, and the records."""
+    create_topic(a.bootstrap, "orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, count)
+    mirror = Mirror(tmp_path, properties(a, b, "A->B", **settings)).start()
+    source, _ = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    return mirror, source
+
+
 def test_a_source_topic_deleted_and_recreated_is_mirrored_from_its_beginning_after_the_old_one(clusters, tmp_path):
     a, b = clusters
-    create_topic(a.bootstrap, "orders", 2)
-    produce_numbered(a.bootstrap, "orders", 2, 200)
-    mirror = Mirror(tmp_path, properties(a, b, "A->B")).start()
-    first, _ = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    mirror, first = mirrored_orders(a, b, tmp_path, 200)
 
     # recreated while the mirror runs, with fewer records than the old topic had: every one of
     # them is below the source offset the old topic's pairs resume at
@@ -142,10 +148,7 @@ def test_a_source_topic_deleted_and_recreated_is_mirrored_from_its_beginning_aft
 
 def test_a_target_topic_deleted_while_mirroring_is_recreated_with_the_whole_source(clusters, tmp_path):
     a, b = clusters
-    create_topic(a.bootstrap, "orders", 2)
-    produce_numbered(a.bootstrap, "orders", 2, 200)
-    mirror = Mirror(tmp_path, properties(a, b, "A->B")).start()
-    wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    mirror, _ = mirrored_orders(a, b, tmp_path, 200)
 
     delete_topic(b.bootstrap, "A.orders")
     produce_numbered(a.bootstrap, "orders", 2, 60, first=1000)
@@ -168,11 +171,8 @@ def test_a_target_topic_deleted_while_mirroring_is_recreated_with_the_whole_sour
 
 def test_every_transaction_checks_that_its_topics_were_not_recreated_meanwhile(clusters, tmp_path):
     a, b = clusters
-    create_topic(a.bootstrap, "orders", 2)
-    produce_numbered(a.bootstrap, "orders", 2, 100)
     # no topic refresh during the test: only the check before each commit can notice
-    mirror = Mirror(tmp_path, properties(a, b, "A->B", **{"A->B.refresh.topics.interval.seconds": "600"})).start()
-    first, _ = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    mirror, first = mirrored_orders(a, b, tmp_path, 100, **{"A->B.refresh.topics.interval.seconds": "600"})
 
     # the consumer goes on at offset 50 of each partition of the new source topic: those records
     # must not be committed as if they followed the old topic's
