@@ -23,10 +23,11 @@ recreated) or another target topic (the target topic was recreated) is copied fr
 beginning (checkpoints.resume_offset): a new source topic goes into the existing target topic
 after the old one's records, a new target topic gets the whole source. Before committing a
 transaction the flow checks that the topics of its records still have the ids it copies (one
-Metadata request to each cluster, sent together): the source records were fetched from them and
-the target records written to them, so the pairs name the topics they describe. When a topic of
-the flow was deleted or recreated on either side (there, or at a topic refresh), the flow starts
-over from the committed pairs, which sorts out where each partition resumes.
+Metadata request to each cluster, answered while the pairs are sent): the source records were
+fetched from them and the target records written to them, so the pairs name the topics they
+describe. When a topic of the flow was deleted or recreated on either side (there, or at a
+topic refresh), the flow starts over from the committed pairs, which sorts out where each
+partition resumes.
 
 Topics: every refresh.topics.interval.seconds the flow lists the source's topics, selects them
 with policy.ReplicationPolicy.should_replicate, creates missing target topics with the source's
@@ -310,15 +311,15 @@ class MirrorFlow:
             first_source.setdefault((topic, partition), record.offset())
             next_source[(topic, partition)] = record.offset() + 1
             producer.poll(0)
+        # The ids are asked for once the records are fetched (source) and written (target), and
+        # the answers awaited while the pairs are sent: the check costs about no round trip.
+        topics = {topic for topic, _ in next_source}
+        source_ids = describe_topics(source_admin, topics)
         producer.flush(ADMIN_TIMEOUT_S)
         if failures or len(producer) > 0:
             producer.abort_transaction(ADMIN_TIMEOUT_S)
             raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT))
-        try:
-            self._check_topics(source_admin, target_admin, assigned, {topic for topic, _ in next_source})
-        except TopicsChanged:
-            producer.abort_transaction(ADMIN_TIMEOUT_S)
-            raise
+        target_ids = describe_topics(target_admin, (assigned[topic].remote_topic for topic in topics))
         pairs = []
         for (topic, partition), source_offset in next_source.items():
             known = assigned[topic]
@@ -328,6 +329,11 @@ class MirrorFlow:
         for pair in pairs:
             key, value = encode_pair(pair)
             producer.produce(self.offsets_topic, value=value, key=key, partition=0)
+        try:
+            self._verify_topics(assigned, topics, source_ids, target_ids)
+        except TopicsChanged:
+            producer.abort_transaction(ADMIN_TIMEOUT_S)
+            raise
         producer.commit_transaction(ADMIN_TIMEOUT_S)
         for pair in pairs:
             translator.add(pair)
@@ -384,9 +390,13 @@ class MirrorFlow:
     def _check_topics(self, source_admin, target_admin, assigned: dict[str, _Assigned], topics: set[str]) -> None:
         """Raise TopicsChanged unless each of `topics` (assigned source topics) and its target
         topic still have the ids the flow copies."""
-        source_futures = describe_topics(source_admin, topics)
-        target_futures = describe_topics(target_admin, (assigned[t].remote_topic for t in topics))
-        sources, targets = described(source_futures), described(target_futures)
+        source_ids = describe_topics(source_admin, topics)
+        target_ids = describe_topics(target_admin, (assigned[t].remote_topic for t in topics))
+        self._verify_topics(assigned, topics, source_ids, target_ids)
+
+    def _verify_topics(self, assigned: dict[str, _Assigned], topics: set[str], source_ids: dict, target_ids: dict) -> None:
+        """_check_topics with the `describe_topics` futures of both sides asked for already."""
+        sources, targets = described(source_ids), described(target_ids)
         for topic in sorted(topics):
             self._check_assigned(topic, assigned[topic], sources.get(topic), targets.get(assigned[topic].remote_topic))
 
