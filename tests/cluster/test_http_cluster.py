@@ -1,0 +1,165 @@
+"""The HTTP API in a cluster of three real brokers and ZooKeeper: one broker's HTTP listener
+serves the whole cluster, as the REST Proxy does. It produces into partitions led by all three
+brokers, serves a v2 consumer instance of a group another broker coordinates, and produces
+through the kill -9 of a partition's leader with every record written once (checked by reading
+the partition with a Kafka client)."""
+
+import base64
+import socket
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.cluster.clients import (
+    SMALL_INDEXES,
+    TIMEOUT_S,
+    agreed_view,
+    create_topic,
+    full_isrs,
+    read_values,
+    wait_formed,
+)
+from tests.cluster.harness import wait_until
+from tests.harness import free_port, unique_topic
+from tests.http_client import Http
+from tests.kafka_wire import call
+
+pytestmark = pytest.mark.slow
+
+V2 = "application/vnd.kafka.v2+json"
+BINARY = "application/vnd.kafka.binary.v2+json"
+PARTITIONS = 6
+PER_PARTITION = 5
+
+
+def _http_cluster(cluster_factory, overrides: dict | None = None):
+    """A started three-broker cluster whose brokers all serve HTTP; (cluster, {id: Http})."""
+    cluster = cluster_factory(
+        overrides={**SMALL_INDEXES, "group.initial.rebalance.delay.ms": "0", **(overrides or {})}, start=False
+    )
+    https = {}
+    for broker_id, broker in cluster.brokers.items():
+        port = free_port()
+        broker.settings["http.listeners"] = f"http://127.0.0.1:{port}"
+        # Longer than a produce's retries through a leader's failover.
+        https[broker_id] = Http(f"http://127.0.0.1:{port}", timeout_s=TIMEOUT_S)
+    cluster.start()
+    wait_formed(cluster)
+    return cluster, https
+
+
+def _leaders(cluster, topic: str, partitions: int) -> dict[int, int]:
+    view = wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), partitions), TIMEOUT_S, "leaders agreed")
+    return {partition: leader for partition, (leader, _, _) in view.items()}
+
+
+def _coordinator(cluster, group: str) -> int | None:
+    host, _, port = cluster.broker(1).bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        answer = call(sock, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key=group, key_type=0))
+    return answer.node_id if answer.error_code == ErrorCode.none else None
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("watermarks")})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)[1]
+    finally:
+        consumer.close()
+
+
+def _value(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_one_brokers_http_listener_produces_to_every_leader_and_serves_a_group_coordinated_elsewhere(cluster_factory):
+    cluster, https = _http_cluster(cluster_factory)
+    topic = unique_topic("httpc")
+    create_topic(cluster, topic, PARTITIONS, 3)
+    leaders = _leaders(cluster, topic, PARTITIONS)
+    assert set(leaders.values()) == {1, 2, 3}, leaders
+
+    http = https[1]
+    sent = {p: [b"p%d-r%d" % (p, n) for n in range(PER_PARTITION)] for p in range(PARTITIONS)}
+    body = {"records": [{"partition": p, "value": _value(v)} for p, values in sent.items() for v in values]}
+    status, answer = http.call("POST", f"/topics/{topic}", body, BINARY)
+    assert status == 200, answer
+    assert [(o["partition"], o["offset"], o["error_code"]) for o in answer["offsets"]] == [
+        (p, n, None) for p in range(PARTITIONS) for n in range(PER_PARTITION)]
+    for partition, values in sent.items():
+        assert read_values(cluster.bootstrap, topic, len(values), (partition,)) == values
+
+    # A group whose coordinator is not broker 1 (FindCoordinator makes __consumer_offsets).
+    group = wait_until(
+        lambda: next((g for g in (unique_topic("httpg") for _ in range(20)) if _coordinator(cluster, g) not in (None, 1)), None),
+        TIMEOUT_S, "a group coordinated by broker 2 or 3",
+    )
+    status, created = http.call("POST", f"/consumers/{group}", {"name": "c", "format": "binary",
+                                                               "auto.offset.reset": "earliest"}, V2)
+    assert status == 200, created
+    instance = f"/consumers/{group}/instances/c"
+    assert http.call("POST", f"{instance}/subscription", {"topics": [topic]}, V2)[0] == 204
+    records = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(records) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
+        status, got = http.call("GET", f"{instance}/records?timeout=1000", accept=BINARY)
+        assert status == 200, got
+        records += got
+    read = {p: [base64.b64decode(r["value"]) for r in records if r["partition"] == p] for p in range(PARTITIONS)}
+    assert read == sent
+    assert http.call("POST", f"{instance}/offsets", b"")[0] == 200  # no body: what was handed out
+    status, committed = http.call("GET", f"{instance}/offsets", {"partitions": [
+        {"topic": topic, "partition": p} for p in range(PARTITIONS)]}, V2)
+    assert status == 200, committed
+    assert sorted((o["partition"], o["offset"]) for o in committed["offsets"]) == [
+        (p, PER_PARTITION) for p in range(PARTITIONS)]
+    assert http.call("DELETE", instance)[0] == 204
+
+
+def test_http_produce_through_a_leader_kill_writes_every_record_once(cluster_factory):
+    cluster, https = _http_cluster(cluster_factory, {"min.insync.replicas": "2"})
+    topic = unique_topic("httpk")
+    create_topic(cluster, topic, 1, 3)
+    wait_until(lambda: full_isrs(cluster, topic, 1), TIMEOUT_S, "a full ISR")
+    victim = _leaders(cluster, topic, 1)[0]
+    http = https[min({1, 2, 3} - {victim})]
+
+    requests, per_request = 200, 5
+    kill_after = 60
+    sent: list[bytes] = []
+    failures: list = []
+    killed = threading.Event()
+
+    def produce() -> None:
+        deadline = time.monotonic() + 3 * TIMEOUT_S
+        for n in range(requests):
+            if time.monotonic() > deadline:
+                failures.append("out of time")
+                return
+            values = [b"r%04d-%d" % (n, i) for i in range(per_request)]
+            status, answer = http.call(
+                "POST", f"/topics/{topic}", {"records": [{"partition": 0, "value": _value(v)} for v in values]}, BINARY)
+            if status != 200 or any(o["error_code"] is not None for o in answer["offsets"]):
+                failures.append((n, status, answer))
+                return
+            sent.extend(values)
+            if n == kill_after:
+                killed.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    # The kill lands while requests are in flight: the HTTP broker retries them at the new leader.
+    assert killed.wait(TIMEOUT_S)
+    cluster.broker(victim).kill()
+    producer.join(4 * TIMEOUT_S)
+    assert not producer.is_alive()
+    assert failures == []
+    assert len(sent) == requests * per_request
+    survivors = ",".join(cluster.broker(b).bootstrap for b in (1, 2, 3) if b != victim)
+    assert read_values(survivors, topic, len(sent)) == sent  # each record once, in order
+    assert _end_offset(survivors, topic) == len(sent)  # and nothing after them
