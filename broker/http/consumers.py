@@ -14,6 +14,13 @@ An instance not used for http.consumer.instance.timeout.ms (default 300000, the 
 consumer.instance.timeout.ms) leaves its group and is removed; its next request is answered
 404 with error_code 40403. Instances live on the broker that created them (the proxy's own
 behaviour: instances are not shared between proxy processes).
+
+In a cluster (broker/http/routing.py) the group requests go to the group's coordinator, found
+with FindCoordinator and found again when it answers NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+COORDINATOR_LOAD_IN_PROGRESS or not at all, for up to the consumer's request.timeout.ms; Fetch
+and ListOffsets go to each partition's leader (one request per leader, a poll answered as soon
+as one of them has records); Metadata is this broker's. Each instance has its own connections
+to the other brokers, as each Java consumer of the proxy has.
 """
 
 import asyncio
@@ -218,6 +225,10 @@ class ConsumerInstance:
                         self.needs_join = True
             except asyncio.CancelledError:
                 raise
+            except RestError as exc:  # e.g. no coordinator for request.timeout.ms: try again
+                log.warning("consumer instance %s of group %s: membership failed: %s", self.name, self.group,
+                            exc.message)
+                await asyncio.sleep(HEARTBEAT_S)
             except Exception:  # a bug or the broker stopping: try again, not too fast
                 log.exception("consumer instance %s of group %s: membership failed", self.name, self.group)
                 await asyncio.sleep(HEARTBEAT_S)

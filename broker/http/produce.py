@@ -7,6 +7,13 @@ naming a partition goes there; a keyed record goes to murmur2(key) mod the parti
 unkeyed records of one request all go to one partition, the next one round robin per topic
 (the sticky partitioner's effect: whole batches). The topic's partition count comes from a
 Metadata request (so an unknown or unauthorized topic is answered as Kafka answers it).
+
+Each partition's batch goes to its leader (broker/http/routing.py: one Produce per leader,
+sent again on NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, a lost connection ... until the Java
+producer's delivery.timeout.ms). With acks=all the batches are idempotent, as the Java
+producer's since Kafka 3.0: a producer id and epoch from this broker's InitProducerId handler,
+consecutive sequences per partition, one batch per partition in flight, so a batch sent again
+is recognised by the leader and written once.
 """
 
 import asyncio
