@@ -4,34 +4,32 @@ The HTTP listener of every broker serves the whole cluster, as the REST Proxy (a
 whole cluster) does. A request for partitions goes to their leader, a group request to the
 group's coordinator, both as this broker's metadata cache knows them (the controller keeps it
 current; FindCoordinator answers from it too). When that is this broker, the request goes
-through the loopback (broker/http/loopback.py); otherwise over the inter-broker client
-(replication.broker_client.BrokerClients, on the inter-broker listener, as the controller and
-the transaction markers reach other brokers) to that broker's own handlers. Standalone, every
-request is local.
+through the loopback (broker/http/loopback.py); otherwise, in an Envelope carrying the HTTP
+user's principal (broker/handlers/envelope.py: Kafka's way of forwarding a client's request),
+over the inter-broker client (replication.broker_client.BrokerClients, on the inter-broker
+listener, as the controller and the transaction markers reach other brokers) to that broker's
+own handlers, which authorize it as the HTTP user. Standalone, every request is local.
 
 Callers follow leadership moves: an answer of NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR ... or a
 request without an answer (`Unanswered`) is retried after RETRY_BACKOFF_S, with the metadata the
 cache has by then, until a bound (the producer's delivery.timeout.ms, the consumer's
 request.timeout.ms).
-
-Requests forwarded to another broker run there as the inter-broker listener's principal, not as
-the HTTP user's: with an authorizer (authorizer.class.name) the broker does not forward them,
-and a partition or group served elsewhere answers NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR as
-before (forwarding the user's principal, as Kafka's Envelope requests do for the controller, is
-not built).
 """
 
 import datetime
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from replication.broker_client import BrokerClientError, BrokerClients, BrokerRequestTimeoutError
+from replication.broker_client import BrokerClientError, BrokerClients, BrokerRequestTimeoutError, decode_response
 from storage.topic_partition import TopicPartition
 
-from broker.http.loopback import CLIENT_ID, Loopback
+from broker.handlers.envelope import encode_address, encode_principal
+from broker.http.errors import kafka_error
+from broker.http.loopback import CLIENT_ADDRESS, CLIENT_ID, Loopback
 from broker.session import KafkaPrincipal
 
 if TYPE_CHECKING:
@@ -41,6 +39,7 @@ RETRY_BACKOFF_S = 0.1  # the Java clients' retry.backoff.ms
 # The producer's and the consumer's request.timeout.ms: the longest wait for one answer.
 REQUEST_TIMEOUT = datetime.timedelta(seconds=30)
 GROUP_KEY_TYPE = 0
+ENVELOPE_VERSION = 0
 # Answers that mean: ask again, the leader or coordinator may have moved (Kafka's retriable
 # errors for these requests).
 RETRIABLE = frozenset({
@@ -76,8 +75,8 @@ class Router:
 
     @property
     def forwards(self) -> bool:
-        """Whether requests for other brokers are sent to them (a cluster without an authorizer)."""
-        return self._broker.cluster is not None and self._broker.authorizer is None
+        """Whether requests for other brokers are sent to them (a cluster)."""
+        return self._broker.cluster is not None
 
     def clients(self, purpose: str, request_timeout_s: float) -> BrokerClients | None:
         """A pool of connections to the other brokers (None when nothing is forwarded); each
@@ -105,18 +104,25 @@ class Router:
         )
         if answer.error_code != ErrorCode.none:
             return ErrorCode(answer.error_code), -1
-        if not self.forwards and answer.node_id != self.broker_id:
-            return ErrorCode.not_coordinator, -1
         return ErrorCode.none, answer.node_id
 
     async def send(
         self, broker_id: int, api_key: int, version: int, request: Any, principal: KafkaPrincipal,
         clients: BrokerClients | None,
     ) -> Any:
-        """`request` served by `broker_id`; Unanswered when another broker gave no answer."""
+        """`request` served by `broker_id` as `principal`; Unanswered when another broker gave
+        no answer."""
         if broker_id == self.broker_id or clients is None:
             return await self.loopback.send(api_key, version, request, principal)
+        envelope = EnvelopeRequest(
+            request_data=self.loopback.frame(api_key, version, request),
+            request_principal=encode_principal(principal),
+            client_host_address=encode_address(CLIENT_ADDRESS.rpartition(":")[0]),
+        )
         try:
-            return await clients.send_to(broker_id, api_key, version, request)
+            answer = await clients.send_to(broker_id, ApiKey.ENVELOPE, ENVELOPE_VERSION, envelope)
         except BrokerClientError as exc:
             raise Unanswered(broker_id, exc) from exc
+        if answer.error_code != ErrorCode.none or answer.response_data is None:
+            raise kafka_error(answer.error_code or ErrorCode.unknown_server_error)
+        return decode_response(api_key, version, memoryview(answer.response_data))
