@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 SESSION_TIMEOUT = datetime.timedelta(seconds=45)  # the Java consumer's session.timeout.ms
 REBALANCE_TIMEOUT = datetime.timedelta(minutes=5)  # its max.poll.interval.ms
 HEARTBEAT_S = 3.0  # its heartbeat.interval.ms
+FETCH_GRACE_S = 1.0  # how long past its long poll a GET records waits for a leader's answer
 ASSIGNOR = "range"
 EARLIEST, LATEST = -2, -1
 
@@ -99,17 +100,20 @@ def _forget(task: asyncio.Task) -> None:
 
 
 async def _first_with_records(fetches: list, timeout_s: float) -> list:
-    """The answers of the fetches (one per leader, each a long poll) done once one of them has
-    records or all are done: the HTTP client is answered as soon as a leader has records, not
-    after the others' waits. The fetches still waiting finish on their own and are dropped (the
-    positions they read from are read again at the next poll)."""
+    """The answers of the fetches (one per leader, each a long poll of `timeout_s`) done once one
+    of them has records, all are done, or FETCH_GRACE_S after the long poll (a leader that does
+    not answer does not hold the HTTP client up): the HTTP client is answered as soon as a leader
+    has records, not after the others' waits. The fetches still waiting finish on their own and
+    are dropped (the positions they read from are read again at the next poll)."""
     if not fetches:  # no partition has a leader now
         await asyncio.sleep(timeout_s)
         return []
+    deadline = time.monotonic() + timeout_s + FETCH_GRACE_S
     pending = {asyncio.ensure_future(fetch) for fetch in fetches}
     answers = []
-    while pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    while pending and time.monotonic() < deadline:
+        done, pending = await asyncio.wait(
+            pending, timeout=deadline - time.monotonic(), return_when=asyncio.FIRST_COMPLETED)
         answers += [answer for task in done if (answer := task.result()) is not None]
         if any(_has_records(answer) for answer in answers):
             break

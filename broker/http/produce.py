@@ -221,7 +221,13 @@ class Producer:
                                base_sequence=idempotence.sequences.get((topic, p), 0))
                 for p, rs in remaining.items()
             }
-            delivered = await self._deliver(topic, batches, -1, principal, deadline)
+            try:
+                delivered = await self._deliver(topic, batches, -1, principal, deadline)
+            except BaseException:
+                # Cancelled (the HTTP client went away) or failed with batches in flight: their
+                # sequences may be in the log, and must not be given to other records.
+                self._reset(idempotence)
+                raise
             lost_producer = False
             for partition, answer in delivered.items():
                 error = answer[0]

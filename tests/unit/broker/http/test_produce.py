@@ -131,3 +131,32 @@ def test_a_produce_whose_answer_is_lost_is_retried_and_written_once_with_its_fir
     assert len(lost) == 1
     assert [(o.error.name, o.offset) for o in outcomes] == [("none", 1), ("none", 2)]
     assert [(h.base_offset, h.record_count, h.base_sequence) for h in headers] == [(0, 1, 0), (1, 2, 1)]
+
+
+def test_a_produce_cancelled_in_flight_leaves_its_producer_id_so_later_records_are_not_taken_for_it(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path, {"http.listeners": "http://127.0.0.1:0"}) as broker:
+            await broker.topics.create("t", 1, {})
+            producer = broker.http_api.producer
+            router = broker.http_api.router
+            real_send = router.send
+            written = asyncio.Event()
+
+            async def send_and_never_answer_the_first(broker_id, api_key, *args):
+                answer = await real_send(broker_id, api_key, *args)
+                if api_key == ApiKey.PRODUCE and not written.is_set():
+                    written.set()
+                    await asyncio.Event().wait()  # the HTTP client goes away before the answer
+                return answer
+
+            router.send = send_and_never_answer_the_first
+            cancelled = asyncio.ensure_future(producer.produce("t", [OutRecord(0, None, b"x")], ANONYMOUS))
+            await written.wait()
+            cancelled.cancel()
+            # Same sequence under the same producer id would be answered as a retry of "x".
+            outcomes = await producer.produce("t", [OutRecord(0, None, b"y")], ANONYMOUS)
+            return outcomes, _headers(broker, TopicPartition("t", 0))
+
+    outcomes, headers = asyncio.run(scenario())
+    assert [(o.error.name, o.offset) for o in outcomes] == [("none", 1)]
+    assert len(headers) == 2 and headers[0].producer_id != headers[1].producer_id
