@@ -2,7 +2,8 @@
 serves the whole cluster, as the REST Proxy does. It produces into partitions led by all three
 brokers, serves a v2 consumer instance of a group another broker coordinates, and produces
 through the kill -9 of a partition's leader with every record written once (checked by reading
-the partition with a Kafka client)."""
+the partition with a Kafka client). Under basic authentication and ACLs, a request forwarded to
+the leader is authorized there as the HTTP user."""
 
 import base64
 import socket
@@ -11,6 +12,16 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 
 from protocol.api_keys import ApiKey
@@ -18,6 +29,7 @@ from protocol.errors import ErrorCode
 from tests.cluster.clients import (
     SMALL_INDEXES,
     TIMEOUT_S,
+    admin_client,
     agreed_view,
     create_topic,
     full_isrs,
@@ -37,7 +49,7 @@ PARTITIONS = 6
 PER_PARTITION = 5
 
 
-def _http_cluster(cluster_factory, overrides: dict | None = None):
+def _http_cluster(cluster_factory, overrides: dict | None = None, authorization: str | None = None):
     """A started three-broker cluster whose brokers all serve HTTP; (cluster, {id: Http})."""
     cluster = cluster_factory(
         overrides={**SMALL_INDEXES, "group.initial.rebalance.delay.ms": "0", **(overrides or {})}, start=False
@@ -47,7 +59,7 @@ def _http_cluster(cluster_factory, overrides: dict | None = None):
         port = free_port()
         broker.settings["http.listeners"] = f"http://127.0.0.1:{port}"
         # Longer than a produce's retries through a leader's failover.
-        https[broker_id] = Http(f"http://127.0.0.1:{port}", timeout_s=TIMEOUT_S)
+        https[broker_id] = Http(f"http://127.0.0.1:{port}", authorization, timeout_s=TIMEOUT_S)
     cluster.start()
     wait_formed(cluster)
     return cluster, https
@@ -163,3 +175,36 @@ def test_http_produce_through_a_leader_kill_writes_every_record_once(cluster_fac
     survivors = ",".join(cluster.broker(b).bootstrap for b in (1, 2, 3) if b != victim)
     assert read_values(survivors, topic, len(sent)) == sent  # each record once, in order
     assert _end_offset(survivors, topic) == len(sent)  # and nothing after them
+
+
+def test_a_request_forwarded_to_the_leader_is_authorized_there_as_the_http_user(cluster_factory):
+    # The brokers talk PLAINTEXT as User:ANONYMOUS, a super user: were the forwarded Produce
+    # run as the forwarding broker's principal, bob could write where he may only describe.
+    bob = "Basic " + base64.b64encode(b"bob:bob-secret").decode()
+    cluster, https = _http_cluster(cluster_factory, {
+        "http.authentication.method": "BASIC",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    }, bob)
+    writable, readable = unique_topic("httpw"), unique_topic("httpr")
+    for topic in (writable, readable):
+        create_topic(cluster, topic, 3, 3)
+    elsewhere = {topic: min(p for p, leader in _leaders(cluster, topic, 3).items() if leader != 1)
+                 for topic in (writable, readable)}
+    admin = admin_client(cluster.bootstrap)
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-secret")])["bob"].result(TIMEOUT_S)
+    grants = [(writable, AclOperation.WRITE), (writable, AclOperation.DESCRIBE), (readable, AclOperation.DESCRIBE)]
+    for topic, operation in grants:
+        binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*", operation,
+                             AclPermissionType.ALLOW)
+        admin.create_acls([binding])[binding].result(TIMEOUT_S)
+
+    def produce(topic: str):
+        body = {"records": [{"partition": elsewhere[topic], "value": _value(b"x")}]}
+        status, answer = https[1].call("POST", f"/topics/{topic}", body, BINARY)
+        return status, answer["offsets"][0]["error_code"] if status == 200 else answer
+
+    # Once the credential and the ACLs have reached every broker (ZooKeeper notifications).
+    wait_until(lambda: produce(writable) == (200, None), TIMEOUT_S, "bob writing through broker 1")
+    assert produce(readable) == (200, 40301)
