@@ -2,8 +2,9 @@
 serves the whole cluster, as the REST Proxy does. It produces into partitions led by all three
 brokers, serves a v2 consumer instance of a group another broker coordinates, and produces
 through the kill -9 of a partition's leader with every record written once (checked by reading
-the partition with a Kafka client). Under basic authentication and ACLs, a request forwarded to
-the leader is authorized there as the HTTP user."""
+the partition with a Kafka client). A v2 consumer instance goes on reading through the kill of its
+group's coordinator. Under basic authentication and ACLs, a request forwarded to the leader is
+authorized there as the HTTP user."""
 
 import base64
 import socket
@@ -85,6 +86,38 @@ def _end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+def _group_coordinated_elsewhere(cluster, broker_id: int) -> str:
+    """A new group whose coordinator is not `broker_id` (FindCoordinator makes __consumer_offsets)."""
+    return wait_until(
+        lambda: next((g for g in (unique_topic("httpg") for _ in range(20))
+                      if _coordinator(cluster, g) not in (None, broker_id)), None),
+        TIMEOUT_S, f"a group coordinated by another broker than {broker_id}",
+    )
+
+
+def _consumer_instance(http: Http, group: str, topic: str) -> str:
+    """The path of a new v2 binary consumer instance of `group`, subscribed to `topic`, reading
+    from the start."""
+    status, created = http.call("POST", f"/consumers/{group}", {"name": "c", "format": "binary",
+                                                               "auto.offset.reset": "earliest"}, V2)
+    assert status == 200, created
+    instance = f"/consumers/{group}/instances/c"
+    assert http.call("POST", f"{instance}/subscription", {"topics": [topic]}, V2)[0] == 204
+    return instance
+
+
+def _read(http: Http, instance: str, count: int) -> dict[int, list[bytes]]:
+    """The values the instance hands out, per partition, until `count` (or the timeout)."""
+    records = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(records) < count and time.monotonic() < deadline:
+        status, got = http.call("GET", f"{instance}/records?timeout=1000", accept=BINARY)
+        assert status == 200, got
+        records += got
+    return {p: [base64.b64decode(r["value"]) for r in records if r["partition"] == p]
+            for p in sorted({r["partition"] for r in records})}
+
+
 def _value(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -106,24 +139,9 @@ def test_one_brokers_http_listener_produces_to_every_leader_and_serves_a_group_c
     for partition, values in sent.items():
         assert read_values(cluster.bootstrap, topic, len(values), (partition,)) == values
 
-    # A group whose coordinator is not broker 1 (FindCoordinator makes __consumer_offsets).
-    group = wait_until(
-        lambda: next((g for g in (unique_topic("httpg") for _ in range(20)) if _coordinator(cluster, g) not in (None, 1)), None),
-        TIMEOUT_S, "a group coordinated by broker 2 or 3",
-    )
-    status, created = http.call("POST", f"/consumers/{group}", {"name": "c", "format": "binary",
-                                                               "auto.offset.reset": "earliest"}, V2)
-    assert status == 200, created
-    instance = f"/consumers/{group}/instances/c"
-    assert http.call("POST", f"{instance}/subscription", {"topics": [topic]}, V2)[0] == 204
-    records = []
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(records) < PARTITIONS * PER_PARTITION and time.monotonic() < deadline:
-        status, got = http.call("GET", f"{instance}/records?timeout=1000", accept=BINARY)
-        assert status == 200, got
-        records += got
-    read = {p: [base64.b64decode(r["value"]) for r in records if r["partition"] == p] for p in range(PARTITIONS)}
-    assert read == sent
+    group = _group_coordinated_elsewhere(cluster, 1)
+    instance = _consumer_instance(http, group, topic)
+    assert _read(http, instance, PARTITIONS * PER_PARTITION) == sent
     assert http.call("POST", f"{instance}/offsets", b"")[0] == 200  # no body: what was handed out
     status, committed = http.call("GET", f"{instance}/offsets", {"partitions": [
         {"topic": topic, "partition": p} for p in range(PARTITIONS)]}, V2)
@@ -175,6 +193,34 @@ def test_http_produce_through_a_leader_kill_writes_every_record_once(cluster_fac
     survivors = ",".join(cluster.broker(b).bootstrap for b in (1, 2, 3) if b != victim)
     assert read_values(survivors, topic, len(sent)) == sent  # each record once, in order
     assert _end_offset(survivors, topic) == len(sent)  # and nothing after them
+
+
+def test_a_v2_consumer_instance_reads_on_through_the_kill_of_its_groups_coordinator(cluster_factory):
+    cluster, https = _http_cluster(cluster_factory)
+    topic = unique_topic("httpf")
+    create_topic(cluster, topic, 3, 3)
+    wait_until(lambda: full_isrs(cluster, topic, 3), TIMEOUT_S, "full ISRs")
+    group = _group_coordinated_elsewhere(cluster, 1)
+    coordinator = _coordinator(cluster, group)
+    http = https[1]
+
+    def produce(first: int) -> dict[int, list[bytes]]:
+        values = {p: [b"p%d-r%d" % (p, n) for n in range(first, first + PER_PARTITION)] for p in range(3)}
+        body = {"records": [{"partition": p, "value": _value(v)} for p, vs in values.items() for v in vs]}
+        status, answer = http.call("POST", f"/topics/{topic}", body, BINARY)
+        assert status == 200 and all(o["error_code"] is None for o in answer["offsets"]), answer
+        return values
+
+    before = produce(0)
+    instance = _consumer_instance(http, group, topic)
+    assert _read(http, instance, 3 * PER_PARTITION) == before
+    assert http.call("POST", f"{instance}/offsets", b"")[0] == 200
+    cluster.broker(coordinator).kill()
+    after = produce(PER_PARTITION)
+    # The group moves to another coordinator; the instance rejoins there and reads on from its
+    # positions: every record once.
+    assert _read(http, instance, 3 * PER_PARTITION) == after
+    assert http.call("DELETE", instance)[0] == 204
 
 
 def test_a_request_forwarded_to_the_leader_is_authorized_there_as_the_http_user(cluster_factory):
