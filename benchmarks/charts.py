@@ -147,7 +147,8 @@ def _throughput(data: dict) -> Figure | None:
     known = list(WORKLOADS)
     series = data.get("series", {})
     for workload in sorted(series, key=lambda w: known.index(w) if w in known else len(known)):
-        sides = series[workload]
+        # A run of some workloads only (--workloads) keeps empty series for the others.
+        sides = {side: measured for side, measured in series[workload].items() if measured}
         if workload.startswith(_NOT_THROUGHPUT) or not sides:
             continue
         title, unit = WORKLOADS.get(workload, (workload, "records"))

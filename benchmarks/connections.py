@@ -101,13 +101,13 @@ def _produce_and_consume(label: str, bootstrap: str, topic: str, records: int, s
     return [produced, consumed]
 
 
-def _create_topics(bootstrap: str, topics: list[str]) -> None:
+def _create_topics(bootstrap: str, topics: list[str], partitions: int = 1) -> None:
     """Its own function so the admin client is gone before the broker stops (it would retry
     connecting to it and log every failure)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics], operation_timeout=30).values():
+    for future in admin.create_topics([NewTopic(t, partitions, 1) for t in topics], operation_timeout=30).values():
         future.result(30)
 
 

@@ -39,6 +39,10 @@ Parts (all by default):
   connections   a broker of its own holding --idle-connections idle connections (benchmarks.
                 connections): its RSS per connection and peak, and a confluent-kafka produce
                 and consume of N records with them open against the same without.
+  many-clients  a broker of its own under --many-producers connections each sending one small
+                Produce every 10 ms (acks=1, linger 0) and a tenth as many long-polling
+                consumers, from four client processes (benchmarks/many_clients.py): broker CPU
+                per request, produce latency percentiles, the share of answers over 100 ms.
   scale         one broker at Kafka's defaults with --scale-partitions one-replica partitions:
                 CreateTopics, clean restart and restart after kill -9 to a complete Metadata
                 answer, RSS, open descriptors, allocated disk (benchmarks/scale.py).
@@ -91,12 +95,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks import clients, cluster_scale, connections, machine, scale, wire
+from benchmarks import clients, cluster_scale, connections, machine, many_clients, scale, wire
 from benchmarks.clients import Measurement
 from benchmarks.cpu import CpuMeter, machine_idle
 
-ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "tls", "metrics", "connections", "scale",
-             "cluster-scale")
+ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "tls", "metrics", "connections",
+             "many-clients", "scale", "cluster-scale")
 ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch", "latency")
 MiB = 1024 * 1024
 CHARTS_DIR = Path(__file__).resolve().parent / "charts"
@@ -119,6 +123,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-records", type=int, help="records produced one at a time by the latency workload (default 2,000; quick 500)")
     parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
     parser.add_argument("--idle-connections", type=int, help="idle connections of the connections part (default 10,000; quick 2,000)")
+    parser.add_argument("--many-producers", type=int, help="producers of the many-clients part, with a tenth as many consumers (default 1,000; quick 200)")
     parser.add_argument("--scale-partitions", type=int, help="partitions of the scale and cluster-scale parts (default 10,000; quick 1,000)")
     parser.add_argument("--parts", default=",".join(ALL_PARTS), help=f"comma-separated subset of {','.join(ALL_PARTS)}")
     parser.add_argument("--workloads", default=",".join(ALL_WORKLOADS), help=f"comma-separated subset of {','.join(ALL_WORKLOADS)} (see above)")
@@ -138,6 +143,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.kp_records = args.kp_records or (20_000 if quick else 100_000)
     args.latency_records = args.latency_records or (500 if quick else 2_000)
     args.idle_connections = args.idle_connections or (2_000 if quick else 10_000)
+    args.many_producers = args.many_producers or (200 if quick else 1_000)
     args.deadline = args.deadline or (20.0 if quick else 60.0)
     args.scale_partitions = args.scale_partitions or (1_000 if quick else 10_000)
     args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
@@ -783,6 +789,22 @@ class Bench:
             f"({result.bytes_per_connection / 1024:.1f} KiB each), peak {result.rss_peak / MB:.0f} MiB while producing "
             f"and consuming (goal: at most 1024 MiB)")
 
+    def many_clients(self) -> None:
+        a, report = self.args, self.report
+        producers, consumers = a.many_producers, max(1, a.many_producers // 10)
+        section(f"logway: {producers:,} small producers and {consumers} long-polling consumers (a broker of its own)")
+        result = many_clients.many_clients(self.scratch, producers, consumers, seconds=10.0 if a.quick else 20.0)
+        report.values.update(
+            many_produce_answered_per_s=result.produce_answers / result.seconds,
+            many_offered_per_s=result.offered_per_s, many_broker_us_per_request=result.broker_us_per_request,
+            many_p99_ms=result.latencies_ms.get("p99", float("nan")),
+            many_p999_ms=result.latencies_ms.get("p99.9", float("nan")),
+            many_starved_share=result.starved_share,
+        )
+        for line in result.lines():
+            print(line)
+            report.note(f"many-clients part: {line}")
+
     def kafka_python(self) -> None:
         a, report = self.args, self.report
         s, kn = a.size, a.kp_records
@@ -1035,6 +1057,8 @@ def main(argv: list[str] | None = None) -> int:
             bench.metrics_cost()
         if "connections" in args.parts:
             bench.idle_connections()
+        if "many-clients" in args.parts:
+            bench.many_clients()
         if "scale" in args.parts:
             run_scale(report, base, args.scale_partitions)
         if "cluster-scale" in args.parts:

@@ -53,6 +53,41 @@ def _string(value: str) -> bytes:
     return _I16.pack(len(data)) + data
 
 
+def produce_request(topic: str, partition: int, batch: bytes, acks: int = 1) -> bytearray:
+    """A Produce v3 request of one batch to one partition (correlation id 0: `_Connection.send`
+    numbers it)."""
+    body = (
+        _I16.pack(-1)  # transactional_id: null
+        + _I16.pack(acks)
+        + _I32.pack(30_000)
+        + _I32.pack(1)
+        + _string(topic)
+        + _I32.pack(1)
+        + _I32.pack(partition)
+        + _I32.pack(len(batch))
+        + batch
+    )
+    return _request(_PRODUCE, 3, body)
+
+
+def fetch_request(topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int = 0) -> bytearray:
+    """A Fetch v4 request (read_uncommitted, min_bytes 1) of one partition from `offset`."""
+    body = (
+        _I32.pack(-1)  # replica_id
+        + _I32.pack(max_wait_ms)
+        + _I32.pack(1)  # min_bytes
+        + _I32.pack(max_bytes)
+        + bytes([0])  # isolation_level: read_uncommitted
+        + _I32.pack(1)
+        + _string(topic)
+        + _I32.pack(1)
+        + _I32.pack(partition)
+        + _I64.pack(offset)
+        + _I32.pack(max_bytes)
+    )
+    return _request(_FETCH, 4, body)
+
+
 class _Connection:
     def __init__(self, address: tuple[str, int], buffer_bytes: int) -> None:
         self.sock = socket.create_connection(address, timeout=30)
@@ -110,18 +145,7 @@ def raw_produce(
     deadline_s: float = 60.0,
 ) -> WireResult:
     """Send `batch` in Produce v3 requests until `total_bytes` were acknowledged."""
-    body = (
-        _I16.pack(-1)  # transactional_id: null
-        + _I16.pack(acks)
-        + _I32.pack(30_000)
-        + _I32.pack(1)
-        + _string(topic)
-        + _I32.pack(1)
-        + _I32.pack(0)
-        + _I32.pack(len(batch))
-        + batch
-    )
-    request = _request(_PRODUCE, 3, body)
+    request = produce_request(topic, 0, batch, acks)
     wanted = max(1, total_bytes // len(batch))
     conn = _Connection(address, 1024 * 1024)
     try:
@@ -137,11 +161,11 @@ def raw_produce(
                 conn.send(request)
                 sent += 1
                 continue
-            _check_produce_response(conn.receive(), topic)
+            check_produce_response(conn.receive(), topic)
             acked += 1
         seconds = time.perf_counter() - start
         while acked < sent:  # drain what is still in flight, untimed
-            _check_produce_response(conn.receive(), topic)
+            check_produce_response(conn.receive(), topic)
             acked += 1
     finally:
         conn.close()
@@ -149,7 +173,7 @@ def raw_produce(
     return WireResult(done, done * records_per_batch, done * len(batch), done * len(batch), seconds, timed_out)
 
 
-def _check_produce_response(frame: memoryview, topic: str) -> None:
+def check_produce_response(frame: memoryview, topic: str) -> None:
     # correlation_id, [topic [partition error_code base_offset log_append_time]], throttle
     pos = 4 + 4  # correlation id, topic count
     (name_length,) = _I16.unpack_from(frame, pos)
@@ -174,17 +198,6 @@ def raw_fetch(
     """Fetch [start_offset, end_offset) of partition 0 in Fetch v4 requests of `max_bytes`,
     reading the range again (up to `max_passes` times) until `min_total_bytes` were received."""
     conn = _Connection(address, max_bytes + 64 * 1024)
-    fixed = (
-        _I32.pack(-1)  # replica_id
-        + _I32.pack(0)  # max_wait_ms: the data is there already
-        + _I32.pack(1)  # min_bytes
-        + _I32.pack(max_bytes)
-        + bytes([0])  # isolation_level: read_uncommitted
-        + _I32.pack(1)
-        + _string(topic)
-        + _I32.pack(1)
-        + _I32.pack(0)
-    )
     offset = start_offset
     requests = records = whole = wire = 0
     try:
@@ -196,11 +209,11 @@ def raw_fetch(
             if time.perf_counter() > deadline or requests >= max_requests:
                 timed_out = True
                 break
-            request = _request(_FETCH, 4, fixed + _I64.pack(offset) + _I32.pack(max_bytes))
+            request = fetch_request(topic, 0, offset, max_bytes)  # max_wait 0: the data is there already
             conn.send(request)
             frame = conn.receive()
             requests += 1
-            next_offset, batch_bytes, record_bytes = _walk_fetch_response(frame, topic)
+            next_offset, batch_bytes, record_bytes = walk_fetch_response(frame, topic)
             if next_offset is None:
                 raise WireError(f"fetch at offset {offset} of {topic} returned no whole batch")
             records += next_offset - offset
@@ -216,7 +229,7 @@ def raw_fetch(
     return WireResult(requests, records, whole, wire, seconds, timed_out)
 
 
-def _walk_fetch_response(frame: memoryview, topic: str) -> tuple[int | None, int, int]:
+def walk_fetch_response(frame: memoryview, topic: str) -> tuple[int | None, int, int]:
     """(offset after the last whole batch, bytes of whole batches, record bytes received)."""
     # correlation_id, throttle_time_ms, [topic [partition error hw lso aborted records]]
     pos = 4 + 4 + 4

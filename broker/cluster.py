@@ -307,6 +307,7 @@ class ClusterMember:
             self._watched_topics.clear()
             self.controller.on_session_expired()
             self.broker.replica_manager.resign_leaderships("its ZooKeeper session expired")
+            self.broker.metadata_cache.forget_leaderships_of(self.broker_id)
         elif event is SessionEvent.CONNECTED and self._session_expired:
             self._session_expired = False
             asyncio.get_running_loop().create_task(self._rejoin())

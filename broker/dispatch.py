@@ -30,6 +30,7 @@ response being ready, and response size. When that logger is above DEBUG a reque
 level check (cached by the logging module) and nothing is formatted.
 """
 
+import asyncio
 import inspect
 import logging
 import time
@@ -46,6 +47,7 @@ from protocol.headers import (
     response_header_is_flexible,
 )
 from protocol.primitives import INT16, INT32
+from storage.records_file import FileRegion
 
 from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
@@ -77,6 +79,26 @@ _REQUEST_NAMES = {key: request_name(key.name) for key in ApiKey}
 class Dispatcher:
     def __init__(self, broker: "Broker") -> None:
         self._broker = broker
+
+    async def serve(self, frame: memoryview, session: Session) -> bytes | None:
+        """The response (header and body, without its size) to one request frame (header and
+        body, writable: Produce sets offsets in place) served in-process as a connection would
+        serve it, or None for a request answered with nothing (acks=0 Produce): the HTTP API's
+        requests (broker/http/loopback.py) and the requests in Envelopes. A throttled response
+        comes at once (nothing to mute)."""
+        chunks = self.dispatch(frame, session)
+        if inspect.isawaitable(chunks):
+            chunks = await chunks
+        if session.send_timer is not None:
+            session.send_timer.sent(0.0)
+        if chunks is None:
+            return None
+        # Fetched records come as file regions (a connection sends them with sendfile): read on
+        # a thread, as the log's other disk reads are, not on the loop.
+        data = b"".join([
+            await asyncio.to_thread(chunk.read) if isinstance(chunk, FileRegion) else bytes(chunk) for chunk in chunks
+        ])
+        return data[INT32.size :]
 
     def dispatch(self, frame: memoryview, session: Session) -> Chunks | None | Awaitable[Chunks | None]:
         """The response frame's chunks, None when nothing is sent, or an awaitable of either."""

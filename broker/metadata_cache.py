@@ -12,8 +12,9 @@ Thread-safety: owned by the event loop.
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from replication.partition_state import NO_LEADER
 from storage.topic_partition import TopicPartition
 
 NO_CONTROLLER = -1
@@ -105,6 +106,17 @@ class MetadataCache:
         if not topic:
             del self._topics[tp.topic]
         return True
+
+    def forget_leaderships_of(self, broker_id: int) -> None:
+        """Mark the partitions `broker_id` leads as without a leader, until the controller's next
+        UpdateMetadata: for a broker that stopped leading on its own (its ZooKeeper session
+        expired). Otherwise its cache would go on naming it leader, and clients told so by it
+        (Metadata, FindCoordinator) would come straight back to be refused, in a tight loop."""
+        for partitions in self._topics.values():
+            for index, info in partitions.items():
+                if info.leader == broker_id:
+                    partitions[index] = replace(info, leader=NO_LEADER)
+        self._wake()
 
     def replace_topics(self, topics: Mapping[str, Mapping[int, PartitionInfo]]) -> None:
         """Standalone: the broker's own view of every topic."""

@@ -215,6 +215,11 @@ class Broker:
         return self.topics.log_config(topic)
 
     @property
+    def dispatcher(self) -> Dispatcher:
+        """Serves request frames: the connections', the HTTP API's and those in Envelopes."""
+        return self._dispatcher
+
+    @property
     def cluster_id(self) -> str:
         return self.topic_store.cluster_id
 

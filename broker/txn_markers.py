@@ -23,7 +23,6 @@ Thread-safety: owned by the event loop.
 """
 
 import asyncio
-import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -35,11 +34,9 @@ from coordinator.transaction_coordinator import Marker
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from replication.broker_client import (
-    BrokerClient,
     BrokerClientError,
-    BrokerConnectionError,
+    BrokerClients,
     BrokerRequestTimeoutError,
-    SaslClientFactory,
 )
 from storage.log import AppendResult
 from storage.topic_partition import TopicPartition
@@ -156,50 +153,9 @@ def _request(marker: Marker, partitions: list[TopicPartition]) -> WriteTxnMarker
     ),))
 
 
-class RemoteMarkerSender:
+class RemoteMarkerSender(BrokerClients):
     """WriteTxnMarkers to other brokers over their inter-broker listener, one client per broker
     (connected again when the broker's endpoint changes)."""
 
-    def __init__(
-        self,
-        metadata_cache: "MetadataCache",
-        listener_name: str,
-        client_id: str,
-        request_timeout_s: float,
-        ssl_context: ssl.SSLContext | None = None,
-        sasl: SaslClientFactory | None = None,
-    ) -> None:
-        """`ssl_context`, `sasl`: the inter-broker client's, when the inter-broker listener is SSL
-        or SASL."""
-        self._sasl = sasl
-        self._metadata_cache = metadata_cache
-        self._ssl_context = ssl_context
-        self._listener_name = listener_name
-        self._client_id = client_id
-        self._request_timeout_s = request_timeout_s
-        self._clients: dict[int, tuple[tuple[str, int], BrokerClient]] = {}
-
     async def send(self, broker_id: int, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-        return await self._client(broker_id).send(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request)
-
-    def _client(self, broker_id: int) -> BrokerClient:
-        endpoint = self._metadata_cache.endpoint(broker_id, self._listener_name)
-        if endpoint is None:
-            raise BrokerConnectionError(f"broker {broker_id} has no {self._listener_name} endpoint")
-        known = self._clients.get(broker_id)
-        if known is not None and known[0] == endpoint:
-            return known[1]
-        if known is not None:
-            asyncio.get_running_loop().create_task(known[1].close())
-        client = BrokerClient(
-            endpoint[0], endpoint[1], self._client_id,
-            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s,
-            ssl_context=self._ssl_context, sasl=self._sasl,
-        )
-        self._clients[broker_id] = (endpoint, client)
-        return client
-
-    async def close(self) -> None:
-        clients = [client for _, client in self._clients.values()]
-        self._clients.clear()
-        await asyncio.gather(*(client.close() for client in clients))
+        return await self.send_to(broker_id, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, request)

@@ -275,6 +275,63 @@ class BrokerClient:
                 request.future.set_exception(exc)
 
 
+class Endpoints(Protocol):
+    """Where live brokers listen (the broker's metadata cache)."""
+
+    def endpoint(self, broker_id: int, listener_name: str | None = None) -> tuple[str, int] | None:
+        """(host, port) of the live broker on the listener, or None."""
+
+
+class BrokerClients:
+    """One BrokerClient per broker, found by broker id on one listener (the inter-broker
+    listener) in `endpoints`, and connected again when the broker's endpoint changes.
+
+    `send_to` raises BrokerConnectionError for a broker that is not alive or lacks the
+    listener. Not thread-safe: used from the event loop."""
+
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        listener_name: str,
+        client_id: str,
+        request_timeout_s: float,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslClientFactory | None = None,
+    ) -> None:
+        self._endpoints = endpoints
+        self._listener_name = listener_name
+        self._client_id = client_id
+        self._request_timeout_s = request_timeout_s
+        self._ssl_context = ssl_context
+        self._sasl = sasl
+        self._clients: dict[int, tuple[tuple[str, int], BrokerClient]] = {}
+
+    async def send_to(self, broker_id: int, api_key: int, version: int, request: Any) -> Any:
+        return await self.client(broker_id).send(api_key, version, request)
+
+    def client(self, broker_id: int) -> BrokerClient:
+        endpoint = self._endpoints.endpoint(broker_id, self._listener_name)
+        if endpoint is None:
+            raise BrokerConnectionError(f"broker {broker_id} has no {self._listener_name} endpoint")
+        known = self._clients.get(broker_id)
+        if known is not None and known[0] == endpoint:
+            return known[1]
+        if known is not None:
+            asyncio.get_running_loop().create_task(known[1].close())
+        client = BrokerClient(
+            endpoint[0], endpoint[1], self._client_id,
+            connect_timeout_s=self._request_timeout_s, request_timeout_s=self._request_timeout_s,
+            ssl_context=self._ssl_context, sasl=self._sasl,
+        )
+        self._clients[broker_id] = (endpoint, client)
+        return client
+
+    async def close(self) -> None:
+        clients = [client for _, client in self._clients.values()]
+        self._clients.clear()
+        await asyncio.gather(*(client.close() for client in clients))
+
+
 def decode_response(api_key: int, version: int, frame: memoryview) -> Any:
     """A response frame (without its size) decoded as `version` of `api_key`'s response."""
     flexible = response_header_is_flexible(api_key, schemas.is_flexible(api_key, version))

@@ -141,15 +141,15 @@ def wait_until_mirrored(source: str, topic: str, target: str, remote: str) -> tu
         time.sleep(0.5)
 
 
-def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, pace_s: float = 0.0) -> None:
+def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, pace_s: float = 0.0, first: int = 0) -> None:
     """`count` records spread round-robin over the partitions, each value naming its partition
-    and number, so the checker can tell a duplicate from a reordering."""
+    and number (from `first` on), so the checker can tell a duplicate from a reordering."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for number in range(count):
+    for number in range(first, first + count):
         partition = number % partitions
         producer.produce(topic, value=f"{partition}:{number}".encode(), key=str(number).encode(), partition=partition)
         producer.poll(0)
-        if pace_s and number % 50 == 49:
+        if pace_s and (number - first) % 50 == 49:
             time.sleep(pace_s)
     assert producer.flush(TIMEOUT_S) == 0
 

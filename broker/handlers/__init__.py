@@ -28,6 +28,7 @@ from broker.handlers import (  # noqa: F401  (imported to register)
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
+    envelope,
     fetch,
     find_coordinator,
     heartbeat,

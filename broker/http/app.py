@@ -23,6 +23,7 @@ from broker.http.context import API, PRINCIPAL
 from broker.http.errors import RestError
 from broker.http.loopback import Loopback
 from broker.http.produce import Producer
+from broker.http.routing import Router
 from broker.security import tls
 from broker.session import ANONYMOUS
 
@@ -39,9 +40,10 @@ class HttpApi:
         config = broker.config
         self.broker = broker
         self.loopback = Loopback(dispatcher)
-        self.producer = Producer(self.loopback)
+        self.router = Router(broker, self.loopback)
+        self.producer = Producer(self.router)
         self.consumers = ConsumerInstances(
-            self.loopback, config.get("http.consumer.instance.timeout.ms") / 1000,
+            self.router, config.get("http.consumer.instance.timeout.ms") / 1000,
             config.get("http.consumer.request.timeout.ms"),
         )
         self.max_request_bytes = config.get("http.max.request.bytes")
@@ -81,6 +83,7 @@ class HttpApi:
 
     async def stop(self) -> None:
         await self.consumers.stop()
+        await self.producer.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

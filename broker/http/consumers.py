@@ -14,6 +14,13 @@ An instance not used for http.consumer.instance.timeout.ms (default 300000, the 
 consumer.instance.timeout.ms) leaves its group and is removed; its next request is answered
 404 with error_code 40403. Instances live on the broker that created them (the proxy's own
 behaviour: instances are not shared between proxy processes).
+
+In a cluster (broker/http/routing.py) the group requests go to the group's coordinator, found
+with FindCoordinator and found again when it answers NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+COORDINATOR_LOAD_IN_PROGRESS or not at all, for up to the consumer's request.timeout.ms; Fetch
+and ListOffsets go to each partition's leader (one request per leader, a poll answered as soon
+as one of them has records); Metadata is this broker's. Each instance has its own connections
+to the other brokers, as each Java consumer of the proxy has.
 """
 
 import asyncio
@@ -47,9 +54,10 @@ from protocol.errors import ErrorCode
 from protocol.primitives import INT16
 from protocol.record_batch import iter_batches
 from protocol.records import Record, iter_records
+from replication.broker_client import BrokerClients
 
 from broker.http.errors import CONSUMER_INSTANCE_NOT_FOUND, RestError, kafka_error
-from broker.http.loopback import Loopback
+from broker.http.routing import REQUEST_TIMEOUT, RETRIABLE, RETRY_BACKOFF_S, Router, Unanswered
 from broker.session import KafkaPrincipal
 
 log = logging.getLogger(__name__)
@@ -57,8 +65,61 @@ log = logging.getLogger(__name__)
 SESSION_TIMEOUT = datetime.timedelta(seconds=45)  # the Java consumer's session.timeout.ms
 REBALANCE_TIMEOUT = datetime.timedelta(minutes=5)  # its max.poll.interval.ms
 HEARTBEAT_S = 3.0  # its heartbeat.interval.ms
+FETCH_GRACE_S = 1.0  # how long past its long poll a GET records waits for a leader's answer
 ASSIGNOR = "range"
 EARLIEST, LATEST = -2, -1
+
+
+# Answers that send the request to the group's coordinator found again.
+COORDINATOR_MOVED = frozenset({
+    ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+})
+
+
+def _coordinator_error(answer) -> ErrorCode:
+    """The error of a group request's answer that says whether the coordinator served it:
+    the top-level error (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), the group's
+    (OffsetFetch v8), the first partition's (OffsetCommit, whose errors are per partition)."""
+    if hasattr(answer, "error_code"):
+        return ErrorCode(answer.error_code)
+    if hasattr(answer, "groups"):
+        return ErrorCode(answer.groups[0].error_code)
+    for topic in answer.topics:
+        for partition in topic.partitions:
+            return ErrorCode(partition.error_code)
+    return ErrorCode.none
+
+
+def _has_records(answer) -> bool:
+    return any(partition.records for topic in answer.topics for partition in topic.partitions)
+
+
+def _forget(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+async def _first_with_records(fetches: list, timeout_s: float) -> list:
+    """The answers of the fetches (one per leader, each a long poll of `timeout_s`) done once one
+    of them has records, all are done, or FETCH_GRACE_S after the long poll (a leader that does
+    not answer does not hold the HTTP client up): the HTTP client is answered as soon as a leader
+    has records, not after the others' waits. The fetches still waiting finish on their own and
+    are dropped (the positions they read from are read again at the next poll)."""
+    if not fetches:  # no partition has a leader now
+        await asyncio.sleep(timeout_s)
+        return []
+    deadline = time.monotonic() + timeout_s + FETCH_GRACE_S
+    pending = {asyncio.ensure_future(fetch) for fetch in fetches}
+    answers = []
+    while pending and time.monotonic() < deadline:
+        done, pending = await asyncio.wait(
+            pending, timeout=deadline - time.monotonic(), return_when=asyncio.FIRST_COMPLETED)
+        answers += [answer for task in done if (answer := task.result()) is not None]
+        if any(_has_records(answer) for answer in answers):
+            break
+    for task in pending:
+        task.add_done_callback(_forget)
+    return answers
 
 
 @dataclass(slots=True)
@@ -76,7 +137,7 @@ class ConsumerInstance:
     auto_offset_reset: str  # "latest" or "earliest"
     auto_commit: bool
     principal: KafkaPrincipal
-    loopback: Loopback
+    router: Router
     last_used: float = field(default_factory=time.monotonic)
     topics: tuple[str, ...] = ()
     member_id: str = ""
@@ -87,9 +148,58 @@ class ConsumerInstance:
     _membership: asyncio.Task | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _joined: asyncio.Event = field(default_factory=asyncio.Event)
+    _coordinator: int | None = None
+    _clients: BrokerClients | None = None
+
+    def __post_init__(self) -> None:
+        self._clients = self.router.clients("consumer", REBALANCE_TIMEOUT.total_seconds() + 5)
+
+    async def _local(self, api_key: int, version: int, request):
+        return await self.router.loopback.send(api_key, version, request, self.principal)
 
     async def _send(self, api_key: int, version: int, request):
-        return await self.loopback.send(api_key, version, request, self.principal)
+        """`request` answered by the group's coordinator, found again (FindCoordinator) when it
+        moved or gave no answer, for up to the consumer's request.timeout.ms."""
+        deadline = time.monotonic() + REQUEST_TIMEOUT.total_seconds()
+        while True:
+            if self._coordinator is None:
+                error, coordinator = await self.router.coordinator(self.group, self.principal)
+                if error == ErrorCode.none:
+                    self._coordinator = coordinator
+                elif error not in RETRIABLE:
+                    raise kafka_error(error)
+            if self._coordinator is not None:
+                try:
+                    answer = await self.router.send(
+                        self._coordinator, api_key, version, request, self.principal, self._clients)
+                except Unanswered as exc:
+                    error = exc.error
+                else:
+                    error = _coordinator_error(answer)
+                    if error not in COORDINATOR_MOVED:
+                        return answer
+                self._coordinator = None
+            if time.monotonic() + RETRY_BACKOFF_S >= deadline:
+                raise kafka_error(error)
+            await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def _by_leader(self, partitions) -> dict[int, dict[str, list[int]]]:
+        """`partitions` by leader, then topic; those without a live leader are left out (the
+        next poll looks for them again, as a consumer waits for metadata)."""
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for topic, partition in partitions:
+            leader = self.router.leader(topic, partition)
+            if leader is not None:
+                by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
+        return by_leader
+
+    async def _to_leader(self, leader: int, api_key: int, version: int, request):
+        """The leader's answer, or None when it gave none (the partitions' next poll asks again)."""
+        try:
+            return await self.router.send(leader, api_key, version, request, self.principal, self._clients)
+        except Unanswered as exc:
+            log.info("consumer instance %s of group %s: %s", self.name, self.group, exc)
+            return None
 
     # --- membership
 
@@ -119,6 +229,10 @@ class ConsumerInstance:
                         self.needs_join = True
             except asyncio.CancelledError:
                 raise
+            except RestError as exc:  # e.g. no coordinator for request.timeout.ms: try again
+                log.warning("consumer instance %s of group %s: membership failed: %s", self.name, self.group,
+                            exc.message)
+                await asyncio.sleep(HEARTBEAT_S)
             except Exception:  # a bug or the broker stopping: try again, not too fast
                 log.exception("consumer instance %s of group %s: membership failed", self.name, self.group)
                 await asyncio.sleep(HEARTBEAT_S)
@@ -181,7 +295,7 @@ class ConsumerInstance:
     async def _partition_counts(self, topics: list[str]) -> dict[str, int]:
         if not topics:
             return {}
-        answer = await self._send(ApiKey.METADATA, 12, MetadataRequest(
+        answer = await self._local(ApiKey.METADATA, 12, MetadataRequest(
             topics=tuple(MetadataRequestTopic(topic_id=None, name=t) for t in topics),
             allow_auto_topic_creation=False, include_topic_authorized_operations=False))
         return {t.name: len(t.partitions) for t in answer.topics if t.error_code == ErrorCode.none}
@@ -214,19 +328,21 @@ class ConsumerInstance:
             else:
                 reset.append(tp)
         if reset:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in reset:
-                by_topic.setdefault(topic, []).append(partition)
             timestamp = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
-            answer = await self._send(ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(
-                replica_id=-1, isolation_level=0,
-                topics=tuple(ListOffsetsTopic(name=t, partitions=tuple(ListOffsetsPartition(
-                    partition_index=p, current_leader_epoch=-1, timestamp=timestamp) for p in ps))
-                    for t, ps in by_topic.items())))
-            for topic in answer.topics:
-                for partition in topic.partitions:
-                    if partition.error_code == ErrorCode.none and (topic.name, partition.partition_index) in self.assignment:
-                        self.assignment[(topic.name, partition.partition_index)] = partition.offset
+            answers = await asyncio.gather(*(
+                self._to_leader(leader, ApiKey.LIST_OFFSETS, 7, ListOffsetsRequest(
+                    replica_id=-1, isolation_level=0,
+                    topics=tuple(ListOffsetsTopic(name=t, partitions=tuple(ListOffsetsPartition(
+                        partition_index=p, current_leader_epoch=-1, timestamp=timestamp) for p in ps))
+                        for t, ps in by_topic.items())))
+                for leader, by_topic in self._by_leader(reset).items()
+            ))
+            for answer in answers:
+                for topic in answer.topics if answer is not None else ():
+                    for partition in topic.partitions:
+                        tp = (topic.name, partition.partition_index)
+                        if partition.error_code == ErrorCode.none and tp in self.assignment:
+                            self.assignment[tp] = partition.offset
 
     async def poll(self, timeout_ms: int, max_bytes: int) -> list[FetchedRecord]:
         async with self._lock:
@@ -239,20 +355,20 @@ class ConsumerInstance:
             if not positions:
                 await asyncio.sleep(timeout_ms / 1000)
                 return []
-            by_topic: dict[str, list[FetchPartition]] = {}
-            for (topic, partition), offset in positions.items():
-                by_topic.setdefault(topic, []).append(FetchPartition(
-                    partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-                    log_start_offset=-1, partition_max_bytes=max_bytes))
-            answer = await self._send(ApiKey.FETCH, 12, FetchRequest(
-                cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=timeout_ms), min_bytes=1,
-                max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                topics=tuple(FetchTopic(topic=t, partitions=tuple(ps))
-                             for t, ps in by_topic.items()),
-                forgotten_topics_data=(), rack_id=""))
+            fetches = [
+                self._to_leader(leader, ApiKey.FETCH, 12, FetchRequest(
+                    cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=timeout_ms), min_bytes=1,
+                    max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                    topics=tuple(FetchTopic(topic=t, partitions=tuple(FetchPartition(
+                        partition=p, current_leader_epoch=-1, fetch_offset=positions[(t, p)], last_fetched_epoch=-1,
+                        log_start_offset=-1, partition_max_bytes=max_bytes) for p in ps)) for t, ps in by_topic.items()),
+                    forgotten_topics_data=(), rack_id=""))
+                for leader, by_topic in self._by_leader(positions).items()
+            ]
+            answers = await _first_with_records(fetches, timeout_ms / 1000)
             fetched: list[FetchedRecord] = []
             size = 0
-            for topic in answer.topics:
+            for topic in (topic for answer in answers for topic in answer.topics):
                 for partition in topic.partitions:
                     tp = (topic.topic, partition.partition_index)
                     if tp not in self.assignment:
@@ -323,15 +439,19 @@ class ConsumerInstance:
             if self.auto_commit and self.uncommitted:
                 with contextlib.suppress(RestError):
                     await self.commit(dict(self.uncommitted))
-        if self.member_id:
-            await self._send(ApiKey.LEAVE_GROUP, 5, LeaveGroupRequest(
-                group_id=self.group, members=(MemberIdentity(member_id=self.member_id, group_instance_id=None,
-                                                             reason="consumer instance deleted"),)))
+        try:
+            if self.member_id:
+                await self._send(ApiKey.LEAVE_GROUP, 5, LeaveGroupRequest(
+                    group_id=self.group, members=(MemberIdentity(member_id=self.member_id, group_instance_id=None,
+                                                                 reason="consumer instance deleted"),)))
+        finally:
+            if self._clients is not None:
+                await self._clients.close()
 
 
 class ConsumerInstances:
-    def __init__(self, loopback: Loopback, idle_timeout_s: float, request_timeout_ms: int) -> None:
-        self._loopback = loopback
+    def __init__(self, router: Router, idle_timeout_s: float, request_timeout_ms: int) -> None:
+        self._router = router
         self.idle_timeout_s = idle_timeout_s
         self.request_timeout_ms = request_timeout_ms
         self._instances: dict[tuple[str, str], ConsumerInstance] = {}
@@ -353,7 +473,7 @@ class ConsumerInstances:
         if (group, name) in self._instances:
             raise RestError(409, 40902, "Consumer with specified consumer ID already exists in the specified "
                             "consumer group.")
-        instance = ConsumerInstance(group, name, format, reset, auto_commit, principal, self._loopback)
+        instance = ConsumerInstance(group, name, format, reset, auto_commit, principal, self._router)
         self._instances[(group, name)] = instance
         return instance
 

@@ -10,6 +10,12 @@ records of one partition in one mirror transaction (flow.BATCH_RECORDS) when the
 copied past X, and than the mirror's lag on that partition when it has not. None is lost. A group
 behind every pair still known is not translated (MirrorMaker 2 skips it too).
 
+Pairs are kept per incarnation (records.Incarnation: the source and target topic ids): a pair
+of a new incarnation drops those of the old one, and a group offset is translated only through
+pairs of the incarnation the flow copies now, never through those of a topic deleted since (its
+offsets mean nothing for the new one). `resume_offset` applies the same rule to where the flow
+resumes a source partition.
+
 The flow's thread runs this between its transactions (flow.MirrorFlow), with the flow's own
 transactional producer, so nothing here is shared between threads.
 """
@@ -22,7 +28,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, Ka
 from confluent_kafka.admin import AdminClient
 
 from replication.mirror.config import FlowConfig
-from replication.mirror.records import Checkpoint, OffsetPair, encode_checkpoint
+from replication.mirror.records import Checkpoint, Incarnation, OffsetPair, encode_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +37,40 @@ _TIMEOUT_S = 30
 _TARGET_IDLE = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN}
 
 
+def same_incarnation(pair: OffsetPair, incarnation: Incarnation) -> bool:
+    """Whether the pair is about these topics. A pair without ids (written before pairs carried
+    them) is taken to be about the topics there are now, as it was before."""
+    return pair.incarnation is None or pair.incarnation == incarnation
+
+
+def resume_offset(pair: OffsetPair | None, incarnation: Incarnation) -> int | None:
+    """Where to resume copying a source partition whose last committed pair is `pair` into the
+    target topic, both topics being `incarnation` now: the pair's source offset, or None (from
+    the beginning) when there is no pair or it is about a topic since deleted, on either side. A
+    new source topic is copied whole after the old one's records in the target topic; a new
+    target topic gets the whole source."""
+    if pair is None or not same_incarnation(pair, incarnation):
+        return None
+    return pair.source_offset
+
+
 class OffsetTranslator:
     def __init__(self, kept: int = PAIRS_KEPT) -> None:
         self.kept = kept
         self._source: dict[tuple[str, int], list[int]] = defaultdict(list)
         self._target: dict[tuple[str, int], list[int]] = defaultdict(list)
+        self._incarnation: dict[tuple[str, int], Incarnation | None] = {}
 
     def add(self, pair: OffsetPair) -> None:
+        """Pairs come in the order they were committed, so a pair of another incarnation than
+        the partition's previous one is of a newer incarnation: it replaces them all."""
         key = (pair.topic, pair.partition)
+        known = self._incarnation.get(key)
+        if pair.incarnation is not None and known is not None and pair.incarnation != known:
+            self._source[key].clear()
+            self._target[key].clear()
+        if pair.incarnation is not None or key not in self._incarnation:
+            self._incarnation[key] = pair.incarnation
         sources, targets = self._source[key], self._target[key]
         if sources and pair.source_offset <= sources[-1]:
             return  # a pair read back from the topic that an older one follows: keep them ordered
@@ -47,12 +79,18 @@ class OffsetTranslator:
         if len(sources) > self.kept:
             del sources[0], targets[0]
 
-    def translate(self, topic: str, partition: int, source_offset: int) -> int | None:
-        sources = self._source.get((topic, partition))
+    def translate(self, topic: str, partition: int, source_offset: int, incarnation: Incarnation) -> int | None:
+        """The target offset for a group at `source_offset` of the source partition, both
+        topics being `incarnation` now; None when no pair of theirs is at or before it."""
+        key = (topic, partition)
+        sources = self._source.get(key)
         if not sources:
             return None
+        known = self._incarnation[key]
+        if known is not None and known != incarnation:
+            return None
         index = bisect.bisect_right(sources, source_offset) - 1
-        return None if index < 0 else self._target[(topic, partition)][index]
+        return None if index < 0 else self._target[key][index]
 
 
 class GroupOffsets:
@@ -62,9 +100,13 @@ class GroupOffsets:
         self.flow = flow
         self.checkpoints_topic = checkpoints_topic
 
-    def checkpoints(self, source_admin: AdminClient, remote_topics: dict[str, str], translator: OffsetTranslator) -> list[Checkpoint]:
+    def checkpoints(
+        self, source_admin: AdminClient, remote_topics: dict[str, tuple[str, Incarnation]], translator: OffsetTranslator
+    ) -> list[Checkpoint]:
         """Each selected source group's committed offsets on mirrored topics, translated.
-        `remote_topics`: source topic -> target topic."""
+        `remote_topics`: source topic -> target topic and the incarnation the flow copies. The
+        caller checks afterwards that the topics are still those (flow.MirrorFlow), so that an
+        offset read here cannot be of a topic created since."""
         listed = source_admin.list_consumer_groups(request_timeout=_TIMEOUT_S).result(_TIMEOUT_S)
         groups = sorted(
             g.group_id
@@ -82,11 +124,10 @@ class GroupOffsets:
             for tp in committed:
                 if tp.topic not in remote_topics or tp.offset < 0 or tp.error is not None:
                     continue
-                translated = translator.translate(tp.topic, tp.partition, tp.offset)
+                remote, incarnation = remote_topics[tp.topic]
+                translated = translator.translate(tp.topic, tp.partition, tp.offset, incarnation)
                 if translated is not None:
-                    checkpoints.append(
-                        Checkpoint(group, remote_topics[tp.topic], tp.partition, tp.offset, translated, tp.metadata or "")
-                    )
+                    checkpoints.append(Checkpoint(group, remote, tp.partition, tp.offset, translated, tp.metadata or ""))
         return checkpoints
 
     def emit(self, producer, checkpoints: list[Checkpoint]) -> None:

@@ -16,6 +16,19 @@ read_committed and resumes each source partition at its last committed pair's so
 copies every source record once: records of an aborted transaction are invisible to
 read_committed readers and are copied again.
 
+Topics deleted and created again under their names: each pair carries the ids of the source
+topic and of the target topic it is about (records.Incarnation), committed in the same
+transaction. A partition whose last pair is about another source topic (the source topic was
+recreated) or another target topic (the target topic was recreated) is copied from the source's
+beginning (checkpoints.resume_offset): a new source topic goes into the existing target topic
+after the old one's records, a new target topic gets the whole source. Before committing a
+transaction the flow checks that the topics of its records still have the ids it copies (one
+Metadata request to each cluster, answered while the pairs are sent): the source records were
+fetched from them and the target records written to them, so the pairs name the topics they
+describe. When a topic of the flow was deleted or recreated on either side (there, or at a
+topic refresh), the flow starts over from the committed pairs, which sorts out where each
+partition resumes.
+
 Topics: every refresh.topics.interval.seconds the flow lists the source's topics, selects them
 with policy.ReplicationPolicy.should_replicate, creates missing target topics with the source's
 partition count and its non-default configs (less MirrorMaker 2's DefaultConfigPropertyFilter
@@ -42,6 +55,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -54,10 +68,17 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from replication.mirror.checkpoints import GroupOffsets, OffsetTranslator
+from replication.mirror.checkpoints import GroupOffsets, OffsetTranslator, resume_offset
 from replication.mirror.config import FlowConfig, compile_pattern_list
 from replication.mirror.policy import ReplicationPolicy
-from replication.mirror.records import OffsetPair, RecordFormatError, decode_pair, encode_pair
+from replication.mirror.records import (
+    Incarnation,
+    OffsetPair,
+    RecordFormatError,
+    decode_pair,
+    encode_pair,
+    topic_id_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +104,47 @@ class FlowStopped(Exception):
     """The flow was fenced by another instance of itself: it must not go on."""
 
 
+class TopicsChanged(Exception):
+    """A topic the flow copies was deleted or recreated on either side: the flow starts over
+    from the committed pairs, whose topic ids say where each partition resumes."""
+
+
 @dataclass
 class _Assigned:
     remote_topic: str
     partitions: int
+    incarnation: Incarnation
+
+
+@dataclass(frozen=True)
+class _Described:
+    topic_id: bytes
+    partitions: int
+
+
+def describe_topics(admin: AdminClient, topics) -> dict:
+    """Futures of the topics' ids and partition counts, in one Metadata request; see `described`."""
+    topics = sorted(set(topics))
+    return admin.describe_topics(TopicCollection(topics)) if topics else {}
+
+
+def described(futures: dict) -> dict[str, _Described]:
+    """The answers to `describe_topics`, leaving out the topics that do not exist."""
+    result = {}
+    for name, future in futures.items():
+        try:
+            description = future.result(ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise
+        uuid = description.topic_id
+        topic_id = uuid.get_most_significant_bits().to_bytes(8, "big", signed=True) + uuid.get_least_significant_bits().to_bytes(
+            8, "big", signed=True
+        )
+        result[name] = _Described(topic_id, len(description.partitions))
+    return result
 
 
 def create_topic_if_missing(admin: AdminClient, topic: NewTopic) -> bool:
@@ -121,6 +179,8 @@ class MirrorFlow:
                 self._run_once()
             except FlowStopped:
                 raise
+            except TopicsChanged as exc:
+                log.warning("%s: %s; starting over from the committed pairs", self.flow.name, exc)
             except (KafkaException, TimeoutError) as exc:  # TimeoutError: an admin future not answered
                 error = exc.args[0] if exc.args else None
                 if isinstance(error, KafkaError) and error.code() in _FENCED:
@@ -142,6 +202,9 @@ class MirrorFlow:
                 **flow.target.client,
                 "transactional.id": transactional_id(flow),
                 "linger.ms": 5,
+                # a deleted target topic is created again by the flow, with the source's
+                # partitions and configs, not by the broker with its defaults
+                "allow.auto.create.topics": False,
                 "client.id": f"logway-mirror-{flow.name}-producer",
             }
         )
@@ -179,7 +242,7 @@ class MirrorFlow:
                     if message.error() is not None:
                         log.warning("%s: source fetch: %s", flow.name, message.error())
                 if records:
-                    self._copy(producer, records, assigned, translator)
+                    self._copy(producer, source_admin, target_admin, records, assigned, translator)
                 now = time.monotonic()
                 if flow.refresh_topics and now >= next_refresh:
                     self._refresh_topics(source_admin, target_admin, producer, consumer, pairs, assigned)
@@ -190,8 +253,10 @@ class MirrorFlow:
                 emit = flow.emit_checkpoints and now >= next_checkpoints
                 sync = flow.sync_group_offsets and now >= next_group_sync
                 if emit or sync:
-                    remote_topics = {topic: known.remote_topic for topic, known in assigned.items()}
+                    remote_topics = {topic: (known.remote_topic, known.incarnation) for topic, known in assigned.items()}
                     checkpoints = self.group_offsets.checkpoints(source_admin, remote_topics, translator)
+                    # the groups' offsets were read from the topics the pairs describe
+                    self._check_topics(source_admin, target_admin, assigned, set(assigned))
                     if emit:
                         self.group_offsets.emit(producer, checkpoints)
                         next_checkpoints = now + flow.emit_checkpoints_interval_s
@@ -202,11 +267,20 @@ class MirrorFlow:
             consumer.close()
             producer.flush(1)
 
-    def _copy(self, producer: Producer, records: list, assigned: dict[str, _Assigned], translator: OffsetTranslator) -> None:
+    def _copy(
+        self,
+        producer: Producer,
+        source_admin: AdminClient,
+        target_admin: AdminClient,
+        records: list,
+        assigned: dict[str, _Assigned],
+        translator: OffsetTranslator,
+    ) -> None:
         """One transaction: the records, then two pairs per partition after them: (first source
         offset copied, its target offset) and (next source offset, next target offset). Only the
         second matters for resuming; the first gives group offset translation an exact point at
-        the start of every transaction (checkpoints.py)."""
+        the start of every transaction (checkpoints.py). The pairs name the topics by id; the
+        transaction is aborted if either side's topic is no longer the one of those ids."""
         first_target: dict[tuple[str, int], int] = {}
         next_target: dict[tuple[str, int], int] = {}
         first_source: dict[tuple[str, int], int] = {}
@@ -237,18 +311,29 @@ class MirrorFlow:
             first_source.setdefault((topic, partition), record.offset())
             next_source[(topic, partition)] = record.offset() + 1
             producer.poll(0)
+        # The ids are asked for once the records are fetched (source) and written (target), and
+        # the answers awaited while the pairs are sent: the check costs about no round trip.
+        topics = {topic for topic, _ in next_source}
+        source_ids = describe_topics(source_admin, topics)
         producer.flush(ADMIN_TIMEOUT_S)
         if failures or len(producer) > 0:
             producer.abort_transaction(ADMIN_TIMEOUT_S)
             raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT))
+        target_ids = describe_topics(target_admin, (assigned[topic].remote_topic for topic in topics))
         pairs = []
         for (topic, partition), source_offset in next_source.items():
-            remote = (assigned[topic].remote_topic, partition)
-            pairs.append(OffsetPair(topic, partition, first_source[(topic, partition)], first_target[remote]))
-            pairs.append(OffsetPair(topic, partition, source_offset, next_target[remote]))
+            known = assigned[topic]
+            remote = (known.remote_topic, partition)
+            pairs.append(OffsetPair(topic, partition, first_source[(topic, partition)], first_target[remote], known.incarnation))
+            pairs.append(OffsetPair(topic, partition, source_offset, next_target[remote], known.incarnation))
         for pair in pairs:
             key, value = encode_pair(pair)
             producer.produce(self.offsets_topic, value=value, key=key, partition=0)
+        try:
+            self._verify_topics(assigned, topics, source_ids, target_ids)
+        except TopicsChanged:
+            producer.abort_transaction(ADMIN_TIMEOUT_S)
+            raise
         producer.commit_transaction(ADMIN_TIMEOUT_S)
         for pair in pairs:
             translator.add(pair)
@@ -302,33 +387,93 @@ class MirrorFlow:
             t for t in topics if self.policy.should_replicate(t, flow.target.alias, flow.topics, flow.topics_exclude)
         )
 
+    def _check_topics(self, source_admin, target_admin, assigned: dict[str, _Assigned], topics: set[str]) -> None:
+        """Raise TopicsChanged unless each of `topics` (assigned source topics) and its target
+        topic still have the ids the flow copies."""
+        source_ids = describe_topics(source_admin, topics)
+        target_ids = describe_topics(target_admin, (assigned[t].remote_topic for t in topics))
+        self._verify_topics(assigned, topics, source_ids, target_ids)
+
+    def _verify_topics(self, assigned: dict[str, _Assigned], topics: set[str], source_ids: dict, target_ids: dict) -> None:
+        """_check_topics with the `describe_topics` futures of both sides asked for already."""
+        sources, targets = described(source_ids), described(target_ids)
+        for topic in sorted(topics):
+            self._check_assigned(topic, assigned[topic], sources.get(topic), targets.get(assigned[topic].remote_topic))
+
+    def _check_assigned(self, topic: str, known: _Assigned, source: _Described | None, target: _Described | None) -> None:
+        source_cluster, target_cluster = self.flow.source.alias, self.flow.target.alias
+        if source is None:
+            raise TopicsChanged(f"{topic} was deleted on {source_cluster}")
+        if source.topic_id != known.incarnation.source_topic_id:
+            raise TopicsChanged(f"{topic} was deleted and created again on {source_cluster}")
+        if target is None:
+            raise TopicsChanged(f"{known.remote_topic} was deleted on {target_cluster}")
+        if target.topic_id != known.incarnation.target_topic_id:
+            raise TopicsChanged(f"{known.remote_topic} was deleted and created again on {target_cluster}")
+
     def _refresh_topics(self, source_admin, target_admin, producer, consumer, pairs, assigned) -> None:
         source_topics = source_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
-        target_topics = target_admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+        selected = [topic for topic in self._selected(source_topics) if source_topics[topic].error is None]
+        remotes = {topic: self.policy.remote_topic(self.flow.source.alias, topic) for topic in selected}
+        sources = described(describe_topics(source_admin, set(selected) | set(assigned)))
+        targets = described(describe_topics(target_admin, set(remotes.values()) | {k.remote_topic for k in assigned.values()}))
+        for topic, known in assigned.items():
+            self._check_assigned(topic, known, sources.get(topic), targets.get(known.remote_topic))
         new_partitions: list[TopicPartition] = []
-        for topic in self._selected(source_topics):
-            metadata = source_topics[topic]
-            if metadata.error is not None:
-                continue
-            count = len(metadata.partitions)
-            remote = self.policy.remote_topic(self.flow.source.alias, topic)
-            if remote not in target_topics:
+        for topic in selected:
+            if topic not in sources:
+                continue  # deleted since it was listed
+            count, remote = sources[topic].partitions, remotes[topic]
+            if remote not in targets:
                 configs = self._topic_configs(source_admin, topic)
                 self._ensure_topic(target_admin, remote, count, configs)
-            elif len(target_topics[remote].partitions) < count:
+                targets.update(described(describe_topics(target_admin, [remote])))
+                if remote not in targets:
+                    raise TopicsChanged(f"{remote} was deleted on {self.flow.target.alias} as it was created")
+            elif targets[remote].partitions < count:
                 log.info("%s: %s grew to %d partitions; so does %s", self.flow.name, topic, count, remote)
                 self._wait(target_admin.create_partitions([NewPartitions(remote, count)]), remote)
             self._wait_for_partitions(producer, remote, count)
             known = assigned.get(topic)
+            incarnation = known.incarnation if known else Incarnation(sources[topic].topic_id, targets[remote].topic_id)
             first_new = known.partitions if known else 0
             for partition in range(first_new, count):
                 pair = pairs.get((topic, partition))
-                offset = pair.source_offset if pair else OFFSET_BEGINNING
-                new_partitions.append(TopicPartition(topic, partition, offset))
-            assigned[topic] = _Assigned(remote, max(count, first_new))
+                offset = resume_offset(pair, incarnation)
+                if offset is None and pair is not None:
+                    self._log_new_incarnation(topic, partition, remote, pair, incarnation)
+                new_partitions.append(TopicPartition(topic, partition, OFFSET_BEGINNING if offset is None else offset))
+            assigned[topic] = _Assigned(remote, max(count, first_new), incarnation)
         if new_partitions:
             consumer.incremental_assign(new_partitions)
             log.info("%s: copying %d more partitions", self.flow.name, len(new_partitions))
+
+    def _log_new_incarnation(self, topic: str, partition: int, remote: str, pair: OffsetPair, now: Incarnation) -> None:
+        """What an operator reads when a partition's pairs are of a topic deleted since."""
+        flow = self.flow
+        if pair.incarnation.source_topic_id != now.source_topic_id:
+            log.warning(
+                "%s: %s [%d] on %s is a new topic (id %s; the pairs are of id %s): copying it from its beginning into %s, "
+                "after the records copied from the old one",
+                flow.name,
+                topic,
+                partition,
+                flow.source.alias,
+                topic_id_text(now.source_topic_id),
+                topic_id_text(pair.incarnation.source_topic_id),
+                remote,
+            )
+        else:
+            log.warning(
+                "%s: %s [%d] on %s is a new topic (id %s; the pairs are of id %s): copying %s into it from the beginning",
+                flow.name,
+                remote,
+                partition,
+                flow.target.alias,
+                topic_id_text(now.target_topic_id),
+                topic_id_text(pair.incarnation.target_topic_id),
+                topic,
+            )
 
     def _topic_configs(self, admin: AdminClient, topic: str) -> dict[str, str]:
         """The topic's own (non-default) configs that MirrorMaker 2 copies."""

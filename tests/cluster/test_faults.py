@@ -288,6 +288,9 @@ def test_a_leader_whose_session_expired_stops_leading_until_the_controller_says(
                 "another leader elected")
     wait_until(lambda: "ZooKeeper session expired" in cluster.broker(victim).log(), _TIMEOUT_S,
                "the victim told of the expiry")
+    # Nor does it name itself leader any more: clients it told so would come straight back to be
+    # refused, in a tight loop (librdkafka's InitProducerId did, 900 times a second).
+    assert topic_view(cluster.broker(victim).bootstrap, topic)[0][0] != victim
     zombie = f"zombie-{topic}".encode()
     assert _produce_directly(cluster.broker(victim), topic, zombie, timeout_ms=3000) == ErrorCode.not_leader_or_follower
     assert zombie not in {value for _, value in values_in(str(cluster.broker(victim).data_dirs[0] / f"{topic}-0"))}

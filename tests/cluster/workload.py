@@ -73,6 +73,8 @@ class _ConfluentClient:
         self.producer.poll(seconds)
 
     def state(self) -> str:
+        if self.producer is None:
+            return "closed"
         return f"{len(self.producer)} messages in librdkafka's queues"
 
     def flush(self, seconds: float) -> None:
@@ -89,6 +91,10 @@ class _ConfluentClient:
         # values are reported failed (unknown outcome), and the callbacks are let go.
         self.producer.purge()
         self.producer.poll(0)  # serves the purged messages' reports
+        # And the instance itself goes now: the workload that holds this client sits in a
+        # reference cycle (its thread's target), which only the cyclic collector frees, maybe
+        # schedules later, while librdkafka would go on reconnecting to the addresses.
+        self.producer = None
 
     # transactions
     def init(self, seconds: float) -> None:

@@ -6,8 +6,8 @@ expires; basic authentication of a SCRAM user whose ACLs decide what it may writ
 
 import base64
 import json
+import socket
 import time
-import urllib.error
 import urllib.request
 
 import pytest
@@ -25,7 +25,12 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+
+from protocol.api_keys import ApiKey
 from tests.harness import BrokerProcess, free_port, unique_topic
+from tests.http_client import Http
+from tests.kafka_wire import call
 
 pytestmark = pytest.mark.compat
 
@@ -34,29 +39,6 @@ INSTANCE_TIMEOUT_MS = 3000
 MAX_REQUEST_BYTES = 100_000
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
-
-
-class Http:
-    def __init__(self, base: str, authorization: str | None = None) -> None:
-        self.base = base
-        self.authorization = authorization
-
-    def call(self, method: str, path: str, body=None, content_type="application/json", accept=None):
-        """(status, parsed JSON body or None)."""
-        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
-            request.add_header("Content-Type", content_type)
-        if accept:
-            request.add_header("Accept", accept)
-        if self.authorization:
-            request.add_header("Authorization", self.authorization)
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-                status, text = response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            status, text = exc.code, exc.read()
-        return status, (json.loads(text) if text.strip() else None)
 
 
 def start(tmp_path, overrides: dict) -> tuple[BrokerProcess, str]:
@@ -118,6 +100,29 @@ def test_records_produced_over_http_v3_are_read_by_a_kafka_consumer(http_broker)
     assert sorted(seen) == [
         (0, 0, b"k0", b'{"n":0}', [("h", b"hv")]), (0, 1, None, b"v2", None), (0, 2, None, b"v4", None),
         (1, 0, None, b"v1", None), (1, 1, None, b"v3", None)]
+
+
+def _active_producers(broker: BrokerProcess, topic: str) -> list:
+    host, _, port = broker.bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        answer = call(sock, ApiKey.DESCRIBE_PRODUCERS, 0, DescribeProducersRequest(
+            topics=(TopicRequest(name=topic, partition_indexes=(0,)),)))
+    return answer.topics[0].partitions[0].active_producers
+
+
+def test_http_produce_with_acks_all_is_one_idempotent_producer_and_acks_1_is_not(http_broker):
+    # As the REST Proxy's Java producer since Kafka 3.0: idempotent (a producer id, sequences)
+    # when acks is all, plain otherwise.
+    broker, http = http_broker
+    topic = create_topic(broker)
+    for n in range(3):
+        body = {"records": [{"value": base64.b64encode(b"v%d-%d" % (n, i)).decode(), "partition": 0} for i in range(2)]}
+        status, answer = http.call("POST", f"/topics/{topic}", body, BINARY)
+        assert (status, [o["offset"] for o in answer["offsets"]]) == (200, [2 * n, 2 * n + 1])
+    status, answer = http.call("POST", f"/topics/{topic}?acks=1", {"records": [{"value": "eA==", "partition": 0}]}, BINARY)
+    assert (status, answer["offsets"][0]["offset"]) == (200, 6)
+    (producer,) = _active_producers(broker, topic)
+    assert (producer.producer_id >= 0, producer.producer_epoch, producer.last_sequence) == (True, 0, 5)
 
 
 def test_records_produced_by_a_kafka_producer_are_read_by_a_v2_consumer_instance(http_broker):

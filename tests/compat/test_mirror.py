@@ -1,7 +1,8 @@
 """logway-mirror between two standalone logway brokers (two "clusters", A and B): exactly once
-across kill -9 of the mirror at random points, topics following the source's partition count and
-configs, aborted source transactions left out, active-active without loops, heartbeats, and the
-configuration errors the process refuses to start with."""
+across kill -9 of the mirror at random points, topics deleted and created again on either side,
+topics following the source's partition count and configs, aborted source transactions left out,
+active-active without loops, heartbeats, and the configuration errors the process refuses to
+start with."""
 
 import random
 import subprocess
@@ -89,6 +90,109 @@ def test_mirror_killed_at_random_points_copies_every_record_once_and_in_order(cl
     assert mirror.stop() == 0
     assert sum(map(len, source.values())) == 6000
     assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
+    assert "Traceback" not in mirror.log()
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(TIMEOUT_S)
+
+
+def wait_for_records(bootstrap: str, topic: str, count: int) -> dict[int, list[bytes]]:
+    """What read_committed readers of `topic` see, once it holds `count` records (or the time is up)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        got = read_committed(bootstrap, topic) if topic in topic_names(bootstrap) else {}
+        if sum(map(len, got.values())) >= count or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+def mirrored_orders(a, b, tmp_path, count: int, **settings: str) -> tuple[Mirror, dict[int, list[bytes]]]:
+    """`count` records in a 2-partition `orders` on A, mirrored to B: the mirror, and the records."""
+    create_topic(a.bootstrap, "orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, count)
+    mirror = Mirror(tmp_path, properties(a, b, "A->B", **settings)).start()
+    source, _ = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    return mirror, source
+
+
+def test_a_source_topic_deleted_and_recreated_is_mirrored_from_its_beginning_after_the_old_one(clusters, tmp_path):
+    a, b = clusters
+    mirror, first = mirrored_orders(a, b, tmp_path, 200)
+
+    # recreated while the mirror runs, with fewer records than the old topic had: every one of
+    # them is below the source offset the old topic's pairs resume at
+    delete_topic(a.bootstrap, "orders")
+    create_topic(a.bootstrap, "orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, 60, first=1000)
+    second = read_committed(a.bootstrap, "orders")
+    expected = {p: first[p] + second[p] for p in first}  # A.orders keeps both, in order
+    target = wait_for_records(b.bootstrap, "A.orders", 260)
+    assert exactly_once_in_order(expected, target) == [], mirror.log()[-3000:]
+
+    # recreated while the mirror is stopped, with more records than the last pairs' offsets
+    assert mirror.stop() == 0
+    delete_topic(a.bootstrap, "orders")
+    create_topic(a.bootstrap, "orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, 300, first=2000)
+    mirror.start()
+    produce_numbered(a.bootstrap, "orders", 2, 40, first=3000)
+    third = read_committed(a.bootstrap, "orders")
+    expected = {p: first[p] + second[p] + third[p] for p in first}
+    target = wait_for_records(b.bootstrap, "A.orders", 600)
+    assert exactly_once_in_order(expected, target) == [], mirror.log()[-3000:]
+    assert mirror.stop() == 0
+    assert "Traceback" not in mirror.log()
+
+
+def test_a_target_topic_deleted_while_mirroring_is_recreated_with_the_whole_source(clusters, tmp_path):
+    a, b = clusters
+    mirror, _ = mirrored_orders(a, b, tmp_path, 200)
+
+    delete_topic(b.bootstrap, "A.orders")
+    produce_numbered(a.bootstrap, "orders", 2, 60, first=1000)
+    source, target = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
+
+    # and while the mirror copies: the transaction writing to the deleted topic must not count
+    writer = threading.Thread(target=produce_numbered, args=(a.bootstrap, "orders", 2, 2000, 0.05, 2000))
+    writer.start()
+    time.sleep(2)
+    delete_topic(b.bootstrap, "A.orders")
+    writer.join(TIMEOUT_S)
+    assert not writer.is_alive()
+    source, target = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    assert sum(map(len, source.values())) == 2260
+    assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
+    assert mirror.stop() == 0
+    assert "Traceback" not in mirror.log()
+
+
+def test_every_transaction_checks_that_its_topics_were_not_recreated_meanwhile(clusters, tmp_path):
+    a, b = clusters
+    # no topic refresh during the test: only the check before each commit can notice
+    mirror, first = mirrored_orders(a, b, tmp_path, 100, **{"A->B.refresh.topics.interval.seconds": "600"})
+
+    # the consumer goes on at offset 50 of each partition of the new source topic: those records
+    # must not be committed as if they followed the old topic's
+    delete_topic(a.bootstrap, "orders")
+    create_topic(a.bootstrap, "orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, 300, first=1000)
+    second = read_committed(a.bootstrap, "orders")
+    expected = {p: first[p] + second[p] for p in first}
+    target = wait_for_records(b.bootstrap, "A.orders", 400)
+    assert exactly_once_in_order(expected, target) == [], mirror.log()[-3000:]
+
+    # the target topic recreated by someone else: the producer writes into the new one, which
+    # must get the whole source, not only what follows the old topic's pairs
+    delete_topic(b.bootstrap, "A.orders")
+    create_topic(b.bootstrap, "A.orders", 2)
+    produce_numbered(a.bootstrap, "orders", 2, 60, first=2000)
+    source, target = wait_until_mirrored(a.bootstrap, "orders", b.bootstrap, "A.orders")
+    assert sum(map(len, source.values())) == 360
+    assert exactly_once_in_order(source, target) == [], mirror.log()[-3000:]
+    assert mirror.stop() == 0
     assert "Traceback" not in mirror.log()
 
 

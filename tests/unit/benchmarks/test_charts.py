@@ -73,6 +73,17 @@ def test_a_chart_the_run_has_no_data_for_is_not_drawn_and_an_old_one_is_removed(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ratios.png", "throughput.png"]
 
 
+def test_workloads_a_run_left_out_keep_empty_series_that_draw_nothing(tmp_path):
+    data = _sample_run()
+    for sides in data["series"].values():  # as `run --workloads ...` keeps the others
+        sides["not run"] = []
+    data["series"]["ck_consume_window"] = {"logway": [], "mock": []}
+
+    written = charts.write_charts(data, tmp_path)
+
+    assert tmp_path / "throughput.png" in written
+
+
 def _ratios_only() -> dict:
     """A run with nothing but its ratios: one chart, drawn quickly."""
     return {**_sample_run(), "series": {}, "values": {}}

@@ -12,6 +12,7 @@ from kio.schema.alter_user_scram_credentials.v0.request import (
     ScramCredentialUpsertion,
 )
 from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
+from kio.schema.envelope.v0.request import EnvelopeRequest
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.alter_configs.v2.request import AlterableConfig, AlterConfigsRequest, AlterConfigsResource
@@ -476,6 +477,8 @@ def _every_api_denied() -> list:
         (ApiKey.STOP_REPLICA, 1, StopReplicaRequest(controller_id=1, controller_epoch=1, delete_partitions=False, topics=()),
          lambda r: r.error_code, cluster),
         (ApiKey.CONTROLLED_SHUTDOWN, 2, ControlledShutdownRequest(broker_id=1), lambda r: r.error_code, cluster),
+        (ApiKey.ENVELOPE, 0, EnvelopeRequest(request_data=b"", request_principal=None, client_host_address=b"\x7f\0\0\x01"),
+         lambda r: r.error_code, cluster),
         (ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, DescribeClientQuotasRequest(components=(), strict=False),
          lambda r: r.error_code, cluster),
         (ApiKey.ALTER_CLIENT_QUOTAS, 1, AlterClientQuotasRequest(entries=(QuotaEntry(

@@ -66,3 +66,14 @@ def test_wait_until_wakes_on_update_or_times_out():
         assert not await cache.wait_until(lambda: cache.has_topic("x"), 0.05)
 
     asyncio.run(scenario())
+
+
+def test_a_broker_that_stopped_leading_on_its_own_names_no_leader_until_the_controller_says():
+    cache = _cache()
+    cache.forget_leaderships_of(1)
+    assert cache.partition(T0).leader == -1
+    assert cache.leader_of(T0) is None  # FindCoordinator: COORDINATOR_NOT_AVAILABLE, not "me"
+    assert cache.partition(T0).leader_epoch == 0  # the epoch stays: the next leader's is higher
+    assert cache.partition(T1).leader == 2
+    cache.update(1, 3, cache.brokers.values(), {T0: PartitionInfo(2, 1, (1, 2), (2,))})
+    assert cache.leader_of(T0) == 2

@@ -105,3 +105,42 @@ def test_a_trim_keeps_the_bytes_of_a_frame_in_progress():
     feed(reader, frame(b"partial")[:6])
     reader.trim()
     assert feed(reader, frame(b"partial")[6:]) == [b"partial"]
+
+
+def _pipelined(reader: FrameReader, frames: int, size: int) -> int:
+    """Serve `frames` pipelined frames of `size` bytes, each read filling its room as a socket
+    with that much waiting would, released after each read; the room of the last read."""
+    waiting = frame(b"p" * size) * frames
+    room = 0
+    while waiting:
+        space = reader.writable()
+        room = len(space)
+        chunk = waiting[:room]
+        space[: len(chunk)] = chunk
+        waiting = waiting[len(chunk):]
+        reader.received(len(chunk))
+        reader.release()
+    return room
+
+
+def test_reads_that_fill_their_room_grow_it_so_pipelined_requests_come_in_together():
+    reader = FrameReader(1 << 20)
+    first_room = len(reader.writable())
+    assert _pipelined(reader, 40, 16 * 1024) >= 8 * first_room
+
+
+def test_the_read_room_of_a_connection_gone_quiet_starts_small_again():
+    reader = FrameReader(1 << 20)
+    first_room = len(reader.writable())
+    _pipelined(reader, 40, 16 * 1024)
+    reader.trim()
+    assert len(reader.writable()) == first_room
+
+
+def test_reads_that_leave_room_do_not_grow_it():
+    reader = FrameReader(1 << 20)
+    first_room = len(reader.writable())
+    for _ in range(20):
+        assert feed(reader, frame(b"small")) == [b"small"]
+        reader.release()
+    assert len(reader.writable()) == first_room

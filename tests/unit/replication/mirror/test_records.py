@@ -3,6 +3,7 @@ import pytest
 from replication.mirror.records import (
     Checkpoint,
     Heartbeat,
+    Incarnation,
     OffsetPair,
     RecordFormatError,
     decode_checkpoint,
@@ -11,14 +12,32 @@ from replication.mirror.records import (
     encode_checkpoint,
     encode_heartbeat,
     encode_pair,
+    topic_id_text,
 )
 
+IDS = Incarnation(bytes(range(16)), bytes(range(16, 32)))
 
-def test_offset_pairs_use_mirrormaker_2_offset_sync_encoding():
-    key, value = encode_pair(OffsetPair("orders", 2, 1000, 1042))
+
+def test_offset_pairs_use_mirrormaker_2_offset_sync_encoding_followed_by_the_topic_ids():
+    key, value = encode_pair(OffsetPair("orders", 2, 1000, 1042, IDS))
     assert key == b"\x00\x06orders\x00\x00\x00\x02"
-    assert value == (1000).to_bytes(8, "big") + (1042).to_bytes(8, "big")
-    assert decode_pair(key, value) == OffsetPair("orders", 2, 1000, 1042)
+    assert value == (1000).to_bytes(8, "big") + (1042).to_bytes(8, "big") + bytes(range(32))
+    assert decode_pair(key, value) == OffsetPair("orders", 2, 1000, 1042, IDS)
+
+
+def test_pairs_written_before_they_carried_topic_ids_decode_without_them():
+    value = (1000).to_bytes(8, "big") + (1042).to_bytes(8, "big")
+    assert decode_pair(b"\x00\x06orders\x00\x00\x00\x02", value) == OffsetPair("orders", 2, 1000, 1042)
+
+
+def test_pairs_are_never_written_without_their_topic_ids():
+    with pytest.raises(ValueError):
+        encode_pair(OffsetPair("orders", 2, 1000, 1042))
+
+
+def test_topic_ids_read_as_kafka_prints_them():
+    # Kafka's Uuid.toString: URL-safe base64, no padding
+    assert topic_id_text(bytes(range(16))) == "AAECAwQFBgcICQoLDA0ODw"
 
 
 def test_heartbeats_use_mirrormaker_2_encoding():
@@ -29,7 +48,7 @@ def test_heartbeats_use_mirrormaker_2_encoding():
 
 
 def test_non_ascii_topic_names_count_bytes():
-    pair = OffsetPair("заказы", 0, 1, 1)
+    pair = OffsetPair("заказы", 0, 1, 1, IDS)
     assert decode_pair(*encode_pair(pair)) == pair
 
 
@@ -39,6 +58,7 @@ def test_non_ascii_topic_names_count_bytes():
         (b"\x00\x06orders", b"\x00" * 16),  # partition missing
         (b"\x00\x09orders\x00\x00\x00\x02", b"\x00" * 16),  # string longer than the key
         (b"\x00\x06orders\x00\x00\x00\x02", b"\x00" * 15),
+        (b"\x00\x06orders\x00\x00\x00\x02", b"\x00" * 32),  # one topic id only
     ],
 )
 def test_malformed_pairs_are_refused(key, value):

@@ -1,0 +1,255 @@
+"""Many small clients (issue 19; the Swift design's "hundreds of thousands of producers" and its
+N x M connections): a broker of its own under `producers` connections that each send one small
+Produce every `interval_ms` (acks=1, one batch of `records_per_batch` records of `record_size`
+bytes, linger 0: one request in flight, the next due `interval_ms` after the last was due, or at
+once when it is late), plus `consumers` connections long-polling Fetch (max_wait 500 ms) on the
+topic's partitions, spread over `processes` client processes (asyncio on uvloop, the protocol
+spoken directly as in benchmarks.wire).
+
+    python -m benchmarks.many_clients [--producers 1000] [--consumers 100] [--processes 4]
+                                      [--seconds 20] [--partitions 12]
+
+Reported: produce requests offered (producers x 1000 / interval_ms a second) and answered, fetch
+answers, the broker's CPU per request (its CPU seconds over the window / every answer, produce
+and fetch), produce latency percentiles (from the request's send to its answer, so a client
+process's own delays count too: its CPU share is printed beside), and the starvation check of
+the issue: the share of produce answers slower than 100 ms and the p99.9. On a 2-core machine
+the client processes and the broker share the cores, so the answered rate is bounded by both;
+the per-request CPU and the latency tail are the figures to compare between runs.
+"""
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import socket
+import struct
+import time
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.clients import percentiles
+from benchmarks.cpu import process_cpu
+from benchmarks.wire import WireError, check_produce_response, fetch_request, make_batch, produce_request, walk_fetch_response
+
+_FETCH_MAX_WAIT_MS = 500
+_FETCH_PARTITION_BYTES = 256 * 1024
+_CONNECT_TIMEOUT_S = 30
+_STARVED_S = 0.100
+_SIZE = struct.Struct(">i")
+
+
+@dataclass
+class ProcessResult:
+    produce_latencies: bytes  # array("d") of seconds
+    fetches: int
+    fetch_records: int
+    late_fetches: int  # answered more than 100 ms after their max_wait
+    errors: int
+    cpu_s: float
+
+
+@dataclass
+class ManyClientsResult:
+    producers: int
+    consumers: int
+    processes: int
+    interval_ms: float
+    seconds: float
+    produce_answers: int
+    fetches: int
+    fetch_records: int
+    late_fetches: int
+    errors: int
+    broker_cpu_s: float
+    client_cpu_s: float
+    latencies_ms: dict[str, float]
+    starved_share: float
+
+    @property
+    def offered_per_s(self) -> float:
+        return self.producers * 1000 / self.interval_ms
+
+    @property
+    def broker_us_per_request(self) -> float:
+        return 1e6 * self.broker_cpu_s / max(1, self.produce_answers + self.fetches)
+
+    def lines(self) -> list[str]:
+        lat = {name: self.latencies_ms.get(name, float("nan")) for name in ("p50", "p99", "p99.9", "max")}
+        return [
+            f"{self.producers:,} producers (one {self.interval_ms:g} ms apart each: {self.offered_per_s:,.0f} "
+            f"requests/s offered) and {self.consumers} long-polling consumers in {self.processes} client "
+            f"processes, {self.seconds:.1f} s",
+            f"produce answered: {self.produce_answers / self.seconds:,.0f}/s; fetch answers {self.fetches / self.seconds:,.0f}/s "
+            f"({self.fetch_records:,} records read); errors {self.errors}",
+            f"broker CPU: {self.broker_cpu_s / self.seconds:.0%} of a core, {self.broker_us_per_request:.1f} us per "
+            f"request; client processes {self.client_cpu_s / self.seconds:.0%} of a core",
+            f"produce latency ms: p50 {lat['p50']:.1f}, p99 {lat['p99']:.1f}, p99.9 {lat['p99.9']:.1f}, max "
+            f"{lat['max']:.1f}; answers over 100 ms: {self.starved_share:.2%}; fetches answered over 100 ms "
+            f"past their max_wait: {self.late_fetches}",
+        ]
+
+
+async def _connect(address: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), _CONNECT_TIMEOUT_S)
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return reader, writer
+
+
+async def _answer(reader: asyncio.StreamReader) -> bytes:
+    (size,) = _SIZE.unpack(await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.latencies = array("d")
+        self.fetches = self.fetch_records = self.late_fetches = self.errors = 0
+
+
+async def _producer(address, topic: str, request: bytes, interval_s: float, start_at: float, stop_at: float, stats: _Stats) -> None:
+    reader, writer = await _connect(address)
+    loop = asyncio.get_running_loop()
+    due = start_at
+    try:
+        while True:
+            delay = due - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if time.time() >= stop_at:
+                return
+            sent = loop.time()
+            writer.write(request)
+            frame = await _answer(reader)
+            stats.latencies.append(loop.time() - sent)
+            try:
+                check_produce_response(frame, topic)
+            except WireError:
+                stats.errors += 1
+            due = max(due + interval_s, time.time())  # late: at once, no burst to catch up
+    finally:
+        writer.close()
+
+
+async def _consumer(address, topic: str, partition: int, start_at: float, stop_at: float, stats: _Stats) -> None:
+    reader, writer = await _connect(address)
+    loop = asyncio.get_running_loop()
+    offset = 0
+    try:
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        while time.time() < stop_at:
+            sent = loop.time()
+            writer.write(fetch_request(topic, partition, offset, _FETCH_PARTITION_BYTES, _FETCH_MAX_WAIT_MS))
+            frame = await _answer(reader)
+            if loop.time() - sent > _FETCH_MAX_WAIT_MS / 1000 + _STARVED_S:
+                stats.late_fetches += 1
+            stats.fetches += 1
+            try:
+                next_offset, _, _ = walk_fetch_response(memoryview(frame), topic)
+            except WireError:
+                stats.errors += 1
+                await asyncio.sleep(0.1)
+                continue
+            if next_offset is not None:
+                stats.fetch_records += next_offset - offset
+                offset = next_offset
+    finally:
+        writer.close()
+
+
+def _client_process(address, topic: str, partitions: int, producer_ids: list[int], consumer_ids: list[int],
+                    batch: bytes, interval_s: float, start_at: float, stop_at: float, results) -> None:
+    import uvloop
+
+    async def main() -> _Stats:
+        stats = _Stats()
+        # Producers start spread over the first interval, as independent clients would.
+        tasks = [_producer(address, topic, bytes(produce_request(topic, i % partitions, batch)), interval_s,
+                           start_at + interval_s * (i % 97) / 97, stop_at, stats) for i in producer_ids]
+        tasks += [_consumer(address, topic, i % partitions, start_at, stop_at, stats) for i in consumer_ids]
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        stats.errors += sum(isinstance(outcome, Exception) for outcome in outcomes)
+        return stats
+
+    cpu0 = process_cpu()
+    stats = uvloop.run(main())
+    results.put(ProcessResult(stats.latencies.tobytes(), stats.fetches, stats.fetch_records, stats.late_fetches,
+                              stats.errors, process_cpu() - cpu0))
+
+
+def many_clients(scratch: Path, producers: int = 1000, consumers: int = 100, processes: int = 4,
+                 seconds: float = 20.0, partitions: int = 12, interval_ms: float = 10.0, record_size: int = 100,
+                 records_per_batch: int = 1) -> ManyClientsResult:
+    from benchmarks.connections import _create_topics
+    from tests.harness import BrokerProcess
+
+    broker = BrokerProcess(scratch / "many-clients-data", max_open_files=producers + consumers + 2048)
+    broker.start()
+    try:
+        topic = "many-clients"
+        _create_topics(broker.bootstrap, [topic], partitions)
+        batch, _ = make_batch(record_size, records_per_batch * (record_size + 8))
+        # Every client connects first; the window starts once they all could have.
+        start_at = time.time() + 3 + (producers + consumers) / 500
+        stop_at = start_at + seconds
+        context = multiprocessing.get_context("fork")
+        results = context.Queue()
+        workers = [
+            context.Process(target=_client_process, args=(
+                ("127.0.0.1", broker.port), topic, partitions, list(range(producers))[n::processes],
+                list(range(consumers))[n::processes], batch, interval_ms / 1000, start_at, stop_at, results))
+            for n in range(processes)
+        ]
+        for worker in workers:
+            worker.start()
+        time.sleep(max(0.0, start_at - time.time()))
+        broker_cpu0 = process_cpu(broker.process.pid)
+        time.sleep(max(0.0, stop_at - time.time()))
+        broker_cpu = process_cpu(broker.process.pid) - broker_cpu0
+        gathered = [results.get(timeout=seconds + 120) for _ in workers]
+        for worker in workers:
+            worker.join(30)
+    finally:
+        broker.stop()
+        if "Traceback" in broker.log():
+            print("\nWARNING: the broker logged a traceback:\n" + broker.log()[-3000:])
+    latencies = array("d")
+    for result in gathered:
+        latencies.frombytes(result.produce_latencies)
+    starved = sum(1 for latency in latencies if latency > _STARVED_S)
+    latencies_ms = percentiles([1000 * latency for latency in latencies]) if latencies else {}
+    return ManyClientsResult(
+        producers, consumers, processes, interval_ms, seconds, len(latencies),
+        sum(r.fetches for r in gathered), sum(r.fetch_records for r in gathered),
+        sum(r.late_fetches for r in gathered), sum(r.errors for r in gathered), broker_cpu,
+        sum(r.cpu_s for r in gathered), latencies_ms, starved / max(1, len(latencies)),
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.many_clients", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--producers", type=int, default=1000)
+    parser.add_argument("--consumers", type=int, default=100)
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--interval-ms", type=float, default=10.0)
+    parser.add_argument("--dir", default=None, help="scratch directory (default: a new temp dir, removed after)")
+    args = parser.parse_args(argv)
+    import shutil
+    import tempfile
+
+    scratch = Path(args.dir or tempfile.mkdtemp(prefix="logway-many-clients-"))
+    try:
+        result = many_clients(scratch, args.producers, args.consumers, args.processes, args.seconds, args.partitions,
+                              args.interval_ms)
+    finally:
+        if not args.dir:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print("\n".join(result.lines()))
+
+
+if __name__ == "__main__":
+    main()
