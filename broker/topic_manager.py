@@ -99,6 +99,9 @@ class TopicManager:
         # Cluster mode: the controller's topics whose deletion waits for their replicas.
         self.marked_for_deletion: Callable[[str], bool] = lambda name: False
         self.on_change: list[Callable[[], None]] = []
+        # Told of partitions whose topic was deleted (standalone: here; cluster mode: by the
+        # controller's UpdateMetadata): the group coordinator drops their committed offsets.
+        self.on_partitions_deleted: list[Callable[[list[TopicPartition]], None]] = []
         self._log_configs: dict[str, LogConfig] = {}
 
     @property
@@ -279,6 +282,11 @@ class TopicManager:
         for listener in self.on_change:
             listener()
 
+    def partitions_deleted(self, partitions: list[TopicPartition]) -> None:
+        if partitions:
+            for listener in self.on_partitions_deleted:
+                listener(partitions)
+
     async def delete(self, name: str) -> None:
         if self.cluster_admin is not None:
             self.get(name)
@@ -293,6 +301,7 @@ class TopicManager:
                 self.replica_manager.remove_partition(TopicPartition(name, partition))
 
         await self._save_then_apply(remove_partitions)
+        self.partitions_deleted([TopicPartition(name, partition) for partition in range(info.partitions)])
         log.info("deleted topic %s", name)
 
     def check_new_partition_count(
