@@ -131,6 +131,7 @@ class Broker:
             self.replication_quotas,
         )
         self.group_coordinator = GroupCoordinator(config, self.topics, self.replica_manager)
+        self.topics.on_partitions_deleted.append(self.group_coordinator.on_partitions_deleted)
         self.replica_manager.add_leadership_listener(
             self.group_coordinator.on_become_leader, self.group_coordinator.on_resign
         )

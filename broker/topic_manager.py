@@ -99,6 +99,9 @@ class TopicManager:
         # Cluster mode: the controller's topics whose deletion waits for their replicas.
         self.marked_for_deletion: Callable[[str], bool] = lambda name: False
         self.on_change: list[Callable[[], None]] = []
+        # Told of partitions whose topic was deleted (standalone: here; cluster mode: by the
+        # controller's UpdateMetadata): the group coordinator drops their committed offsets.
+        self.on_partitions_deleted: list[Callable[[list[TopicPartition]], None]] = []
         # Told of each topic deleted here, once its partitions are gone (the remote log).
         self.on_delete: list[Callable[[TopicInfo], None]] = []
         self._log_configs: dict[str, LogConfig] = {}
@@ -292,6 +295,11 @@ class TopicManager:
         for listener in self.on_change:
             listener()
 
+    def partitions_deleted(self, partitions: list[TopicPartition]) -> None:
+        if partitions:
+            for listener in self.on_partitions_deleted:
+                listener(partitions)
+
     async def delete(self, name: str) -> None:
         if self.cluster_admin is not None:
             self.get(name)
@@ -306,6 +314,7 @@ class TopicManager:
                 self.replica_manager.remove_partition(TopicPartition(name, partition))
 
         await self._save_then_apply(remove_partitions)
+        self.partitions_deleted([TopicPartition(name, partition) for partition in range(info.partitions)])
         for listener in self.on_delete:
             listener(info)
         log.info("deleted topic %s", name)

@@ -647,6 +647,29 @@ class GroupCoordinator:
         writes = [self._write(partition, entries) for partition, entries in tombstones.items() if entries]
         await asyncio.gather(*writes)
 
+    def on_partitions_deleted(self, partitions: Collection[TopicPartition]) -> None:
+        """Deleted partitions' offsets leave every group coordinated here, pending transactional
+        ones included, with their tombstones (Kafka's GroupCoordinator.onPartitionsDeleted): a
+        topic created again under the name starts with no committed offsets, instead of its
+        groups resuming at the old topic's positions."""
+        deleted = set(partitions)
+        for pending in self._pending_txn_offsets.values():
+            for offsets in pending.values():
+                for tp in deleted & offsets.keys():
+                    del offsets[tp]
+        tombstones: dict[int, list[Entry]] = defaultdict(list)
+        removed = 0
+        for group in list(self._groups.values()):
+            gone = sorted(deleted & group.offset_partitions)
+            if gone:
+                removed += len(gone)
+                tombstones[self.partition_for(group.group_id)] += self._clean_up(group, gone)
+        if removed:
+            log.info("removed %d committed offset(s) of deleted partitions", removed)
+        for partition, entries in tombstones.items():
+            if entries:
+                self._write(partition, entries)
+
     def _clean_up(self, group: Group, partitions: list[TopicPartition]) -> list[Entry]:
         """Remove these offsets of the group; an Empty group left without offsets dies. Returns
         the tombstones to write (the group's own only if it ever stored metadata)."""

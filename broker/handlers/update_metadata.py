@@ -2,8 +2,10 @@
 
 Replaces this broker's view of the live brokers (each with every listener's endpoint and its
 rack) and updates the partitions listed (leader, leader epoch, ISR, replicas, offline
-replicas); a partition whose leader is -2 is being deleted and leaves the metadata cache. The
-topic manager's live brokers (replication factor checks) follow the cache.
+replicas); a partition whose leader is -2 is being deleted and leaves the metadata cache, and
+its committed offsets leave the groups this broker coordinates (as Kafka's KafkaApis tells its
+group coordinator). The topic manager's live brokers (replication factor checks) follow the
+cache.
 
 Fencing as LeaderAndIsr (broker/handlers/leader_and_isr.py): STALE_CONTROLLER_EPOCH,
 STALE_BROKER_EPOCH. Version 5 is the one Kafka's ZooKeeper-mode controllers of 2.4 to 2.8 send.
@@ -45,5 +47,6 @@ def handle_update_metadata(ctx: RequestContext, request: UpdateMetadataRequest) 
         for topic in request.topic_states
         for p in topic.partition_states
     }
-    ctx.broker.metadata_cache.update(request.controller_id, request.controller_epoch, brokers, partitions)
+    removed = ctx.broker.metadata_cache.update(request.controller_id, request.controller_epoch, brokers, partitions)
+    ctx.broker.topics.partitions_deleted(removed)
     return UpdateMetadataResponse(error_code=ErrorCode.none)

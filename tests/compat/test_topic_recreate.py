@@ -150,3 +150,35 @@ def test_a_restart_with_the_old_deletion_pending_keeps_the_new_records(broker_fa
     assert _read_all(broker, topic) == new_values
     assert _old_partition_dirs(broker, topic) == []  # removed at start
     assert "is offline" not in broker.log()
+
+
+def _committed(broker, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        (found,) = consumer.committed([TopicPartition(topic, 0)], timeout=TIMEOUT_S)
+        return found.offset
+    finally:
+        consumer.close()
+
+
+def test_a_recreated_topic_starts_without_the_old_topics_committed_offsets(broker_factory):
+    # Kafka drops a deleted topic's offsets from every group; kept, a group would resume the
+    # new topic at the old one's position and skip its first records.
+    broker = broker_factory()
+    topic, group = unique_topic("recreate-offsets"), unique_topic("recreate-group")
+    _create(broker, topic)
+    _produce(broker, topic, [b"old-%d" % i for i in range(100)])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 100)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert _committed(broker, group, topic) == 100
+
+    _delete(broker, topic)
+    _create(broker, topic)
+    _produce(broker, topic, [b"new-%d" % i for i in range(50)])
+
+    assert _committed(broker, group, topic) < 0  # none (librdkafka's OFFSET_INVALID)
+    _restart(broker, "kill -9")  # the tombstones were written: the offsets stay gone
+    assert _committed(broker, group, topic) < 0

@@ -25,7 +25,9 @@ from protocol.legacy import (
     UpdateMetadataRequest,
 )
 from storage.topic_partition import TopicPartition
+from tests.in_process import Client
 from tests.unit.broker.test_admin_handlers import Admin, settings
+from tests.unit.coordinator.test_group_coordinator import TOPIC as COMMITTED_TOPIC, commit, fetch
 
 TIMEOUT = datetime.timedelta(seconds=5)
 
@@ -129,6 +131,23 @@ def test_the_controller_serves_admin_requests(tmp_path, zookeeper):
         assert listed.error_code == ErrorCode.none and listed.topics == ()
         shutdown = await admin.call(ApiKey.CONTROLLED_SHUTDOWN, 2, ControlledShutdownRequest(broker_id=9, broker_epoch=1))
         assert shutdown.error_code == ErrorCode.broker_not_available
+
+    run_cluster_broker(tmp_path, zookeeper, scenario)
+
+
+def test_a_topic_deleted_through_the_controller_leaves_no_committed_offsets(tmp_path, zookeeper):
+    # Cluster mode: the controller's UpdateMetadata removing the partitions tells the group
+    # coordinator, as Kafka's KafkaApis does.
+    async def scenario(admin: Admin):
+        client = Client(admin.broker)
+        await admin.create_topic(COMMITTED_TOPIC, 2)
+        assert await commit(client, "g", {0: 5, 1: 6}) == [ErrorCode.none] * 2
+        await admin.broker.topics.delete(COMMITTED_TOPIC)
+        for _ in range(200):
+            if await fetch(client, "g") == (ErrorCode.none, {}):
+                break
+            await asyncio.sleep(0.05)
+        assert await fetch(client, "g") == (ErrorCode.none, {})
 
     run_cluster_broker(tmp_path, zookeeper, scenario)
 

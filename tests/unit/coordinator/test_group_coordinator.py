@@ -387,6 +387,42 @@ def test_expired_offsets_and_the_groups_they_leave_empty_are_tombstoned(tmp_path
     run(scenario)
 
 
+def test_a_deleted_topics_offsets_leave_every_group_with_tombstones(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path, FAST) as broker:
+            await broker.topics.create(TOPIC, 2, {})
+            await broker.topics.create("other", 1, {})
+            client = Client(broker)
+            assert await commit(client, "simple", {0: 1, 1: 2}) == [ErrorCode.none] * 2
+            await broker.topics.delete(TOPIC)  # standalone: the topic manager tells the coordinator
+            for _ in range(100):
+                if offsets_log_records(broker, "simple")[-1][1] is None:
+                    break
+                await asyncio.sleep(0.01)
+            assert await fetch(client, "simple") == (ErrorCode.none, {})
+            assert offsets_log_records(broker, "simple")[-2:] == [
+                (OffsetCommitKey("simple", TOPIC, 0), None),
+                (OffsetCommitKey("simple", TOPIC, 1), None),
+            ]
+            listed = await client.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest())
+            assert listed.groups == ()  # an Empty group left without offsets is gone
+
+    run(scenario)
+
+
+def test_a_deleted_partitions_pending_transactional_offsets_are_dropped(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path, FAST) as broker:
+            coordinator = broker.group_coordinator
+            kept, deleted = TopicPartition("other", 0), TopicPartition(TOPIC, 0)
+            offset = CommittedOffset(5, -1, "", 0, None)
+            coordinator._pending_txn_offsets[7] = {"g": {kept: offset, deleted: offset}}
+            coordinator.on_partitions_deleted([deleted])
+            assert coordinator._pending_txn_offsets[7] == {"g": {kept: offset}}
+
+    run(scenario)
+
+
 def test_delete_groups_writes_tombstones_and_the_group_stays_deleted_after_a_restart(tmp_path):
     async def first_run():
         async with running_broker(tmp_path, FAST) as broker:
