@@ -34,6 +34,7 @@ from storage.log_config import (
     TOPIC_CONFIGS,
     InvalidConfigError,
     LogConfig,
+    check_local_retention,
     check_value,
     format_value,
     parse_value,
@@ -533,6 +534,40 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("log.cleaner.delete.retention.ms", _L, 86400000,
        "How long tombstones survive compaction; default of delete.retention.ms.",
        minimum=0, dynamic=True),
+    # --- tiered storage (KIP-405; storage/remote, docs/tiered-storage.md)
+    _c("remote.log.storage.system.enable", _B, False,
+       "Tiered storage on this broker: topics with remote.storage.enable copy their closed "
+       "segments to the remote store (rsm.config.url) and serve old offsets from it."),
+    _c("remote.log.storage.manager.class.name", _S, None,
+       "The remote storage manager. logway has one, over fsspec (a directory, S3 through s3fs, "
+       "HDFS through pyarrow), used when this is unset or names it "
+       "(logway.storage.remote.FsspecRemoteStorageManager); Java classes are refused."),
+    _c("remote.log.metadata.manager.class.name", _S,
+       "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
+       "The remote log metadata manager: only Kafka's topic-based one (the __remote_log_metadata "
+       "topic) is served.",
+       allowed=("org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",)),
+    _c("rlmm.config.remote.log.metadata.topic.num.partitions", _I, 50,
+       "Partitions of __remote_log_metadata (fixed once the topic exists).", minimum=1),
+    _c("rlmm.config.remote.log.metadata.topic.replication.factor", _SH, 3,
+       "Replication factor of __remote_log_metadata (capped by the live brokers when it is made).",
+       minimum=1),
+    _c("remote.log.manager.task.interval.ms", _L, 30000,
+       "How often the leader of each tiered partition copies its rolled segments, deletes local "
+       "and remote segments past their retention and removes orphans from the store.", minimum=1),
+    _c("remote.log.manager.copier.thread.pool.size", _I, 10,
+       "Threads writing to and deleting from the remote store (copies, retention, orphans).",
+       minimum=1),
+    _c("remote.log.reader.threads", _I, 10,
+       "Threads reading from the remote store for fetches below the local log start.", minimum=1),
+    _c("remote.log.index.file.cache.total.size.bytes", _L, 1073741824,
+       "Bytes of remote index files and record chunks kept in memory (least recently used go "
+       "first) for fetches from the remote store.", minimum=1),
+    _c("log.local.retention.ms", _L, -2,
+       "Default of the topics' local.retention.ms: -2 takes log.retention.ms.", minimum=-2, dynamic=True),
+    _c("log.local.retention.bytes", _L, -2,
+       "Default of the topics' local.retention.bytes: -2 takes log.retention.bytes.", minimum=-2,
+       dynamic=True),
     # --- consumer groups and offsets
     _c("offsets.topic.num.partitions", _I, 50,
        "Partitions of __consumer_offsets (fixed once the topic exists).", minimum=1),
@@ -786,6 +821,7 @@ class BrokerConfig:
                 "http.authentication.method: expected NONE or BASIC"
             )
         _check_graphite(self._values)
+        _check_remote_storage(self._values, settings)
         try:
             replica_selector(self._values["replica.selector.class"])
         except ValueError as exc:
@@ -1220,10 +1256,60 @@ def _check_authorizer(values: Mapping[str, Any]) -> None:
             )
 
 
+# Settings of the remote store (Kafka's remote.log.storage.manager.impl.prefix): rsm.config.url
+# names the store, every other rsm.config.<key> is one of its fsspec options.
+RSM_CONFIG_PREFIX = "rsm.config."
+RSM_URL = RSM_CONFIG_PREFIX + "url"
+FSSPEC_STORAGE_MANAGER = "logway.storage.remote.FsspecRemoteStorageManager"
+
+
+def remote_store_settings(settings: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
+    """(rsm.config.url, the other rsm.config.* settings as fsspec options without the prefix)."""
+    options = {
+        name[len(RSM_CONFIG_PREFIX):]: value
+        for name, value in settings.items()
+        if name.startswith(RSM_CONFIG_PREFIX) and name != RSM_URL
+    }
+    return settings.get(RSM_URL), options
+
+
+def _check_remote_storage(values: Mapping[str, Any], settings: Mapping[str, str]) -> None:
+    manager = values["remote.log.storage.manager.class.name"]
+    if manager is not None and manager != FSSPEC_STORAGE_MANAGER:
+        raise ConfigError(
+            f"Invalid value {manager} for configuration remote.log.storage.manager.class.name: logway's remote "
+            f"storage manager is {FSSPEC_STORAGE_MANAGER} (unset picks it); it cannot load Java classes"
+        )
+    url, _options = remote_store_settings(settings)
+    if not values["remote.log.storage.system.enable"]:
+        tiered = sorted(name for name in settings if name.startswith(RSM_CONFIG_PREFIX))
+        if tiered:
+            raise ConfigError(f"{', '.join(tiered)} set without remote.log.storage.system.enable=true: nothing would use them")
+        return
+    if values["zookeeper.connect"]:
+        # Not half honoured: a cluster broker reads and writes only the __remote_log_metadata
+        # partitions it leads so far (docs/tiered-storage.md, "Not yet").
+        raise ConfigError(
+            "remote.log.storage.system.enable=true is served on a standalone broker only so far (no "
+            "zookeeper.connect): in a cluster, brokers do not yet share the remote log metadata (docs/tiered-storage.md)"
+        )
+    if not url or not url.strip():
+        raise ConfigError(
+            f"remote.log.storage.system.enable=true needs {RSM_URL}: the store's URL (file:///a/directory, "
+            "s3://bucket/prefix, hdfs://namenode/path)"
+        )
+    config = LogConfig.resolve({}, settings)
+    try:
+        check_local_retention(config.retention_bytes, config.local_retention_bytes, config.retention_ms, config.local_retention_ms)
+    except InvalidConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _refuse_unknown(settings: Mapping[str, str]) -> None:
     unknown = [
         name for name in settings
         if name not in BROKER_CONFIGS and not _is_listener_override(name) and not sasl_config.is_listener_sasl_key(name)
+        and not name.startswith(RSM_CONFIG_PREFIX)
     ]
     if unknown:
         raise ConfigError("; ".join(_unknown_key_reason(name) for name in unknown))

@@ -35,6 +35,7 @@ from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, Zk
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.metrics import BrokerMetrics
 from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
+from broker.remote_log import RemoteLog
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.replication_quotas import ReplicationQuotas
 from broker.security import sasl_clients, sasl_config
@@ -176,6 +177,11 @@ class Broker:
         self.replica_manager.add_leadership_listener(
             self.transaction_coordinator.on_become_leader, self.transaction_coordinator.on_resign
         )
+        # Tiered storage (KIP-405): only with remote.log.storage.system.enable.
+        self.remote_log: RemoteLog | None = None
+        if config.get("remote.log.storage.system.enable"):
+            self.remote_log = RemoteLog(config, self.broker_id, self.topics, self.replica_manager)
+            self.replica_manager.add_leadership_listener(self.remote_log.on_become_leader, self.remote_log.on_resign)
         self.authorizer = _make_authorizer(config, self.cluster)
         self.dynamic_config = DynamicBrokerConfig(
             config,
@@ -226,6 +232,7 @@ class Broker:
     async def start(self) -> None:
         await self.metrics.start()
         await asyncio.to_thread(self.topic_store.load)
+        self._refuse_tiered_topics_without_remote_storage()
         if self.cluster is not None:
             await self.cluster.connect()
             await self.dynamic_config.load()
@@ -240,6 +247,8 @@ class Broker:
             await self.cluster.join()
             self.group_coordinator.start()
             self.transaction_coordinator.start()
+            if self.remote_log is not None:
+                self.remote_log.start()
         else:
             await self.topic_store.save()
             await self.dynamic_config.load()
@@ -252,6 +261,8 @@ class Broker:
             self.replica_manager.start()
             self.group_coordinator.start()
             self.transaction_coordinator.start()
+            if self.remote_log is not None:
+                self.remote_log.start()
             self._listen()
             self.topics.on_change.append(self._fill_standalone_metadata)
             self._fill_standalone_metadata()
@@ -264,6 +275,20 @@ class Broker:
             self.cluster_id,
             ", ".join(f"{l.name}://{l.host}:{p.port}" for l, p in zip(self.config.listeners, self._listeners)),
         )
+
+    def _refuse_tiered_topics_without_remote_storage(self) -> None:
+        """Kafka's check: a topic with remote.storage.enable needs the remote storage system."""
+        if self.remote_log is not None:
+            return
+        tiered = sorted(
+            name for name, info in self.topic_store.topics.items()
+            if str(info.configs.get("remote.storage.enable", "false")).strip().lower() == "true"
+        )
+        if tiered:
+            raise ConfigError(
+                "You have to delete all topics with the property remote.storage.enable=true before disabling "
+                f"tiered storage cluster-wide (tiered topics: {', '.join(tiered)})"
+            )
 
     def _listen(self) -> None:
         config = self.config
@@ -449,6 +474,8 @@ class Broker:
         # Before draining: JoinGroup and SyncGroup requests waiting on their groups get answers.
         await self.group_coordinator.shutdown()
         await self.transaction_coordinator.shutdown()
+        if self.remote_log is not None:
+            await self.remote_log.shutdown()
         if self.remote_markers is not None:
             await self.remote_markers.close()
         await self._drain_connections()

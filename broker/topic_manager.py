@@ -19,7 +19,7 @@ from typing import Protocol
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.errors import KafkaStorageError
-from storage.log_config import LogConfig, validate_topic_overrides
+from storage.log_config import LogConfig, validate_remote_storage, validate_topic_overrides
 from storage.topic_partition import TopicPartition
 
 from broker.replica_manager import ReplicaManager
@@ -102,6 +102,8 @@ class TopicManager:
         # Told of partitions whose topic was deleted (standalone: here; cluster mode: by the
         # controller's UpdateMetadata): the group coordinator drops their committed offsets.
         self.on_partitions_deleted: list[Callable[[list[TopicPartition]], None]] = []
+        # Told of each topic deleted here, once its partitions are gone (the remote log).
+        self.on_delete: list[Callable[[TopicInfo], None]] = []
         self._log_configs: dict[str, LogConfig] = {}
 
     @property
@@ -178,7 +180,18 @@ class TopicManager:
             raise KafkaError("Number of partitions must be larger than 0.", ErrorCode.invalid_partitions)
         self._check_replication_factor(replication_factor)
         validate_topic_overrides(configs)
+        self.check_remote_storage(configs)
         return num_partitions, replication_factor
+
+    @property
+    def remote_storage_system_enabled(self) -> bool:
+        """remote.log.storage.system.enable (checked by BrokerConfig)."""
+        return str(self._broker_settings.get("remote.log.storage.system.enable", "false")).strip().lower() == "true"
+
+    def check_remote_storage(self, configs: Mapping[str, str | None], existing: Mapping[str, str] | None = None) -> None:
+        """Kafka's checks of remote.storage.enable and the local retention (INVALID_CONFIG);
+        `existing`: the overrides being replaced (remote storage cannot be turned off)."""
+        validate_remote_storage(configs, self._broker_settings, self.remote_storage_system_enabled, existing)
 
     def _check_collision(self, name: str) -> None:
         key = _collision_key(name)
@@ -302,6 +315,8 @@ class TopicManager:
 
         await self._save_then_apply(remove_partitions)
         self.partitions_deleted([TopicPartition(name, partition) for partition in range(info.partitions)])
+        for listener in self.on_delete:
+            listener(info)
         log.info("deleted topic %s", name)
 
     def check_new_partition_count(

@@ -67,7 +67,12 @@ def _keys(entries: list) -> list:
     return [entry[0] for entry in entries]
 
 
+def checkpoint_bytes(entry_lines: list[str]) -> bytes:
+    """The contents of a checkpoint file of these entry lines: version, count, the lines."""
+    lines = [str(_VERSION), str(len(entry_lines)), *entry_lines]
+    return ("\n".join(lines) + "\n").encode()
+
+
 def write_checkpoint(path: str, entry_lines: list[str]) -> None:
     """Write a checkpoint file of these entry lines, durably (storage.durable_file)."""
-    lines = [str(_VERSION), str(len(entry_lines)), *entry_lines]
-    replace_durably(path, ("\n".join(lines) + "\n").encode())
+    replace_durably(path, checkpoint_bytes(entry_lines))

@@ -61,3 +61,10 @@ class TransactionCoordinatorFencedError(KafkaError):
     of the producer (a coordinator that lost its __transaction_state partition)."""
 
     error_code = ErrorCode.transaction_coordinator_fenced
+
+
+class OffsetMovedToTieredStorageError(KafkaError):
+    """An offset below the local log start of a tiered log: its records are in the remote store
+    only (a consumer's fetch reads them from there; a follower gets this error, as in Kafka)."""
+
+    error_code = ErrorCode.offset_moved_to_tiered_storage

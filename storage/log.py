@@ -71,7 +71,7 @@ from protocol.record_batch import (
     set_partition_leader_epoch,
 )
 from protocol.records import ControlRecordType, build_batch, control_batch_marker, control_record, recompress_batch
-from storage.errors import OffsetOutOfRangeError
+from storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
 from storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCache
 from storage.log_config import LogConfig
 from storage.log_slice import LogSlice
@@ -169,6 +169,9 @@ class Log:
         # Without a checkpointed one (tools, tests) everything written counts as committed.
         self.high_watermark = self.log_end_offset if high_watermark is None else min(high_watermark, self.log_end_offset)
         self.truncations = 0  # how many times truncate_to cut records (the cleaner checks it)
+        # Tiered logs (remote.storage.enable): the last offset the remote store holds, told by
+        # the remote log manager (storage.remote.manager); only segments below it may go locally.
+        self.highest_remote_offset = -1
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self.producer_state = producer_state
         self._unflushed_messages = 0
@@ -211,7 +214,9 @@ class Log:
             segments[-1].make_active(config)
         else:
             segments = [LogSegment.open(directory, log_start_offset, config, active=True)]
-        log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if not config.remote_storage_enable:
+            # A tiered log's start is that of its remote part, below its first local segment.
+            log_start_offset = max(log_start_offset, segments[0].base_offset)
         producer_state = ProducerStateManager(directory, topic_partition, producer_id_expiration_ms)
         leader_epochs = _load_leader_epochs(directory, segments, recovery_point, had_clean_shutdown)
         loaded = cls(
@@ -580,6 +585,12 @@ class Log:
     def _segment_index(self, offset: int) -> int:
         return max(bisect_right(self.segments, offset, key=_base_offset) - 1, 0)
 
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset held on local disk: the log start offset, except for a tiered log
+        whose older segments are in the remote store only (Kafka's localLogStartOffset)."""
+        return max(self.log_start_offset, self.segments[0].base_offset)
+
     def check_offset(self, offset: int) -> None:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
@@ -593,9 +604,15 @@ class Log:
         """Record bytes from the batch holding `offset`, none at or beyond `max_offset`.
 
         `max_offset` is the high watermark for consumers and the log end offset for followers.
-        None when there is nothing to read yet.
+        None when there is nothing to read yet. OffsetMovedToTieredStorageError for an offset of
+        a tiered log that is only in the remote store.
         """
         self.check_offset(offset)
+        if offset < self.local_log_start_offset:
+            raise OffsetMovedToTieredStorageError(
+                f"offset {offset} of {self.topic_partition} is below its local log start "
+                f"{self.local_log_start_offset}: it is in the remote store"
+            )
         if offset >= max_offset:
             return None
         for position in range(self._segment_index(offset), len(self.segments)):
@@ -700,21 +717,34 @@ class Log:
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest segments breaching the log start offset, and with the delete
-        cleanup policy retention.ms or retention.bytes; return how many went."""
+        cleanup policy retention.ms or retention.bytes; return how many went.
+
+        A tiered log (remote.storage.enable) keeps the local part by local.retention.ms and
+        local.retention.bytes instead, and only segments the remote store holds go (below
+        `highest_remote_offset`): the log start offset stays, as the records are still read from
+        the store; the total retention is the remote log manager's to apply."""
         now_ms = _now_ms() if now_ms is None else now_ms
         deleted = self._delete_segments_below_log_start()
         if not self.config.delete:
             return deleted
-        retention_ms = self.config.retention_ms
+        tiered = self.config.remote_storage_enable
+        if tiered:
+            retention_ms = self.config.local_retention_ms_in_effect
+            retention_bytes = self.config.local_retention_bytes_in_effect
+        else:
+            retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+
+        def copied(upper_offset: int) -> bool:
+            return not tiered or upper_offset - 1 <= self.highest_remote_offset
+
         if retention_ms >= 0:
             deleted += self._delete_oldest(
-                lambda segment, _upper, _freed: now_ms - segment.largest_timestamp > retention_ms
+                lambda segment, upper, _freed: copied(upper) and now_ms - segment.largest_timestamp > retention_ms
             )
-        retention_bytes = self.config.retention_bytes
         if retention_bytes >= 0:
             excess = self.size_in_bytes - retention_bytes
             deleted += self._delete_oldest(
-                lambda segment, _upper, freed: excess - freed >= segment.size
+                lambda segment, upper, freed: copied(upper) and excess - freed >= segment.size
             )
         return deleted
 
@@ -746,7 +776,8 @@ class Log:
         if len(doomed) == len(self.segments):
             self.roll()
         self.segments = self.segments[len(doomed) :]
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        if not self.config.remote_storage_enable:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self._truncate_epochs_from_start()
         for segment in doomed:
             segment.rename_to_deleted()

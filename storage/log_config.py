@@ -38,6 +38,7 @@ __all__ = [
     "LogConfig",
     "validate_topic_overrides",
     "describe_topic_configs",
+    "validate_remote_storage",
     "parse_value",
     "format_value",
     "check_value",
@@ -428,6 +429,24 @@ _DEFS: tuple[TopicConfigDef, ...] = (
         _syn("log.message.downconversion.enable"),
     ),
     TopicConfigDef(
+        "remote.storage.enable", _B, False,
+        "Tiered storage (KIP-405): copy the topic's closed segments to the remote store and "
+        "serve old offsets from it; needs remote.log.storage.system.enable on the broker and the "
+        "delete cleanup policy. Once on, it cannot be turned off (ZooKeeper mode, as in Kafka).",
+    ),
+    TopicConfigDef(
+        "local.retention.ms", _L, -2,
+        "With remote.storage.enable, how long a segment copied to the remote store stays on the "
+        "local disk; -2 takes retention.ms, -1 keeps it as long as retention.ms does.",
+        _syn("log.local.retention.ms"), minimum=-2,
+    ),
+    TopicConfigDef(
+        "local.retention.bytes", _L, -2,
+        "With remote.storage.enable, the local size a partition may keep before its oldest "
+        "copied segments are deleted locally; -2 takes retention.bytes, -1 means no limit.",
+        _syn("log.local.retention.bytes"), minimum=-2,
+    ),
+    TopicConfigDef(
         "leader.replication.throttled.replicas", _LIST, (),
         "Replicas whose replication is throttled on the leader side: '*' for all of them, or "
         "partitionId:brokerId pairs separated by commas.",
@@ -484,6 +503,9 @@ class LogConfig:
     segment_ms: int = 604_800_000
     unclean_leader_election_enable: bool = False
     message_downconversion_enable: bool = True
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
     leader_replication_throttled_replicas: tuple[str, ...] = ()
     follower_replication_throttled_replicas: tuple[str, ...] = ()
 
@@ -509,6 +531,16 @@ class LogConfig:
     def delete(self) -> bool:
         """True when the cleanup policy includes time/size based deletion."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def local_retention_ms_in_effect(self) -> int:
+        """local.retention.ms, or retention.ms when left at -2 (Kafka's localRetentionMs)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_retention_bytes_in_effect(self) -> int:
+        """local.retention.bytes, or retention.bytes when left at -2."""
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def max_segment_ms(self) -> int:
@@ -616,6 +648,53 @@ def validate_topic_overrides(overrides: Mapping[str, str]) -> None:
         # Refused here, where a client asks, rather than in the key's own check: a stored
         # override (a topic made before this refusal) must not stop its topic from loading.
         raise InvalidConfigError(_invalid("preallocate", overrides["preallocate"], PREALLOCATE_REFUSAL))
+
+
+def validate_remote_storage(
+    overrides: Mapping[str, str | None],
+    broker_settings: Mapping[str, str],
+    system_enabled: bool,
+    existing_overrides: Mapping[str, str] | None = None,
+) -> None:
+    """Kafka's checks of a topic's tiered-storage settings (LogConfig.validateTopicLogConfigValues,
+    ZooKeeper mode), on the topic's resolved config once `overrides` (the whole new set) apply:
+    remote.storage.enable needs remote.log.storage.system.enable on the broker and no compaction,
+    the local retention may not exceed the total one, and remote storage once on cannot be turned
+    off (Kafka's ZooKeeper mode refuses remote.log.delete.on.disable, the only way off).
+    InvalidConfigError otherwise."""
+    config = LogConfig.resolve({k: v for k, v in overrides.items() if v is not None}, broker_settings)
+    if not config.remote_storage_enable:
+        was_enabled = str((existing_overrides or {}).get("remote.storage.enable", "false")).strip().lower() == "true"
+        if was_enabled:
+            raise InvalidConfigError(
+                "It is invalid to disable remote storage without deleting remote data. If you want to keep the "
+                "remote data and turn to read only, please set `remote.storage.enable=true,"
+                "remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote data, "
+                "please set `remote.storage.enable=false,remote.log.delete.on.disable=true`."
+            )
+        return
+    if not system_enabled:
+        raise InvalidConfigError(
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+        )
+    if config.compact:
+        raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
+    check_local_retention(config.retention_bytes, config.local_retention_bytes, config.retention_ms, config.local_retention_ms)
+
+
+def check_local_retention(retention_bytes: int, local_bytes: int, retention_ms: int, local_ms: int) -> None:
+    """Kafka's validateRemoteStorageRetentionSize and ...Time: a local retention, when set (not
+    -2), is limited (not -1) and at most the total one whenever the total is limited."""
+    for name, total_name, total, local, unlimited in (
+        ("local.retention.bytes", "retention.bytes", retention_bytes, local_bytes, retention_bytes <= -1),
+        ("local.retention.ms", "retention.ms", retention_ms, local_ms, retention_ms == -1),
+    ):
+        if unlimited or local == -2:
+            continue
+        if local == -1:
+            raise InvalidConfigError(_invalid(name, local, f"Value must not be -1 as {total_name} value is set as {total}."))
+        if local > total:
+            raise InvalidConfigError(_invalid(name, local, f"Value must not be more than {total_name} property value: {total}"))
 
 
 def describe_topic_configs(

@@ -773,13 +773,17 @@ class LogManager:
     @staticmethod
     def _follow_log_start(current: Log, future: Log) -> None:
         """Records below the current log's start (retention, DeleteRecords) are not copied, and
-        those already copied go from the future log too."""
-        start = current.log_start_offset
+        those already copied go from the future log too. A tiered log's copy starts at its local
+        log start and keeps its (remote) log start."""
+        start = current.local_log_start_offset
         if future.log_end_offset < start:
             future.truncate_fully_and_start_at(start)
-        elif future.log_start_offset < start:
+        elif future.local_log_start_offset < start:
             future.high_watermark = max(future.high_watermark, min(start, future.log_end_offset))
             future.delete_records_before(start)
+        if future.config.remote_storage_enable:
+            future.log_start_offset = min(current.log_start_offset, future.local_log_start_offset)
+            future.highest_remote_offset = current.highest_remote_offset
 
     def _swap_in(self, tp: TopicPartition, current: Log, future: Log) -> None:
         """The future log holds every record of the current one: it becomes the partition's

@@ -361,6 +361,13 @@ class ProducerStateManager:
             self._unflushed = [s for s in self._unflushed if s.offset > up_to_offset]
         return due
 
+    def snapshot_path(self, offset: int) -> str | None:
+        """The path of the snapshot at `offset`, if there is one."""
+        position = bisect.bisect_left(self.snapshot_offsets, offset)
+        if position == len(self.snapshot_offsets) or self.snapshot_offsets[position] != offset:
+            return None
+        return self._snapshot_path(offset)
+
     def delete_snapshot(self, offset: int) -> None:
         position = bisect.bisect_left(self.snapshot_offsets, offset)
         if position == len(self.snapshot_offsets) or self.snapshot_offsets[position] != offset:

@@ -51,13 +51,7 @@ class TransactionIndex:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset), and whether the
         search is complete: an entry whose last stable offset reaches the bound means later
         segments hold none that started before it."""
-        found = []
-        for entry in self.entries:
-            if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound_offset:
-                found.append(entry)
-            if entry.last_stable_offset >= upper_bound_offset:
-                return found, True
-        return found, False
+        return collect_aborted(self.entries, fetch_offset, upper_bound_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of transactions aborted at or after `offset`."""
@@ -99,6 +93,24 @@ class TransactionIndex:
             pass
 
 
+def collect_aborted(
+    entries: list[AbortedTxn], fetch_offset: int, upper_bound_offset: int
+) -> tuple[list[AbortedTxn], bool]:
+    """`TransactionIndex.collect_aborted` over a list of entries (a remote segment's index)."""
+    found = []
+    for entry in entries:
+        if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound_offset:
+            found.append(entry)
+        if entry.last_stable_offset >= upper_bound_offset:
+            return found, True
+    return found, False
+
+
+def parse_entries(data: bytes) -> list[AbortedTxn]:
+    """The whole entries of an index file's bytes."""
+    return [AbortedTxn(*_ENTRY.unpack_from(data, pos)[1:]) for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE)]
+
+
 def read_entries(path: str) -> list[AbortedTxn]:
     """The whole entries of an index file, read-only (none when it does not exist)."""
     try:
@@ -106,7 +118,7 @@ def read_entries(path: str) -> list[AbortedTxn]:
             data = file.read()
     except FileNotFoundError:
         return []
-    return [AbortedTxn(*_ENTRY.unpack_from(data, pos)[1:]) for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE)]
+    return parse_entries(data)
 
 
 def _read(path: str) -> list[AbortedTxn]:

@@ -108,8 +108,9 @@ async def replace_topic_configs(
 ) -> None:
     """Make `configs` the topic's overrides; a None value names a key to drop."""
     topics = ctx.broker.topics
-    topics.get(topic)
+    existing = topics.get(topic).configs
     validate_topic_overrides(configs)
+    topics.check_remote_storage(configs, existing)
     overrides = {name: value for name, value in configs.items() if value is not None}
     # The overrides must also agree with the broker's settings (the compaction lags), or the
     # topic's logs could not be opened at the next start.

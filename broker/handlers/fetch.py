@@ -30,6 +30,14 @@ UNKNOWN_TOPIC_OR_PARTITION when it does not; FENCED_LEADER_EPOCH / UNKNOWN_LEADE
 stale or future current_leader_epoch (v9+); NOT_LEADER_OR_FOLLOWER on a replica that does not
 lead the partition; OFFSET_OUT_OF_RANGE outside [log start offset, log end offset].
 
+Tiered topics (KIP-405, broker/remote_log.py): a consumer's fetch offset below the local log
+start of a tiered log is read from the remote store: the whole response then waits for that read
+(on the remote reader threads; the loop goes on meanwhile), and, as in Kafka, only the first such
+partition of a request is read remotely (the others answer no records, and the consumer fetches
+them again). read_committed reads get the aborted transactions from the remote transaction
+indexes (then the local ones, when the search must go on past the remote log). A follower's fetch
+below the leader's local start answers OFFSET_MOVED_TO_TIERED_STORAGE, as Kafka's does.
+
 Fetch sessions (KIP-227) are not kept: every response is a full one with session_id 0 echoing
 every requested partition, which clients accept by sending full requests; an incremental request
 (session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND. read_committed (v4+) stops at the last stable
@@ -45,14 +53,16 @@ leader.replication.throttled.rate is exceeded; the bytes sent to followers for t
 partitions are counted against that rate.
 """
 
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kio.schema.fetch.v12.request import FetchRequest
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import MAX_VERSION, MIN_VERSION, PartitionResult, TopicResult, encode_fetch_response
+from storage.errors import OffsetMovedToTieredStorageError
 from storage.topic_partition import TopicPartition
 
 from broker.handlers.authorization import authorized, authorized_names
@@ -60,7 +70,21 @@ from broker.handlers.registry import EncodedResponse, RequestContext, api
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.throttling import fetch_max_bytes
 
+log = logging.getLogger(__name__)
+
 READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class _RemoteRead:
+    """A partition whose fetch offset is only in the remote store, to be read from there."""
+
+    tp: TopicPartition
+    offset: int
+    max_bytes: int
+    min_one_batch: bool
+    read_committed: bool
+    result: PartitionResult
 
 
 @dataclass(slots=True)
@@ -68,6 +92,7 @@ class _Read:
     topics: list[TopicResult]
     total_bytes: int
     answer_now: bool
+    remote: list[_RemoteRead] = field(default_factory=list)
 
 
 @api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION))
@@ -83,6 +108,8 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
     max_wait_s = request.max_wait.total_seconds()
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
     wants_nothing = not any(topic.partitions for topic in request.topics)
+    if read.remote:
+        return _answer_with_remote(ctx, request, read)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _answer(ctx, request, read.topics)
     return _long_poll(ctx, request, denied, time.monotonic() + max_wait_s, min_bytes, max_bytes)
@@ -106,6 +133,8 @@ async def _long_poll(
         if remaining > 0:
             await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
         read = _read(ctx, request, denied, max_bytes)
+        if read.remote:
+            return await _answer_with_remote(ctx, request, read)
         if read.total_bytes >= min_bytes or read.answer_now or time.monotonic() >= deadline:
             return _answer(ctx, request, read.topics)
         if ctx.broker.shutting_down:
@@ -121,6 +150,7 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
     total = 0
     answer_now = False
     topics = []
+    remote: list[_RemoteRead] = []
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
@@ -129,7 +159,9 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
             if topic.topic in denied:
                 result = PartitionResult(wanted.partition, error_code=ErrorCode.topic_authorization_failed, records=b"")
             else:
-                result = _read_partition(ctx, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed)
+                result = _read_partition(
+                    ctx, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed, remote
+                )
             if (
                 result.error_code != ErrorCode.none
                 or result.diverging_epoch is not None
@@ -142,7 +174,7 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
                 min_one_batch = False
             results.append(result)
         topics.append(TopicResult(topic.topic, results))
-    return _Read(topics, total, answer_now)
+    return _Read(topics, total, answer_now, remote)
 
 
 @dataclass(slots=True)
@@ -169,6 +201,7 @@ def _read_partition(
     max_bytes: int,
     min_one_batch: bool,
     read_committed: bool,
+    remote: list[_RemoteRead],
 ) -> PartitionResult:
     replica_manager = ctx.broker.replica_manager
     result = PartitionResult(wanted.partition, records=b"")
@@ -186,14 +219,21 @@ def _read_partition(
         if result.diverging_epoch is None and result.preferred_read_replica < 0 and not (
             follower_id is not None and _leader_throttles(ctx, partition, follower_id)
         ):
-            region = replica_manager.read(
-                partition,
-                wanted.fetch_offset,
-                max_bytes,
-                min_one_batch,
-                read_committed,
-                for_follower=follower_id is not None,
-            )
+            try:
+                region = replica_manager.read(
+                    partition,
+                    wanted.fetch_offset,
+                    max_bytes,
+                    min_one_batch,
+                    read_committed,
+                    for_follower=follower_id is not None,
+                )
+            except OffsetMovedToTieredStorageError:
+                if follower_id is not None or ctx.broker.remote_log is None:
+                    raise
+                region = None
+                if not remote:  # Kafka reads one partition of a fetch remotely
+                    remote.append(_RemoteRead(tp, wanted.fetch_offset, max_bytes, min_one_batch, read_committed, result))
             if region is not None:
                 result.records = region
             if follower_id is not None:
@@ -212,6 +252,23 @@ def _read_partition(
             replica_manager.aborted_transactions(partition, wanted.fetch_offset) if len(result.records) else []
         )
     return result
+
+
+async def _answer_with_remote(ctx: RequestContext, request: FetchRequest, read: _Read) -> EncodedResponse:
+    """Answer once the remote read of the first partition below its local log start is done."""
+    wanted = read.remote[0]
+    result = wanted.result
+    try:
+        result.records, aborted = await ctx.broker.remote_log.read(
+            wanted.tp, wanted.offset, wanted.max_bytes, wanted.min_one_batch, wanted.read_committed
+        )
+        if wanted.read_committed:
+            result.aborted_transactions = aborted
+    except KafkaError as exc:
+        log.warning("%s: reading offset %d from the remote store failed: %s", wanted.tp, wanted.offset, exc)
+        result.error_code = exc.error_code
+        result.records = b""
+    return _answer(ctx, request, read.topics)
 
 
 def _leader_throttles(ctx: RequestContext, partition, follower_id: int) -> bool:

@@ -766,3 +766,41 @@ def test_an_http_listener_that_is_not_a_url_with_a_port_is_refused_at_start(text
 def test_an_http_authentication_method_other_than_none_or_basic_is_refused_at_start():
     with pytest.raises(ConfigError, match="http.authentication.method"):
         BrokerConfig({"http.authentication.method": "BEARER"})
+
+
+# --- tiered storage
+
+
+def test_remote_storage_needs_the_store_url():
+    with pytest.raises(ConfigError, match="needs rsm.config.url"):
+        BrokerConfig({"remote.log.storage.system.enable": "true"})
+    config = BrokerConfig({"remote.log.storage.system.enable": "true", "rsm.config.url": "file:///tmp/store"})
+    assert config.get("remote.log.storage.system.enable") is True
+
+
+def test_store_settings_without_remote_storage_are_refused():
+    with pytest.raises(ConfigError, match="rsm.config.url set without remote.log.storage.system.enable"):
+        BrokerConfig({"rsm.config.url": "file:///tmp/store"})
+
+
+def test_only_logways_remote_storage_manager_is_accepted():
+    tiered = {"remote.log.storage.system.enable": "true", "rsm.config.url": "file:///tmp/store"}
+    BrokerConfig({**tiered, "remote.log.storage.manager.class.name": "logway.storage.remote.FsspecRemoteStorageManager"})
+    with pytest.raises(ConfigError, match="cannot load Java classes"):
+        BrokerConfig({**tiered, "remote.log.storage.manager.class.name": "io.aiven.kafka.tieredstorage.RemoteStorageManager"})
+    with pytest.raises(ConfigError, match="remote.log.metadata.manager.class.name"):
+        BrokerConfig({**tiered, "remote.log.metadata.manager.class.name": "com.example.Other"})
+
+
+def test_broker_local_retention_may_not_exceed_the_total_retention():
+    tiered = {"remote.log.storage.system.enable": "true", "rsm.config.url": "file:///tmp/store"}
+    with pytest.raises(ConfigError, match="Value must not be more than retention.bytes property value: 10"):
+        BrokerConfig({**tiered, "log.retention.bytes": "10", "log.local.retention.bytes": "11"})
+
+
+def test_remote_storage_is_refused_in_a_cluster_until_brokers_share_the_remote_log_metadata():
+    with pytest.raises(ConfigError, match="standalone broker only"):
+        BrokerConfig({
+            "remote.log.storage.system.enable": "true", "rsm.config.url": "file:///tmp/store",
+            "zookeeper.connect": "127.0.0.1:2181",
+        })

@@ -14,6 +14,7 @@ from storage.log_config import (
     describe_topic_configs,
     format_value,
     parse_value,
+    validate_remote_storage,
     validate_topic_overrides,
 )
 
@@ -38,6 +39,9 @@ def test_table_covers_kafkas_topic_configs():
         "max.compaction.lag.ms",
         "max.message.bytes",
         "message.timestamp.type",
+        "remote.storage.enable",
+        "local.retention.ms",
+        "local.retention.bytes",
         "message.timestamp.difference.max.ms",
         "message.timestamp.before.max.ms",
         "message.timestamp.after.max.ms",
@@ -518,3 +522,60 @@ def test_format_other_types():
     assert format_value(ConfigType.BOOLEAN, True) == "true"
     assert format_value(ConfigType.LONG, -1) == "-1"
     assert format_value(ConfigType.STRING, None) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Tiered storage (Kafka's LogConfig.validateTopicLogConfigValues, ZooKeeper mode)
+# --------------------------------------------------------------------------------------------
+
+
+def test_local_retention_left_at_minus_two_takes_the_total_retention():
+    config = LogConfig.resolve({"retention.ms": "5000", "retention.bytes": "900"}, {})
+    assert (config.local_retention_ms_in_effect, config.local_retention_bytes_in_effect) == (5000, 900)
+    config = LogConfig.resolve({"local.retention.ms": "100", "local.retention.bytes": "10"}, {"log.local.retention.ms": "7"})
+    assert (config.local_retention_ms_in_effect, config.local_retention_bytes_in_effect) == (100, 10)
+    assert LogConfig.resolve({}, {"log.local.retention.ms": "7"}).local_retention_ms_in_effect == 7
+
+
+def test_remote_storage_is_refused_when_the_broker_system_is_off():
+    with pytest.raises(InvalidConfigError, match="Tiered Storage functionality is disabled in the broker") as info:
+        validate_remote_storage({"remote.storage.enable": "true"}, {}, system_enabled=False)
+    assert info.value.error_code is ErrorCode.invalid_config
+    validate_remote_storage({"remote.storage.enable": "true"}, {}, system_enabled=True)
+    validate_remote_storage({"remote.storage.enable": "false"}, {}, system_enabled=False)
+
+
+def test_remote_storage_is_refused_for_compacted_topics():
+    with pytest.raises(InvalidConfigError, match="unsupported for the compacted topics"):
+        validate_remote_storage({"remote.storage.enable": "true", "cleanup.policy": "compact,delete"}, {}, True)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"retention.bytes": "100", "local.retention.bytes": "-1"},
+         "Invalid value -1 for configuration local.retention.bytes: Value must not be -1 as retention.bytes value is set as 100."),
+        ({"retention.bytes": "100", "local.retention.bytes": "101"},
+         "Invalid value 101 for configuration local.retention.bytes: Value must not be more than retention.bytes property value: 100"),
+        ({"retention.ms": "1000", "local.retention.ms": "-1"},
+         "Invalid value -1 for configuration local.retention.ms: Value must not be -1 as retention.ms value is set as 1000."),
+        ({"local.retention.ms": "604800001"},
+         "Invalid value 604800001 for configuration local.retention.ms: Value must not be more than retention.ms property value: 604800000"),
+    ],
+)
+def test_local_retention_may_not_exceed_the_total_retention(overrides, message):
+    with pytest.raises(InvalidConfigError) as info:
+        validate_remote_storage({"remote.storage.enable": "true", **overrides}, {}, True)
+    assert str(info.value) == message
+
+
+def test_local_retention_is_free_when_the_total_is_unlimited():
+    validate_remote_storage(
+        {"remote.storage.enable": "true", "retention.ms": "-1", "local.retention.ms": "-1", "local.retention.bytes": "5"},
+        {}, True,
+    )
+
+
+def test_remote_storage_cannot_be_turned_off_once_on():
+    with pytest.raises(InvalidConfigError, match="invalid to disable remote storage without deleting remote data"):
+        validate_remote_storage({}, {}, True, existing_overrides={"remote.storage.enable": "true"})

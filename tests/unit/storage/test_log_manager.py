@@ -854,3 +854,31 @@ def test_a_log_starting_inside_a_batch_is_moved_whole(tmp_path):
         return result
 
     assert run(scenario()) == (2, 4, [b"v0", b"v1", b"v2", b"v3"])
+
+
+def test_a_tiered_log_is_moved_from_its_local_start_and_keeps_its_remote_start(tmp_path):
+    """Segments of a tiered log that are in the remote store only are not copied, and the moved
+    log still starts where the remote log does."""
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        config = LogConfig(remote_storage_enable=True, segment_bytes=300, local_retention_bytes=0, retention_ms=-1)
+        current = logs.create(tp, config)
+        for i in range(12):
+            append(current, b"value-%d" % i)
+        current.highest_remote_offset = current.segments[-1].base_offset - 1  # all rolled ones copied
+        current.apply_retention()
+        local_start = current.local_log_start_offset
+        assert local_start > 0 and current.log_start_offset == 0
+        target = _dir_of(logs, tp, other=True)
+        logs.move(tp, target)
+        await _until(lambda: logs.log_dir_of(tp) == target, "the move")
+        moved = logs.get(tp)
+        result = moved.log_start_offset, moved.local_log_start_offset == local_start, moved.log_end_offset
+        await logs.shutdown()
+        return result
+
+    assert run(scenario()) == (0, True, 12)
+

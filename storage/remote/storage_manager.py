@@ -1,0 +1,208 @@
+"""The remote store (Kafka's RemoteStorageManager), over fsspec: a directory (a local disk or a
+shared mount such as NFS: `file:///path`), S3 (`s3://bucket/prefix`, through s3fs), HDFS
+(`hdfs://namenode/path`, through pyarrow), or any other fsspec file system.
+
+Layout under the store's URL, one set of files per copied segment, named by its start offset and
+its unique segment id (a uuid drawn for each copy, so a retried or concurrent copy of the same
+offsets never overwrites a committed one):
+
+    <topic>-<topic id>/<partition>/<start offset, 20 digits>-<segment id>.log
+                                                                   .index      offset index
+                                                                   .timeindex  time index
+                                                                   .txnindex   aborted transactions (may be empty)
+                                                                   .snapshot   producer state at the segment's end
+                                                                   .leader_epoch_checkpoint
+
+Every call blocks: run them on a thread pool, never on the event loop. The files of one segment
+are written by one call; which of them form a readable segment is decided by the remote log
+metadata (storage.remote.metadata), never by listing the store, except to find orphans.
+
+Settings (`options`, the broker's rsm.config.* keys without the prefix, e.g. `endpoint_url`,
+`key`, `secret` for S3) go to the fsspec file system as they are; none is ever logged.
+"""
+
+import enum
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import fsspec
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.remote.metadata import RemoteSegmentMetadata, TopicIdPartition
+
+_COPY_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+class IndexType(enum.Enum):
+    """Kafka's RemoteStorageManager.IndexType, with the suffix of its file in the store."""
+
+    OFFSET = ".index"
+    TIMESTAMP = ".timeindex"
+    TRANSACTION = ".txnindex"
+    PRODUCER_SNAPSHOT = ".snapshot"
+    LEADER_EPOCH = ".leader_epoch_checkpoint"
+
+
+LOG_SUFFIX = ".log"
+_SUFFIXES = (LOG_SUFFIX, *(index.value for index in IndexType))
+
+
+class RemoteStorageError(KafkaError):
+    """The store failed (Kafka's RemoteStorageException); the operation may be tried again. A
+    fetch it fails answers UNKNOWN_SERVER_ERROR for the partition, as Kafka's does."""
+
+    error_code = ErrorCode.unknown_server_error
+
+
+@dataclass
+class FileRange:
+    """An open descriptor and how many bytes to copy from its start."""
+
+    fd: int
+    size: int
+
+
+@dataclass
+class SegmentFiles:
+    """What a copy reads: the segment's files, opened on the event loop (the loop owns the log;
+    the descriptors keep the files readable whatever the loop does to them meanwhile), and the
+    leader-epoch checkpoint as of the segment's end, made on the loop. `close` after the copy."""
+
+    log: FileRange
+    offset_index: FileRange
+    time_index: FileRange
+    txn_index: FileRange | None
+    producer_snapshot: FileRange | None
+    leader_epochs: bytes
+
+    def close(self) -> None:
+        for part in (self.log, self.offset_index, self.time_index, self.txn_index, self.producer_snapshot):
+            if part is not None:
+                os.close(part.fd)
+
+
+class FsspecRemoteStorageManager:
+    def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(url, **dict(options or {}))
+        except (ImportError, ValueError) as exc:
+            raise RemoteStorageError(f"cannot open the remote store {url}: {exc}") from None
+        self.url = url
+
+    # ---------------------------------------------------------------------------- naming
+
+    def partition_dir(self, tip: TopicIdPartition) -> str:
+        return f"{self.root.rstrip('/')}/{tip.topic}-{tip.topic_id}/{tip.partition}"
+
+    def _path(self, metadata: RemoteSegmentMetadata, suffix: str) -> str:
+        return f"{self.partition_dir(metadata.partition)}/{metadata.start_offset:020d}-{metadata.segment_id}{suffix}"
+
+    # ---------------------------------------------------------------------------- writing
+
+    def copy_log_segment_data(self, metadata: RemoteSegmentMetadata, files: SegmentFiles) -> None:
+        """Write the segment's files under its segment id (Kafka's copyLogSegmentData)."""
+        self._wrapped(self._copy, metadata, files)
+
+    def _copy(self, metadata: RemoteSegmentMetadata, files: SegmentFiles) -> None:
+        self.fs.makedirs(self.partition_dir(metadata.partition), exist_ok=True)
+        for suffix, part in (
+            (IndexType.OFFSET.value, files.offset_index),
+            (IndexType.TIMESTAMP.value, files.time_index),
+            (IndexType.TRANSACTION.value, files.txn_index),
+            (IndexType.PRODUCER_SNAPSHOT.value, files.producer_snapshot),
+            (LOG_SUFFIX, files.log),
+        ):
+            with self.fs.open(self._path(metadata, suffix), "wb") as out:
+                if part is not None:
+                    _copy_range(part, out)
+        with self.fs.open(self._path(metadata, IndexType.LEADER_EPOCH.value), "wb") as out:
+            out.write(files.leader_epochs)
+
+    def delete_log_segment_data(self, metadata: RemoteSegmentMetadata) -> None:
+        """Remove the segment's files; those already gone are no matter (a retried delete)."""
+        self.delete_files([self._path(metadata, suffix) for suffix in _SUFFIXES])
+
+    def delete_files(self, paths: list[str]) -> None:
+        def remove() -> None:
+            for path in paths:
+                try:
+                    self.fs.rm_file(path)
+                except FileNotFoundError:
+                    pass
+
+        self._wrapped(remove)
+
+    def delete_partition(self, tip: TopicIdPartition) -> None:
+        """Remove every file of the partition (its topic was deleted)."""
+
+        def remove() -> None:
+            directory = self.partition_dir(tip)
+            if self.fs.exists(directory):
+                self.fs.rm(directory, recursive=True)
+            parent = directory.rsplit("/", 1)[0]
+            try:
+                if self.fs.exists(parent) and not self.fs.ls(parent):
+                    self.fs.rmdir(parent)
+            except OSError:
+                pass  # another partition's directory appeared meanwhile: it stays
+
+        self._wrapped(remove)
+
+    # ---------------------------------------------------------------------------- reading
+
+    def fetch_log_segment(self, metadata: RemoteSegmentMetadata, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the segment's .log (fewer at its end): a range read."""
+        path = self._path(metadata, LOG_SUFFIX)
+        return self._wrapped(lambda: self.fs.cat_file(path, start=start, end=end))
+
+    def fetch_index(self, metadata: RemoteSegmentMetadata, index: IndexType) -> bytes:
+        return self._wrapped(self.fs.cat_file, self._path(metadata, index.value))
+
+    def list_segments(self, tip: TopicIdPartition) -> dict[uuid.UUID, list[str]]:
+        """The files in the store of each segment id of the partition (to find orphans)."""
+
+        def listing() -> dict[uuid.UUID, list[str]]:
+            directory = self.partition_dir(tip)
+            self.fs.invalidate_cache(directory)  # object stores' listings are cached
+            if not self.fs.exists(directory):
+                return {}
+            found: dict[uuid.UUID, list[str]] = {}
+            for path in self.fs.ls(directory, detail=False):
+                name = path.rsplit("/", 1)[-1]
+                segment_id = _segment_id_of(name)
+                if segment_id is not None:
+                    found.setdefault(segment_id, []).append(path)
+            return found
+
+        return self._wrapped(listing)
+
+    def _wrapped(self, fn, *args):
+        try:
+            return fn(*args)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise RemoteStorageError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _segment_id_of(name: str) -> uuid.UUID | None:
+    """The segment id in a store file name (`<20 digits>-<uuid><suffix>`)."""
+    stem = name[21:57]
+    if len(name) < 57 or name[20:21] != "-" or not name[:20].isdigit():
+        return None
+    try:
+        return uuid.UUID(stem)
+    except ValueError:
+        return None
+
+
+def _copy_range(part: FileRange, out) -> None:
+    position = 0
+    while position < part.size:
+        chunk = os.pread(part.fd, min(_COPY_CHUNK_BYTES, part.size - position), position)
+        if not chunk:
+            raise OSError(f"a segment file ended at {position} of {part.size} bytes while copied")
+        out.write(chunk)
+        position += len(chunk)

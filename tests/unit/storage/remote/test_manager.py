@@ -1,0 +1,341 @@
+"""The remote log manager's copy / metadata / delete state machine, crashes at every step
+included: a crash is an exception out of a metadata write or a store call, after which a new
+manager is built from the metadata records written so far (what a restarted or new leader reads
+from __remote_log_metadata) over the same store directory."""
+
+import asyncio
+import os
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from storage.errors import OffsetMovedToTieredStorageError
+from storage.log import Log
+from storage.log_config import LogConfig
+from storage.remote.manager import RemoteLogManager
+from storage.remote.metadata import (
+    PartitionDeleteMetadata,
+    RemoteLogMetadataCache,
+    SegmentState,
+    TopicIdPartition,
+    decode,
+    encode,
+)
+from storage.remote.storage_manager import FsspecRemoteStorageManager, IndexType
+from tests.unit.storage.conftest import TP, batch
+
+TIP = TopicIdPartition(uuid.UUID(int=7), TP.topic, TP.partition)
+TIERED = LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1)
+
+
+class Crash(Exception):
+    """The process died here."""
+
+
+class MemoryTopic:
+    """__remote_log_metadata as a list of committed record values, optionally dying before
+    the `crash_before`-th write of a record in one of `crash_states`."""
+
+    def __init__(self) -> None:
+        self.values: list[bytes] = []
+        self.crash_state: SegmentState | None = None
+
+    async def publish(self, metadata) -> None:
+        if not isinstance(metadata, PartitionDeleteMetadata) and metadata.state is self.crash_state:
+            self.crash_state = None
+            raise Crash(f"before writing {metadata.state.name}")
+        self.values.append(encode(metadata))
+
+    def is_loaded(self, tip: TopicIdPartition) -> bool:
+        return True
+
+
+class CrashingStore(FsspecRemoteStorageManager):
+    """The directory store, dying in the middle of a copy (some files written) or of a delete."""
+
+    crash_in: str | None = None
+
+    def copy_log_segment_data(self, metadata, files) -> None:
+        if self.crash_in == "copy":
+            self.crash_in = None
+            self.fs.makedirs(self.partition_dir(metadata.partition), exist_ok=True)
+            with self.fs.open(self._path(metadata, IndexType.OFFSET.value), "wb") as out:
+                out.write(b"partial")
+            raise Crash("during the copy")
+        super().copy_log_segment_data(metadata, files)
+
+    def delete_log_segment_data(self, metadata) -> None:
+        if self.crash_in == "delete":
+            self.crash_in = None
+            raise Crash("during the delete")
+        super().delete_log_segment_data(metadata)
+
+
+@dataclass
+class Replica:
+    log: Log
+    leader_epoch: int = 0
+    is_leader: bool = True
+
+
+def manager_over(topic: MemoryTopic, store_dir) -> RemoteLogManager:
+    """A manager as a restarted leader has it: the metadata replayed from the topic."""
+    cache = RemoteLogMetadataCache()
+    cache.replay(topic.values)
+    store = CrashingStore(f"file://{store_dir}")
+    return RemoteLogManager(store, cache, topic, broker_id=0, copier_threads=2, reader_threads=2)
+
+
+def fill(log: Log, batches: int) -> None:
+    for i in range(batches):
+        log.append_as_leader(memoryview(batch(b"v" * 40, b"w" * 40, key=b"k%d" % i)), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+
+
+def run(manager: RemoteLogManager, replica: Replica) -> None:
+    async def maintain() -> None:
+        try:
+            await manager.maintain(TIP, replica)
+        finally:
+            manager.shutdown()
+
+    asyncio.run(maintain())
+
+
+def store_segment_ids(store_dir) -> set[uuid.UUID]:
+    partition_dir = store_dir / f"{TIP.topic}-{TIP.topic_id}" / str(TIP.partition)
+    if not partition_dir.exists():
+        return set()
+    return {uuid.UUID(name[21:57]) for name in os.listdir(partition_dir)}
+
+
+def assert_consistent(topic: MemoryTopic, store_dir, log: Log) -> list:
+    """What every crash must leave once a leader has run again: the store holds exactly the
+    finished segments, whole, and they and the local log cover every offset once."""
+    cache = RemoteLogMetadataCache()
+    cache.replay(topic.values)
+    state = cache.state(TIP)
+    copied = state.copied
+    assert {s.segment_id for s in state.segments.values()} == {s.segment_id for s in copied}
+    assert store_segment_ids(store_dir) == {s.segment_id for s in copied}
+    store = FsspecRemoteStorageManager(f"file://{store_dir}")
+    for segment in copied:
+        assert len(store.fetch_log_segment(segment, 0, segment.size)) == segment.size
+        assert store.fetch_index(segment, IndexType.OFFSET) != b"partial"
+    for before, after in zip(copied, copied[1:]):
+        assert after.start_offset == before.end_offset + 1
+    if copied:
+        assert copied[-1].end_offset + 1 >= log.local_log_start_offset
+        assert copied[0].start_offset <= log.log_start_offset <= copied[0].end_offset
+    else:
+        assert log.log_start_offset == log.local_log_start_offset
+    return copied
+
+
+def test_rolled_segments_below_the_high_watermark_are_copied_once(open_log, tmp_path):
+    log = open_log(TIERED)
+    fill(log, 8)
+    rolled = [s.base_offset for s in log.segments[:-1]]
+    assert len(rolled) >= 3
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    states = [decode(value).state for value in topic.values]
+    assert states == [SegmentState.COPY_SEGMENT_STARTED, SegmentState.COPY_SEGMENT_FINISHED] * len(rolled)
+    copied = assert_consistent(topic, tmp_path / "store", log)
+    assert [s.start_offset for s in copied] == rolled
+    assert log.highest_remote_offset == log.segments[-1].base_offset - 1
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    assert len(topic.values) == 2 * len(rolled)  # nothing copied twice
+
+
+def test_segments_above_the_high_watermark_wait(open_log, tmp_path):
+    log = open_log(TIERED)
+    fill(log, 8)
+    log.high_watermark = log.segments[1].base_offset  # only the first segment is committed
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    assert [s.end_offset for s in assert_consistent(topic, tmp_path / "store", log)] == [log.segments[1].base_offset - 1]
+
+
+def test_a_follower_copies_nothing(open_log, tmp_path):
+    log = open_log(TIERED)
+    fill(log, 8)
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log, is_leader=False))
+    assert topic.values == []
+
+
+def test_a_copy_whose_leader_changed_meanwhile_is_left_unfinished_and_cleaned_up(open_log, tmp_path):
+    log = open_log(TIERED)
+    fill(log, 8)
+    topic = MemoryTopic()
+    replica = Replica(log)
+    manager = manager_over(topic, tmp_path / "store")
+    original = manager.store.copy_log_segment_data
+
+    def copy_then_lose_leadership(metadata, files):
+        original(metadata, files)
+        replica.leader_epoch = 1  # a new leader was elected while the files were written
+
+    manager.store.copy_log_segment_data = copy_then_lose_leadership
+    run(manager, replica)
+    assert [decode(v).state for v in topic.values] == [SegmentState.COPY_SEGMENT_STARTED]
+    run(manager_over(topic, tmp_path / "store"), Replica(log, leader_epoch=1))
+    assert_consistent(topic, tmp_path / "store", log)
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [
+        SegmentState.COPY_SEGMENT_STARTED,
+        "copy",
+        SegmentState.COPY_SEGMENT_FINISHED,
+        SegmentState.DELETE_SEGMENT_STARTED,
+        "delete",
+        SegmentState.DELETE_SEGMENT_FINISHED,
+    ],
+    ids=lambda crash: f"crash before {crash.name}" if isinstance(crash, SegmentState) else f"crash during the {crash}",
+)
+def test_a_crash_at_any_step_leaves_a_consistent_remote_log_once_a_leader_runs_again(open_log, tmp_path, crash):
+    # retention.bytes makes the first run delete the oldest remote segment after copying.
+    log = open_log(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, retention_bytes=600))
+    fill(log, 10)
+    topic = MemoryTopic()
+    manager = manager_over(topic, tmp_path / "store")
+    if isinstance(crash, SegmentState):
+        topic.crash_state = crash
+    else:
+        manager.store.crash_in = crash
+    with pytest.raises(Crash):
+        run(manager, Replica(log))
+    for _ in range(2):  # the restarted leader: the cleanup, then the copying resumes
+        run(manager_over(topic, tmp_path / "store"), Replica(log))
+    copied = assert_consistent(topic, tmp_path / "store", log)
+    assert copied[-1].end_offset == log.segments[-1].base_offset - 1
+
+
+def test_files_in_the_store_no_metadata_knows_are_removed(open_log, tmp_path):
+    log = open_log(TIERED)
+    fill(log, 8)
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    lost = decode(topic.values.pop())  # the FINISHED record of the last copy never made it
+    topic.values.pop()  # nor its STARTED record
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    assert lost.segment_id not in store_segment_ids(tmp_path / "store")
+    assert_consistent(topic, tmp_path / "store", log)
+
+
+def test_local_segments_go_once_copied_and_past_local_retention_and_are_read_from_the_store(open_log, tmp_path):
+    log = open_log(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, local_retention_bytes=0))
+    fill(log, 8)
+    log.apply_retention()
+    assert log.segments[0].base_offset == 0  # nothing is copied yet: nothing goes
+    topic = MemoryTopic()
+    manager = manager_over(topic, tmp_path / "store")
+    replica = Replica(log)
+
+    async def copy_delete_read():
+        try:
+            await manager.maintain(TIP, replica)
+            log.apply_retention()
+            assert log.log_start_offset == 0
+            assert log.local_log_start_offset == log.segments[-1].base_offset
+            with pytest.raises(OffsetMovedToTieredStorageError):
+                log.read(0, 10_000, log.high_watermark, True)
+            offset, found = 0, []
+            while offset < log.local_log_start_offset:
+                _segment, data = await manager.read(TIP, offset, 10_000, True)
+                found.append(data)
+                offset = _last_offset(data) + 1
+            return b"".join(found)
+        finally:
+            manager.shutdown()
+
+    remote = asyncio.run(copy_delete_read())
+    assert _offsets(remote) == list(range(log.local_log_start_offset))
+
+
+def copied_and_deleted_locally(open_log, tmp_path) -> tuple[Log, MemoryTopic]:
+    """A tiered log whose rolled segments are in the store only."""
+    log = open_log(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, local_retention_bytes=0))
+    fill(log, 8)
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    log.apply_retention()
+    assert log.local_log_start_offset == log.segments[-1].base_offset > 3
+    return log, topic
+
+
+def test_total_retention_deletes_remote_segments_and_raises_the_log_start(open_log, tmp_path):
+    log, topic = copied_and_deleted_locally(open_log, tmp_path)
+    log.update_config(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, retention_bytes=700))
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    copied = assert_consistent(topic, tmp_path / "store", log)
+    assert log.log_start_offset == copied[0].start_offset > 0
+
+
+def test_a_log_start_behind_the_remote_log_moves_up_to_it(open_log, tmp_path):
+    log, topic = copied_and_deleted_locally(open_log, tmp_path)
+    log.update_config(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, retention_bytes=700))
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    remote_start = log.log_start_offset
+    assert remote_start > 0
+    log.log_start_offset = 0  # the checkpoint a restart found was written before the expiration
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    assert log.log_start_offset == remote_start
+
+
+def test_delete_records_deletes_the_remote_segments_below(open_log, tmp_path):
+    log, topic = copied_and_deleted_locally(open_log, tmp_path)
+    log.delete_records_before(3)  # inside the remote log
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    copied = assert_consistent(topic, tmp_path / "store", log)
+    assert copied[0].start_offset <= 3 <= copied[0].end_offset
+    assert log.log_start_offset == 3
+
+
+def test_a_deleted_partition_loses_its_remote_data_even_across_a_restart(open_log, tmp_path):
+    log = open_log(TIERED)
+    fill(log, 8)
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    manager = manager_over(topic, tmp_path / "store")
+    manager.store.crash_in = "delete"  # dies deleting the first segment
+    with pytest.raises(Crash):
+        asyncio.run(manager.delete_partition(TIP))
+    manager.shutdown()
+    assert store_segment_ids(tmp_path / "store")
+    restarted = manager_over(topic, tmp_path / "store")
+
+    async def resume():
+        try:
+            await restarted.resume_deletions()
+        finally:
+            restarted.shutdown()
+
+    asyncio.run(resume())
+    assert not (tmp_path / "store" / f"{TIP.topic}-{TIP.topic_id}").exists()
+    cache = RemoteLogMetadataCache()
+    cache.replay(topic.values)
+    assert TIP not in cache.partitions
+    # Every segment's last record says it is deleted: a compacted topic forgets them all.
+    last_state = {}
+    for value in topic.values:
+        metadata = decode(value)
+        if not isinstance(metadata, PartitionDeleteMetadata):
+            last_state[metadata.segment_id] = metadata.state
+    assert set(last_state.values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
+
+
+def _offsets(data: bytes) -> list[int]:
+    from protocol.records import iter_records
+    from protocol.record_batch import iter_batches
+
+    view = memoryview(data)
+    return [r.offset for position, header in iter_batches(view) for r in iter_records(view[position : position + header.size])]
+
+
+def _last_offset(data: bytes) -> int:
+    return _offsets(data)[-1]
