@@ -9,14 +9,14 @@ deleting the topic through the controller removes its remote data."""
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from tests.cluster.clients import SMALL_INDEXES, TIMEOUT_S, admin_client, create_topic, full_isrs, topic_view, wait_formed
 from tests.cluster.harness import wait_until
+from tests.compat.test_tiered_storage import assert_every_record, consume_from_zero
 from tests.harness import unique_topic
 
 pytestmark = pytest.mark.slow
@@ -57,6 +57,7 @@ def produce(bootstrap: str, topic: str, first: int, count: int = RECORDS) -> Non
 
 
 def value_of(offset: int) -> bytes:
+    """As tests/compat/test_tiered_storage.py's producer writes them, for its readers."""
     return b"record-%06d-" % offset + b"x" * 80
 
 
@@ -81,26 +82,6 @@ def leader_of(cluster, topic: str, broker_ids) -> int:
         return None
 
     return wait_until(found, TIMEOUT_S, "a leader")
-
-
-def consume_from_zero(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"), "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    found: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while len(found) < count and time.monotonic() < deadline:
-            for message in consumer.consume(500, timeout=1):
-                assert message.error() is None, message.error()
-                found.append((message.offset(), message.value()))
-    finally:
-        consumer.close()
-    return found
-
-
-def assert_every_record(found: list[tuple[int, bytes]], count: int) -> None:
-    assert [offset for offset, _ in found] == list(range(count))
-    assert all(value == value_of(offset) for offset, value in found)
 
 
 def test_a_new_leader_goes_on_copying_after_the_last_segment_in_the_store(cluster_factory, tmp_path):

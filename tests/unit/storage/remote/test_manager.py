@@ -309,15 +309,7 @@ def test_a_deleted_partition_loses_its_remote_data_even_across_a_restart(open_lo
         asyncio.run(manager.delete_partition(TIP))
     manager.shutdown()
     assert store_segment_ids(tmp_path / "store")
-    restarted = manager_over(topic, tmp_path / "store")
-
-    async def resume():
-        try:
-            await restarted.resume_deletions()
-        finally:
-            restarted.shutdown()
-
-    asyncio.run(resume())
+    resume_deletions(manager_over(topic, tmp_path / "store"))
     assert not (tmp_path / "store" / f"{TIP.topic}-{TIP.topic_id}").exists()
     cache = RemoteLogMetadataCache()
     cache.replay(topic.values)
@@ -329,6 +321,16 @@ def test_a_deleted_partition_loses_its_remote_data_even_across_a_restart(open_lo
         if not isinstance(metadata, PartitionDeleteMetadata):
             last_state[metadata.segment_id] = metadata.state
     assert set(last_state.values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
+
+
+def resume_deletions(manager: RemoteLogManager) -> None:
+    async def resume():
+        try:
+            await manager.resume_deletions()
+        finally:
+            manager.shutdown()
+
+    asyncio.run(resume())
 
 
 def _offsets(data: bytes) -> list[int]:
@@ -357,20 +359,9 @@ def test_a_partition_deletion_is_resumed_only_by_the_broker_that_began_it(open_l
     manager.shutdown()
     written = len(topic.values)
 
-    def resume(broker_id: int) -> None:
-        restarted = manager_over(topic, tmp_path / "store", broker_id)
-
-        async def resume():
-            try:
-                await restarted.resume_deletions()
-            finally:
-                restarted.shutdown()
-
-        asyncio.run(resume())
-
-    resume(1)
+    resume_deletions(manager_over(topic, tmp_path / "store", broker_id=1))
     assert len(topic.values) == written and store_segment_ids(tmp_path / "store")
-    resume(0)
+    resume_deletions(manager_over(topic, tmp_path / "store", broker_id=0))
     assert not (tmp_path / "store" / f"{TIP.topic}-{TIP.topic_id}").exists()
 
 
