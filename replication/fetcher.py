@@ -31,8 +31,9 @@ OFFSET_MOVED_TO_TIERED_STORAGE (a tiered log, our fetch offset below the leader'
 start) restarts the log from the remote store (`_start_from_remote`, Kafka's
 ReplicaFetcherTierStateMachine): the leader's local log start (ListOffsets -4) and log start
 (-2), then the leader epochs and producer snapshot of the remote segment holding the offset
-before that local start, and the log restarted at that segment's end; REPLICA_NOT_AVAILABLE
-(that segment's metadata not loaded here yet) backs the partition off.
+before that local start, and the log restarted at that segment's end; a failure there (that
+segment's metadata not loaded here yet, the store failing) backs the partition off; without
+tiered storage here the partition stops until the next LeaderAndIsr.
 
 Replication quota (FetcherSettings.quota, the broker's follower quota, Kafka's
 shouldFollowerThrottle): a partition the quota throttles that has not caught up with its leader
@@ -65,6 +66,7 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import PartitionResult
+from storage.checkpoint import CorruptCheckpointError
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log_manager import NO_QUOTA, ByteRateQuota
 from storage.remote.manager import RemoteLogAuxState
@@ -514,8 +516,16 @@ class ReplicaFetcher:
         try:
             aux = await self._replicas.remote_log_aux_state(partition, leader_local_start)
         except KafkaError as exc:
-            log.info("%s: cannot start from the remote store yet: %s", tp, exc)
-            self._partition_error(tp, state, exc.error_code)
+            if exc.error_code is ErrorCode.offset_moved_to_tiered_storage:  # no tiered storage here
+                self._partition_error(tp, state, exc.error_code)
+                return
+            # Metadata not loaded yet, a store failure: Kafka's fetcher retries such a partition.
+            log.info("%s: cannot start from the remote store yet (%s); retrying in %d ms", tp, exc, self.settings.backoff_ms)
+            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+            return
+        except CorruptCheckpointError as exc:
+            log.warning("%s: the remote segment's leader epochs are unreadable (%s); retrying", tp, exc)
+            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
             return
         if self._still_fetched(tp, {tp: (state, None)}) is None or partition.log.log_end_offset >= aux.next_offset:
             return  # moved on meanwhile

@@ -338,9 +338,12 @@ def test_a_follower_below_its_leaders_local_log_start_rebuilds_from_the_store_an
     run(tmp_path, leader, [], scenario)
 
 
-def test_a_follower_whose_remote_metadata_is_not_loaded_yet_backs_off_and_tries_again(tmp_path):
+@pytest.mark.parametrize(
+    "error", [ErrorCode.replica_not_available, ErrorCode.unknown_server_error], ids=["metadata not loaded", "store failed"]
+)
+def test_a_follower_that_cannot_read_the_store_yet_backs_off_and_tries_again(tmp_path, error):
     leader = tiered_leader(tmp_path)
-    store = RemoteStore(ErrorCode.replica_not_available)
+    store = RemoteStore(error)
 
     async def scenario(manager, partition):
         manager.remote_aux_state_source = store.aux_state
