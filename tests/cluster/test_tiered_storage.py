@@ -5,16 +5,37 @@ partitions: a leader killed while copying is succeeded by one that goes on copyi
 segment in the store, and every record stays readable from offset 0 with confluent-kafka; a
 broker whose data dir is wiped rejoins and catches up from its leader's local log start (the
 state of the remote segment before it taken from the store), fetching only the local tail;
-deleting the topic through the controller removes its remote data."""
+deleting the topic through the controller removes its remote data; a reassignment copies only the
+local tail to the new replica."""
 
+import datetime
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 
-from tests.cluster.clients import SMALL_INDEXES, TIMEOUT_S, admin_client, create_topic, full_isrs, topic_view, wait_formed
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.cluster.clients import (
+    SMALL_INDEXES,
+    TIMEOUT_S,
+    admin_client,
+    agreed_view,
+    create_topic,
+    full_isrs,
+    send_request,
+    topic_view,
+    wait_formed,
+    zk_controller,
+)
 from tests.cluster.harness import wait_until
 from tests.compat.test_tiered_storage import assert_every_record, consume_from_zero
 from tests.harness import unique_topic
@@ -162,3 +183,39 @@ def test_deleting_a_tiered_topic_through_the_controller_removes_its_remote_data(
     admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
     admin.delete_topics([topic])[topic].result(timeout=TIMEOUT_S)
     wait_until(lambda: not list(store.glob(f"{topic}-*")), TIMEOUT_S, "the remote data of the deleted topic to go")
+
+
+def test_a_reassignment_copies_only_the_local_tail_to_the_new_replica(cluster_factory, tmp_path):
+    store = tmp_path / "store"
+    cluster = tiered_cluster(cluster_factory, store)
+    topic = unique_topic("tiered")
+    admin = admin_client(cluster.bootstrap)  # kept: the futures die with their client
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]], config={
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES), "local.retention.bytes": "1",
+        "retention.ms": "-1",
+    })])[topic].result(timeout=TIMEOUT_S)
+    wait_until(lambda: agreed_view(cluster, topic, (1, 2, 3), 1), TIMEOUT_S, "metadata agreement")
+    produce(cluster.bootstrap, topic, 0)
+    leader = leader_of(cluster, topic, (1, 2))
+    wait_until(
+        lambda: len(remote_starts(store, topic)) >= 10 and local_starts(cluster, leader, topic)[0] >= RECORDS // 2,
+        TIMEOUT_S, "copies to the store and local deletion of the copied segments",
+    )
+    copied = remote_starts(store, topic)
+    controller, _ = zk_controller(cluster)
+    started = send_request(cluster.broker(controller).bootstrap, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0,
+                           AlterPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=(
+                               ReassignableTopic(name=topic, partitions=(ReassignablePartition(partition_index=0, replicas=(2, 3)),)),
+                           )))
+    assert [p.error_code for t in started.responses for p in t.partitions] == [ErrorCode.none]
+
+    def moved():
+        after = agreed_view(cluster, topic, (1, 2, 3), 1)
+        return after if after and after[0][1] == (2, 3) and sorted(after[0][2]) == [2, 3] else None
+
+    wait_until(moved, TIMEOUT_S, "replicas moved to brokers 2 and 3")
+    # The new replica holds the local tail only; the store keeps what the moved replica's broker
+    # held (a reassignment deletes no remote data).
+    assert local_starts(cluster, 3, topic)[0] >= RECORDS // 2
+    assert set(copied) <= set(remote_starts(store, topic))
+    assert_every_record(consume_from_zero(cluster.bootstrap, topic, RECORDS), RECORDS)
