@@ -155,22 +155,20 @@ def test_a_wiped_broker_catches_up_by_fetching_only_the_local_tail(cluster_facto
     cluster.broker(wiped).start()
     wait_until(lambda: full_isrs(cluster, topic, 1), TIMEOUT_S, "the wiped broker back in the ISR")
 
-    # It holds the leader's local tail only: its log starts at a segment of the leader's, far
-    # beyond 0, and it has far fewer bytes than were produced.
+    # It holds the leader's local tail only: its log starts far beyond 0, at the end of the
+    # remote segment before the leader's local log start, and it has far fewer bytes than were
+    # produced.
     held = local_starts(cluster, wiped, topic)
-    leader_start = local_starts(cluster, leader, topic)[0]
-    assert held[0] >= RECORDS // 2 and held[0] <= leader_start + RECORDS // 10, (held, leader_start)
+    assert held and held[0] >= RECORDS // 2, held
     partition_dir = cluster.broker(wiped).data_dirs[0] / f"{topic}-0"
     fetched = sum(path.stat().st_size for path in partition_dir.glob("*.log"))
-    assert fetched < RECORDS * 100 // 2
+    assert fetched < RECORDS * 100 // 2, fetched
 
-    # Led by the wiped broker, the topic is still whole from offset 0.
-    for other in (b for b in (1, 2, 3) if b != wiped):
+    # Alone, and so the leader, the wiped broker still serves the topic whole from offset 0.
+    others = [b for b in (1, 2, 3) if b != wiped]
+    for other in others:
         cluster.broker(other).stop()
-        if leader_of(cluster, topic, (wiped,) + tuple(b for b in (1, 2, 3) if b not in (wiped, other))) == wiped:
-            break
-        cluster.broker(other).start()
-    assert leader_of(cluster, topic, (1, 2, 3)) == wiped
+    assert leader_of(cluster, topic, (wiped,)) == wiped
     assert_every_record(consume_from_zero(cluster.broker(wiped).bootstrap, topic, RECORDS), RECORDS)
 
 
