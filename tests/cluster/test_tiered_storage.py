@@ -24,6 +24,8 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
+from protocol.record_batch import BatchHeader
+from tests.cluster.checker import partition_batches
 from tests.cluster.clients import (
     SMALL_INDEXES,
     TIMEOUT_S,
@@ -94,6 +96,13 @@ def local_starts(cluster, broker_id: int, topic: str) -> list[int]:
     return sorted(int(name[:20]) for name in os.listdir(partition_dir) if name.endswith(".log"))
 
 
+def local_log_end(cluster, broker_id: int, topic: str) -> int:
+    """The offset after the last whole batch in the broker's files of partition 0."""
+    partition_dir = cluster.broker(broker_id).data_dirs[0] / f"{topic}-0"
+    batches = partition_batches(str(partition_dir)) if partition_dir.exists() else []
+    return BatchHeader.from_buffer(batches[-1][1]).last_offset + 1 if batches else 0
+
+
 def leader_of(cluster, topic: str, broker_ids) -> int:
     def found():
         for broker_id in broker_ids:
@@ -153,7 +162,11 @@ def test_a_wiped_broker_catches_up_by_fetching_only_the_local_tail(cluster_facto
     for data_dir in cluster.broker(wiped).data_dirs:
         shutil.rmtree(data_dir)
     cluster.broker(wiped).start()
-    wait_until(lambda: full_isrs(cluster, topic, 1), TIMEOUT_S, "the wiped broker back in the ISR")
+    # (Killed and back before its leader noticed, it may never have left the ISR.)
+    wait_until(
+        lambda: local_log_end(cluster, wiped, topic) == RECORDS and full_isrs(cluster, topic, 1),
+        TIMEOUT_S, "the wiped broker caught up and back in the ISR",
+    )
 
     # It holds the leader's local tail only: its log starts far beyond 0, at the end of the
     # remote segment before the leader's local log start, and it has far fewer bytes than were
