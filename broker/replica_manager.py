@@ -25,6 +25,11 @@ replica a consumer in a rack should read (`preferred_read_replica`, from the met
 racks); a follower serves consumers while it is in the ISR (`check_follower_read`) up to the HW
 its leader last sent (`follow_high_watermark`, which wakes their long polls).
 
+Tiered logs (broker.remote_log sets the hooks): a follower below its leader's local log start
+gets its state from the remote store (`remote_log_aux_state`) and restarts there
+(`start_from_remote`); deletion listeners hear of every replica StopReplica deletes, and whether
+it was led here (the leader deletes a deleted topic's remote data).
+
 Waiting: `wait_for_appends` wakes on appends and high watermark moves of the partitions it
 watches; `wait_for_commit` (a delayed produce) completes when the HW passes the records, when
 the replica stops leading, or at its timeout.
