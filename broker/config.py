@@ -1286,13 +1286,6 @@ def _check_remote_storage(values: Mapping[str, Any], settings: Mapping[str, str]
         if tiered:
             raise ConfigError(f"{', '.join(tiered)} set without remote.log.storage.system.enable=true: nothing would use them")
         return
-    if values["zookeeper.connect"]:
-        # Not half honoured: a cluster broker reads and writes only the __remote_log_metadata
-        # partitions it leads so far (docs/tiered-storage.md, "Not yet").
-        raise ConfigError(
-            "remote.log.storage.system.enable=true is served on a standalone broker only so far (no "
-            "zookeeper.connect): in a cluster, brokers do not yet share the remote log metadata (docs/tiered-storage.md)"
-        )
     if not url or not url.strip():
         raise ConfigError(
             f"remote.log.storage.system.enable=true needs {RSM_URL}: the store's URL (file:///a/directory, "

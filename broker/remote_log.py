@@ -17,11 +17,14 @@ the manager (copy, expiration, cleanup: storage.remote.manager). Deleting a tier
 its partitions' remote data (MARKED first, so a restart resumes it). Fetches below a tiered log's
 local start come to `read`.
 
-Cluster mode (refused at start for now, broker.config): the leadership listener loads the
-metadata partitions this broker leads, and every replica follows its tiered logs from the
-metadata it has loaded; still missing are the metadata partitions led elsewhere (reading and
-writing them), a follower fetching below its leader's local start (OFFSET_MOVED_TO_TIERED_STORAGE)
-and the remote data of topics deleted through the controller (docs/status.md, issue 18).
+Cluster mode (`clients` given): the metadata partitions are not loaded from the local log but
+consumed from their leaders, and written through them, by broker.remote_log_metadata (Kafka's
+ConsumerTask and ProducerManager), for every tiered partition this broker leads or follows; every
+replica follows its tiered logs from that metadata. A follower fetching below its leader's local
+log start rebuilds its state from the store (`remote_log_aux_state`, called by the replica
+fetcher through the replica manager), and the leader of a partition of a tiered topic deleted
+through the controller (StopReplica with delete) deletes its remote data, as Kafka's ZooKeeper-mode
+broker does.
 """
 
 import asyncio
@@ -32,8 +35,9 @@ from coordinator.internal_topic import InternalTopic, LoadState, append_entries
 from protocol.errors import ErrorCode, KafkaError
 from protocol.record_batch import iter_batches
 from protocol.records import iter_records
+from replication.broker_client import BrokerClients
 from storage.log_slice import LogSlice
-from storage.remote.manager import RemoteLogManager
+from storage.remote.manager import RemoteLogAuxState, RemoteLogManager
 from storage.remote.metadata import (
     PartitionDeleteMetadata,
     PartitionDeleteState,
@@ -48,6 +52,8 @@ from storage.topic_partition import TopicPartition
 
 from broker.config import BrokerConfig, remote_store_settings
 from broker.http.produce import murmur2
+from broker.metadata_cache import MetadataCache
+from broker.remote_log_metadata import SharedMetadataTopic
 from broker.replica_manager import ReplicaManager
 from broker.topic_manager import TopicManager
 from broker.topic_store import TopicInfo
@@ -96,7 +102,16 @@ def read_metadata_partition(log_slice: LogSlice, buffer_bytes: int) -> list[byte
 
 
 class RemoteLog:
-    def __init__(self, config: BrokerConfig, broker_id: int, topics: TopicManager, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker_id: int,
+        topics: TopicManager,
+        replica_manager: ReplicaManager,
+        clients: BrokerClients | None = None,
+        metadata_cache: MetadataCache | None = None,
+    ) -> None:
+        """`clients` (the inter-broker ones) and `metadata_cache` in cluster mode."""
         url, options = remote_store_settings(config.explicit_settings)
         self.topics = topics
         self.replica_manager = replica_manager
@@ -122,15 +137,26 @@ class RemoteLog:
             config.get("remote.log.reader.threads"),
             config.get("remote.log.index.file.cache.total.size.bytes"),
         )
+        self._metadata_cache = metadata_cache
+        self.shared: SharedMetadataTopic | None = None
+        if clients is not None:
+            self.shared = SharedMetadataTopic(
+                REMOTE_LOG_METADATA_TOPIC, self.cache, clients, metadata_cache.leader_of, self._needed, self._partition_of
+            )
         self._interval_s = config.get("remote.log.manager.task.interval.ms") / 1000
         self._task: asyncio.Task | None = None
         self._deletions: set[asyncio.Task] = set()
         topics.on_delete.append(self._on_topic_deleted)
+        replica_manager.remote_aux_state_source = self.remote_log_aux_state
+        replica_manager.deletion_listeners.append(self._on_replica_deleted)
 
     def start(self) -> None:
-        """Load the metadata partitions (standalone: all, if the topic exists) and start the
-        periodic task. Call once the partitions are served."""
-        self.metadata_topic.start()
+        """Load the metadata partitions (standalone: all, if the topic exists; cluster mode:
+        start consuming them) and start the periodic task. Call once the partitions are served."""
+        if self.shared is not None:
+            self.shared.start()
+        else:
+            self.metadata_topic.start()
         self._task = asyncio.get_running_loop().create_task(self._run_periodically())
 
     async def shutdown(self) -> None:
@@ -139,34 +165,69 @@ class RemoteLog:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, *self.metadata_topic.stop(), return_exceptions=True)
+        if self.shared is not None:
+            await self.shared.stop()
         await asyncio.to_thread(self.manager.shutdown)
 
     def on_become_leader(self, tp: TopicPartition, leader_epoch: int) -> None:
-        self.metadata_topic.on_become_leader(tp)
+        if self.shared is not None:
+            self.shared.wake()
+        else:
+            self.metadata_topic.on_become_leader(tp)
 
     def on_resign(self, tp: TopicPartition, leader_epoch: int) -> None:
-        self.metadata_topic.on_resign(tp)
+        if self.shared is not None:
+            self.shared.wake()
+        else:
+            self.metadata_topic.on_resign(tp)
+
+    def _metadata_partition_count(self) -> int | None:
+        info = self.topics.topics.get(REMOTE_LOG_METADATA_TOPIC)
+        return None if info is None else info.partitions
+
+    def _partition_of(self, tip: TopicIdPartition) -> int | None:
+        count = self._metadata_partition_count()
+        return None if count is None else metadata_partition(tip, count)
+
+    def _needed(self) -> set[int]:
+        """The metadata partitions of the tiered partitions hosted here (cluster mode)."""
+        count = self._metadata_partition_count()
+        if count is None:
+            return set()
+        needed = set()
+        for tp, partition in self.replica_manager.partitions.items():
+            if partition.log.config.remote_storage_enable:
+                tip = self.tip_of(tp)
+                if tip is not None:
+                    needed.add(metadata_partition(tip, count))
+        return needed
 
     def _install(self, partition: int, values: list[bytes | None]) -> None:
         self.cache.replay(values)
 
     # ------------------------------------------------------------ MetadataPublisher
 
-    async def publish(self, metadata: RemoteSegmentMetadata | PartitionDeleteMetadata) -> None:
+    async def publish(self, metadata: RemoteSegmentMetadata | PartitionDeleteMetadata) -> bool:
         if not await self.metadata_topic.ensure():
             raise KafkaError(f"{REMOTE_LOG_METADATA_TOPIC} is not available", ErrorCode.coordinator_not_available)
         partition = metadata_partition(metadata.partition, self.metadata_topic.partition_count)
         entries: list[tuple[bytes, bytes | None]] = [(metadata.key, encode(metadata))]
         if metadata.state in _FINAL_STATES[type(metadata)]:
             entries.append((metadata.key, None))  # compaction may drop every record of the key
+        if self.shared is not None:
+            await self.shared.publish(partition, entries)
+            return True  # read back: the cache has it
         tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition)
         error = await append_entries(self.replica_manager, tp, entries, int(time.time() * 1000))
         if error is not ErrorCode.none:
             raise KafkaError(f"cannot write {metadata.state.name} of {metadata.partition} to {tp}", error)
+        return False
 
     def is_loaded(self, tip: TopicIdPartition) -> bool:
         if REMOTE_LOG_METADATA_TOPIC not in self.topics.topics:
             return True  # nothing was ever written
+        if self.shared is not None:
+            return self.shared.is_loaded(self._partition_of(tip))
         count = self.metadata_topic.partition_count
         return count is not None and self.metadata_topic.partitions.get(metadata_partition(tip, count)) is LoadState.LOADED
 
@@ -196,6 +257,8 @@ class RemoteLog:
         """One round of the remote log manager's work over this broker's tiered partitions."""
         try:
             await self.manager.resume_deletions()
+        except KafkaError as exc:
+            log.warning("resuming the deletion of remote partitions failed (%s); trying again later", exc)
         except Exception:
             log.exception("resuming the deletion of remote partitions failed; trying again later")
         for tp, partition in list(self.replica_manager.partitions.items()):
@@ -211,6 +274,8 @@ class RemoteLog:
                 await self.manager.maintain(tip, partition)
             except asyncio.CancelledError:
                 raise
+            except KafkaError as exc:  # the metadata's leader moved, the store failed ...
+                log.warning("%s: tiering failed (%s); trying again in %.0f s", tp, exc, self._interval_s)
             except Exception:
                 log.exception("%s: tiering failed; trying again in %.0f s", tp, self._interval_s)
 
@@ -223,11 +288,35 @@ class RemoteLog:
             self._deletions.add(task)
             task.add_done_callback(self._deletions.discard)
 
+    def _on_replica_deleted(self, tp: TopicPartition, was_leader: bool) -> None:
+        """StopReplica deleted a replica (cluster mode): the leader of a partition of a tiered
+        topic being deleted deletes its remote data, once (Kafka's ZooKeeper-mode broker deletes
+        the remote log when it leads the partition StopReplica deletes). A replica moved away by
+        a reassignment keeps it: its topic is not being deleted."""
+        info = self.topics.topics.get(tp.topic)
+        # A topic being deleted has left the metadata cache (the controller's UpdateMetadata
+        # with leader -2 comes before its StopReplica); a moved replica's partition has not.
+        deleting = self._metadata_cache is not None and self._metadata_cache.partition(tp) is None
+        if not was_leader or info is None or not deleting:
+            return
+        if str(info.configs.get("remote.storage.enable", "false")).strip().lower() != "true":
+            return
+        tip = TopicIdPartition(info.topic_id, tp.topic, tp.partition)
+        task = asyncio.get_running_loop().create_task(self._delete_partition(tip))
+        self._deletions.add(task)
+        task.add_done_callback(self._deletions.discard)
+
+    async def remote_log_aux_state(self, tp: TopicPartition, leader_local_log_start_offset: int) -> RemoteLogAuxState:
+        """A follower's state from the store (the replica fetcher's, through the replica manager)."""
+        return await self.manager.remote_log_aux_state(self._readable(tp), leader_local_log_start_offset)
+
     async def _delete_partition(self, tip: TopicIdPartition) -> None:
         try:
             await self.manager.delete_partition(tip)
         except asyncio.CancelledError:
             raise
+        except KafkaError as exc:
+            log.warning("%s: deleting its remote data failed (%s); a later round tries again", tip, exc)
         except Exception:
             log.exception("%s: deleting its remote data failed; a later round tries again", tip)
 

@@ -25,6 +25,11 @@ replica a consumer in a rack should read (`preferred_read_replica`, from the met
 racks); a follower serves consumers while it is in the ISR (`check_follower_read`) up to the HW
 its leader last sent (`follow_high_watermark`, which wakes their long polls).
 
+Tiered logs (broker.remote_log sets the hooks): a follower below its leader's local log start
+gets its state from the remote store (`remote_log_aux_state`) and restarts there
+(`start_from_remote`); deletion listeners hear of every replica StopReplica deletes, and whether
+it was led here (the leader deletes a deleted topic's remote data).
+
 Waiting: `wait_for_appends` wakes on appends and high watermark moves of the partitions it
 watches; `wait_for_commit` (a delayed produce) completes when the HW passes the records, when
 the replica stops leading, or at its timeout.
@@ -34,7 +39,7 @@ State is owned by the event loop.
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, KafkaError
@@ -46,6 +51,7 @@ from storage.log import AppendResult, Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
 from storage.records_file import FileRegion
+from storage.remote.manager import RemoteLogAuxState
 from storage.topic_partition import TopicPartition
 
 from broker.metadata_cache import MetadataCache
@@ -53,6 +59,8 @@ from broker.metadata_cache import MetadataCache
 log = logging.getLogger(__name__)
 
 LeadershipCallback = Callable[[TopicPartition, int], None]
+# A tiered follower's state from the remote store: (partition, the leader's local log start).
+RemoteAuxStateSource = Callable[[TopicPartition, int], Awaitable[RemoteLogAuxState]]
 _BECOME_LEADER, _RESIGN = 0, 1  # positions in a leadership listener
 
 
@@ -92,6 +100,11 @@ class ReplicaManager:
         self._append_waiters: dict[TopicPartition, set[asyncio.Future]] = {}
         self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
+        # Tiered storage (broker.remote_log): where followers below their leader's local log
+        # start find their state, and who hears of the partitions a StopReplica deleted
+        # (partition, whether it was led here).
+        self.remote_aux_state_source: RemoteAuxStateSource | None = None
+        self.deletion_listeners: list[Callable[[TopicPartition, bool], None]] = []
         self._isr_check: asyncio.Task | None = None
         # ISR changes stored by this broker as leader, since start (Kafka's IsrShrinksPerSec
         # and IsrExpandsPerSec counts, read by broker.metrics)
@@ -212,6 +225,8 @@ class ReplicaManager:
                 self._notify(_RESIGN, tp, partition.leader_epoch)
             if delete:
                 self.remove_partition(tp)
+                for listener in self.deletion_listeners:
+                    listener(tp, partition is not None and partition.is_leader)
             elif partition is not None:
                 partition.make_follower(partition.stopped_state())
                 self._on_partition_change(tp)
@@ -488,6 +503,29 @@ class ReplicaManager:
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
         log.info("%s: emptied, restarting at %d", tp, offset)
+
+    async def remote_log_aux_state(self, partition: Partition, leader_local_log_start_offset: int) -> RemoteLogAuxState:
+        """A tiered follower's state from the remote store; KafkaError when it cannot be had
+        (OFFSET_MOVED_TO_TIERED_STORAGE, not retried, without tiered storage here)."""
+        if self.remote_aux_state_source is None:
+            raise KafkaError(
+                f"{partition.topic_partition}: the leader's log starts in the remote store, and tiered storage is off here",
+                ErrorCode.offset_moved_to_tiered_storage,
+            )
+        return await self.remote_aux_state_source(partition.topic_partition, leader_local_log_start_offset)
+
+    def start_from_remote(self, partition: Partition, state: RemoteLogAuxState, leader_log_start_offset: int) -> None:
+        """Restart a tiered follower's log at `state.next_offset` with the remote segment's
+        state (Kafka's buildRemoteLogAuxState): only the leader's local tail is fetched then."""
+        tp = partition.topic_partition
+        try:
+            self.log_manager.truncate_fully_and_start_at(tp, state.next_offset)
+            partition.log.take_remote_aux_state(leader_log_start_offset, state.leader_epochs, state.producer_snapshot)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
+        log.info(
+            "%s: restarted at %d from the remote store (log start %d)", tp, state.next_offset, partition.log.log_start_offset
+        )
 
     def record_follower_fetch(
         self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1

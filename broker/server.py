@@ -55,7 +55,7 @@ from broker.zk_producer_ids import ZkProducerIdBlockStore
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.transaction_coordinator import TransactionCoordinator
 from coordinator.producer_ids import FileProducerIdBlockStore, ProducerIdManager
-from replication.broker_client import SaslClientFactory
+from replication.broker_client import BrokerClients, SaslClientFactory
 from replication.fetcher import FetcherSettings, ReplicaQuota
 from replication.replica_selector import replica_selector
 from storage import descriptor_pool
@@ -180,7 +180,19 @@ class Broker:
         # Tiered storage (KIP-405): only with remote.log.storage.system.enable.
         self.remote_log: RemoteLog | None = None
         if config.get("remote.log.storage.system.enable"):
-            self.remote_log = RemoteLog(config, self.broker_id, self.topics, self.replica_manager)
+            remote_log_clients = None
+            if self.cluster is not None:  # the metadata partitions are read and written at their leaders
+                remote_log_clients = BrokerClients(
+                    self.metadata_cache,
+                    self.cluster.inter_broker_listener,
+                    f"broker-{self.broker_id}-remote-log-metadata",
+                    config.get("controller.socket.timeout.ms") / 1000,
+                    self.inter_broker_ssl_context,
+                    sasl=self.inter_broker_sasl,
+                )
+            self.remote_log = RemoteLog(
+                config, self.broker_id, self.topics, self.replica_manager, remote_log_clients, self.metadata_cache
+            )
             self.replica_manager.add_leadership_listener(self.remote_log.on_become_leader, self.remote_log.on_resign)
         self.authorizer = _make_authorizer(config, self.cluster)
         self.dynamic_config = DynamicBrokerConfig(

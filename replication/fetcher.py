@@ -27,6 +27,13 @@ UNKNOWN_TOPIC_OR_PARTITION (the leader has not caught up with the controller yet
 partition off and retry; FENCED_LEADER_EPOCH (we are behind) and a local storage failure stop
 fetching it until the next LeaderAndIsr; OFFSET_OUT_OF_RANGE truncates to the leader's log end
 (when we are beyond it) or restarts the log at the leader's log start offset (when behind it).
+OFFSET_MOVED_TO_TIERED_STORAGE (a tiered log, our fetch offset below the leader's local log
+start) restarts the log from the remote store (`_start_from_remote`, Kafka's
+ReplicaFetcherTierStateMachine): the leader's local log start (ListOffsets -4) and log start
+(-2), then the leader epochs and producer snapshot of the remote segment holding the offset
+before that local start, and the log restarted at that segment's end; a failure there (that
+segment's metadata not loaded here yet, the store failing) backs the partition off; without
+tiered storage here the partition stops until the next LeaderAndIsr.
 
 Replication quota (FetcherSettings.quota, the broker's follower quota, Kafka's
 shouldFollowerThrottle): a partition the quota throttles that has not caught up with its leader
@@ -59,8 +66,10 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import PartitionResult
+from storage.checkpoint import CorruptCheckpointError
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log_manager import NO_QUOTA, ByteRateQuota
+from storage.remote.manager import RemoteLogAuxState
 from storage.topic_partition import TopicPartition
 
 from replication.broker_client import BrokerClient, BrokerClientError, SaslClientFactory
@@ -75,7 +84,7 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 7
-_EARLIEST, _LATEST = -2, -1
+_EARLIEST, _LATEST, _EARLIEST_LOCAL = -2, -1, -4
 _RETRIABLE = (
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_leader_epoch,
@@ -165,6 +174,11 @@ class FollowerReplicas(Protocol):
     def truncate(self, partition: "Partition", offset: int) -> None: ...
 
     def truncate_fully_and_start_at(self, partition: "Partition", offset: int) -> None: ...
+
+    async def remote_log_aux_state(self, partition: "Partition", leader_local_log_start_offset: int) -> RemoteLogAuxState:
+        """A tiered follower's state from the remote store; raises KafkaError."""
+
+    def start_from_remote(self, partition: "Partition", state: RemoteLogAuxState, leader_log_start_offset: int) -> None: ...
 
 
 class ReplicaFetcherManager:
@@ -450,6 +464,9 @@ class ReplicaFetcher:
         if result.error_code == ErrorCode.offset_out_of_range:
             await self._handle_out_of_range(partition, state)
             return
+        if result.error_code == ErrorCode.offset_moved_to_tiered_storage:
+            await self._start_from_remote(partition, state)
+            return
         if result.error_code != ErrorCode.none:
             self._partition_error(tp, state, ErrorCode(result.error_code))
             return
@@ -482,6 +499,38 @@ class ReplicaFetcher:
         leader_start = await self._leader_offset(tp, state, _EARLIEST)
         if leader_start is not None and log_.log_end_offset < leader_start:
             self._replicas.truncate_fully_and_start_at(partition, leader_start)
+
+    async def _start_from_remote(self, partition: "Partition", state: FetchState) -> None:
+        """Our fetch offset is below the leader's local log start, in the remote store (Kafka's
+        ReplicaFetcherTierStateMachine): take the leader's local and whole log starts
+        (ListOffsets -4 and -2), the state of the remote segment before the local start from
+        the store, and restart the log at that segment's end, so only the leader's local tail
+        is fetched. A store or metadata not ready yet backs the partition off."""
+        tp = partition.topic_partition
+        leader_local_start = await self._leader_offset(tp, state, _EARLIEST_LOCAL)
+        if leader_local_start is None:
+            return
+        leader_start = await self._leader_offset(tp, state, _EARLIEST)
+        if leader_start is None:
+            return
+        try:
+            aux = await self._replicas.remote_log_aux_state(partition, leader_local_start)
+        except KafkaError as exc:
+            if exc.error_code is ErrorCode.offset_moved_to_tiered_storage:  # no tiered storage here
+                self._partition_error(tp, state, exc.error_code)
+                return
+            # Metadata not loaded yet, a store failure: Kafka's fetcher retries such a partition.
+            log.info("%s: cannot start from the remote store yet (%s); retrying in %d ms", tp, exc, self.settings.backoff_ms)
+            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+            return
+        except CorruptCheckpointError as exc:
+            log.warning("%s: the remote segment's leader epochs are unreadable (%s); retrying", tp, exc)
+            state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
+            return
+        if self._still_fetched(tp, {tp: (state, None)}) is None or partition.log.log_end_offset >= aux.next_offset:
+            return  # moved on meanwhile
+        self._locally(state, self._replicas.start_from_remote, partition, aux, leader_start)
+        state.truncating = False
 
     async def _leader_offset(self, tp: TopicPartition, state: FetchState, timestamp: int) -> int | None:
         request = ListOffsetsRequest(

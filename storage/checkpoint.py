@@ -48,9 +48,16 @@ def read_checkpoint(path: str, parse_entry: Callable[[str], T]) -> list[T] | Non
     None when the file does not exist. Raises CorruptCheckpointError."""
     try:
         with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+            text = f.read()
     except FileNotFoundError:
         return None
+    return parse_checkpoint(text, parse_entry, path)
+
+
+def parse_checkpoint(text: str, parse_entry: Callable[[str], T], source: str) -> list[T]:
+    """The entries of a checkpoint's contents (`source` names it in errors); raises
+    CorruptCheckpointError."""
+    lines = text.splitlines()
     try:
         if int(lines[0]) != _VERSION:
             raise ValueError(f"unknown checkpoint version {lines[0]!r}")
@@ -59,7 +66,7 @@ def read_checkpoint(path: str, parse_entry: Callable[[str], T]) -> list[T] | Non
         if len(entries) != count or len(set(_keys(entries))) != count:
             raise ValueError(f"expected {count} entries, found {len(set(_keys(entries)))}")
     except (ValueError, IndexError) as exc:
-        raise CorruptCheckpointError(f"{path}: {exc}") from exc
+        raise CorruptCheckpointError(f"{source}: {exc}") from exc
     return entries
 
 

@@ -21,7 +21,7 @@ import bisect
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from storage.checkpoint import read_checkpoint, write_checkpoint
+from storage.checkpoint import parse_checkpoint, read_checkpoint, write_checkpoint
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -136,6 +136,12 @@ def _epoch(entry: EpochEntry) -> int:
 
 def _start_offset(entry: EpochEntry) -> int:
     return entry.start_offset
+
+
+def parse_epochs(data: bytes, source: str) -> list[EpochEntry]:
+    """The entries of a leader-epoch checkpoint's contents (a remote segment's copy of it);
+    raises CorruptCheckpointError."""
+    return parse_checkpoint(data.decode("utf-8", "replace"), _parse_entry, source)
 
 
 def _parse_entry(line: str) -> EpochEntry:

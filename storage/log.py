@@ -565,6 +565,25 @@ class Log:
         self._after_truncation()
         self._write_leader_epochs()
 
+    def take_remote_aux_state(
+        self, log_start_offset: int, leader_epochs: Sequence[EpochEntry], producer_snapshot: bytes | None
+    ) -> None:
+        """A tiered follower restarted (truncate_fully_and_start_at) at the end of the remote
+        segment holding its leader's local log start takes that segment's state (Kafka's
+        buildRemoteLogAuxState): its leader epochs, its producer snapshot, and the leader's log
+        start offset, below which the remote store holds the records."""
+        offset = self.log_end_offset
+        self.leader_epochs.clear()
+        for entry in leader_epochs:
+            if entry.start_offset < offset:
+                self.leader_epochs.assign(entry.epoch, entry.start_offset)
+        self.log_start_offset = min(log_start_offset, offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+        self._write_leader_epochs()
+        if producer_snapshot is not None:
+            self.producer_state.install_snapshot(offset, producer_snapshot)
+        self.rebuild_producer_state(offset)
+
     def _discard(self, doomed: list[LogSegment]) -> None:
         for segment in doomed:
             segment.rename_to_deleted()

@@ -348,6 +348,16 @@ class ProducerStateManager:
         self._unflushed.append(SnapshotFile(offset, path))
         self._last_snapshot_offset = offset
 
+    def install_snapshot(self, offset: int, data: bytes) -> None:
+        """Take another copy's snapshot at `offset` (a tiered follower's, from the remote store),
+        replacing any there; the next truncate_and_reload loads it."""
+        self.delete_snapshot(offset)
+        path = self._snapshot_path(offset)
+        with open(path, "wb") as f:
+            f.write(data)
+        bisect.insort(self.snapshot_offsets, offset)
+        self._unflushed.append(SnapshotFile(offset, path))
+
     def update_parent_dir(self, directory: str) -> None:
         """The partition directory was renamed (the partition is deleted): follow it."""
         self.directory = directory

@@ -1,8 +1,9 @@
 """StopReplica (api key 5), version 1: inter-broker, from the controller (cluster mode).
 
 Stops serving the partitions listed (`ReplicaManager.stop_replicas`): with delete_partitions
-(topic deletion, a replica moved away by a reassignment) their logs are deleted too; without,
-they stay on disk (a controlled shutdown). Answers each partition's error.
+(topic deletion, a replica moved away by a reassignment) their logs are deleted too, and for a
+tiered topic being deleted the leader's remote data (broker/remote_log.py); without, they stay on
+disk (a controlled shutdown). Answers each partition's error.
 
 Fencing as LeaderAndIsr (broker/handlers/leader_and_isr.py): STALE_CONTROLLER_EPOCH,
 STALE_BROKER_EPOCH for the whole request.

@@ -42,10 +42,13 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
+from protocol.errors import ErrorCode, KafkaError
 from storage.checkpoint import checkpoint_bytes
 from storage.errors import OffsetOutOfRangeError
+from storage.leader_epoch import EpochEntry, parse_epochs
 from storage.log import Log
 from storage.remote.metadata import (
     PartitionDeleteMetadata,
@@ -56,7 +59,7 @@ from storage.remote.metadata import (
     TopicIdPartition,
 )
 from storage.remote.reader import RemoteLogReader
-from storage.remote.storage_manager import FileRange, FsspecRemoteStorageManager, SegmentFiles
+from storage.remote.storage_manager import FileRange, FsspecRemoteStorageManager, IndexType, SegmentFiles
 from storage.segment import LogSegment
 from storage.txn_index import AbortedTxn
 
@@ -66,8 +69,10 @@ log = logging.getLogger(__name__)
 class MetadataPublisher(Protocol):
     """Where remote log metadata goes (the broker's __remote_log_metadata topic)."""
 
-    async def publish(self, metadata: RemoteSegmentMetadata | PartitionDeleteMetadata) -> None:
-        """Write the record and return once it is committed; raises when it cannot be."""
+    async def publish(self, metadata: RemoteSegmentMetadata | PartitionDeleteMetadata) -> bool | None:
+        """Write the record and return once it is committed; raises when it cannot be. True
+        when the record is in the metadata cache already (a cluster's broker returns once it
+        has read its record back from the topic), else the manager applies it."""
 
     def is_loaded(self, tip: TopicIdPartition) -> bool:
         """Whether the metadata of `tip` has been read (its metadata partition loaded)."""
@@ -84,6 +89,18 @@ class TieredReplica(Protocol):
 
     @property
     def is_leader(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RemoteLogAuxState:
+    """What a tiered follower below its leader's local log start takes from the store (Kafka's
+    remote log aux state): it restarts its log at `next_offset`, the end of the remote segment
+    holding the offset before the leader's local log start, with that segment's leader epochs
+    and producer snapshot (None when the segment had none)."""
+
+    next_offset: int
+    leader_epochs: list[EpochEntry]
+    producer_snapshot: bytes | None
 
 
 def _now_ms() -> int:
@@ -125,8 +142,8 @@ class RemoteLogManager:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def _publish(self, metadata: RemoteSegmentMetadata | PartitionDeleteMetadata) -> None:
-        await self.publisher.publish(metadata)
-        self.cache.apply(metadata)
+        if not await self.publisher.publish(metadata):
+            self.cache.apply(metadata)
 
     # --------------------------------------------------------------------------- the task
 
@@ -194,7 +211,11 @@ class RemoteLogManager:
         self, tip: TopicIdPartition, replica: TieredReplica, partition_log: Log, epoch: int,
         segment: LogSegment, next_base: int,
     ) -> bool:
-        files = segment_files(partition_log, segment, next_base)
+        try:
+            files = segment_files(partition_log, segment, next_base)
+        except OSError as exc:  # the log was closed meanwhile: its partition deleted or moved
+            log.info("%s: not copying segment %d: %s", tip, segment.base_offset, exc)
+            return False
         metadata = RemoteSegmentMetadata(
             tip,
             uuid.uuid4(),
@@ -330,10 +351,34 @@ class RemoteLogManager:
         return PartitionDeleteMetadata(tip, self.broker_id, self._now_ms(), state)
 
     async def resume_deletions(self) -> None:
-        """Finish the partition deletions a restart interrupted."""
+        """Finish the partition deletions a restart of this broker interrupted (those of other
+        brokers, which share the metadata in a cluster, are theirs to finish)."""
         for tip, state in list(self.cache.partitions.items()):
-            if state.delete_state is not None and self.publisher.is_loaded(tip):
+            if state.delete_state is not None and state.delete_broker_id == self.broker_id and self.publisher.is_loaded(tip):
                 await self.delete_partition(tip, only_if_pending=True)
+
+    # ------------------------------------------------------------------------------ following
+
+    async def remote_log_aux_state(self, tip: TopicIdPartition, leader_local_log_start_offset: int) -> RemoteLogAuxState:
+        """The state a follower of `tip` restarts from when its leader's local log starts at
+        `leader_local_log_start_offset` (Kafka's ReplicaFetcherTierStateMachine): read from the
+        remote segment holding the offset before it. REPLICA_NOT_AVAILABLE (the follower tries
+        again) when the metadata knows no such segment yet."""
+        previous = leader_local_log_start_offset - 1
+        segment = self.cache.state(tip).segment_for(previous)
+        if segment is None or segment.start_offset > previous:
+            raise KafkaError(
+                f"{tip}: no remote segment holds offset {previous}, before the leader's local log start",
+                ErrorCode.replica_not_available,
+            )
+        epochs = await self._in_thread(self._readers, self.store.fetch_index, segment, IndexType.LEADER_EPOCH)
+        try:
+            snapshot = await self._in_thread(self._readers, self.store.fetch_index, segment, IndexType.PRODUCER_SNAPSHOT)
+        except FileNotFoundError:
+            snapshot = None
+        return RemoteLogAuxState(
+            segment.end_offset + 1, parse_epochs(epochs, f"{segment.segment_id}.leader_epoch_checkpoint"), snapshot or None
+        )
 
     # ------------------------------------------------------------------------------ reading
 

@@ -257,6 +257,7 @@ class RemotePartitionState:
     def __init__(self) -> None:
         self.segments: dict[uuid.UUID, RemoteSegmentMetadata] = {}
         self.delete_state: PartitionDeleteState | None = None
+        self.delete_broker_id: int | None = None  # the broker deleting the partition's remote data
 
     def apply(self, metadata: RemoteSegmentMetadata | SegmentStateUpdate, replaying: bool = False) -> None:
         """Take one state of a segment. `replaying` the topic, a whole record of a segment not
@@ -334,7 +335,8 @@ class RemoteLogMetadataCache:
             if metadata.state is PartitionDeleteState.DELETE_PARTITION_FINISHED:
                 self.partitions.pop(metadata.partition, None)
             else:
-                self.state(metadata.partition).delete_state = metadata.state
+                state = self.state(metadata.partition)
+                state.delete_state, state.delete_broker_id = metadata.state, metadata.broker_id
             return
         self.state(metadata.partition).apply(metadata, replaying)
 

@@ -2,6 +2,7 @@
 brokers say of a topic (and whether they agree), the controller from ZooKeeper, a topic made,
 records read back."""
 
+import asyncio
 import json
 import socket
 import time
@@ -12,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 
 from protocol.api_keys import ApiKey
+from replication.broker_client import BrokerClient
 from tests.cluster.checker import partition_batches, replicas_agree
 from tests.cluster.harness import read_frame, wait_until
 from tests.harness import unique_topic
@@ -149,3 +151,17 @@ def read_values(
             read.append(message.value())
     consumer.close()
     return read
+
+
+def send_request(bootstrap: str, api_key: ApiKey, version: int, request):
+    """One request to the broker at `bootstrap`, over the inter-broker client; its response."""
+    host, port = bootstrap.rsplit(":", 1)
+
+    async def call():
+        client = BrokerClient(host, int(port), "test", connect_timeout_s=5, request_timeout_s=30)
+        try:
+            return await client.send(api_key, version, request)
+        finally:
+            await client.close()
+
+    return asyncio.run(call())

@@ -4,7 +4,6 @@ with a higher epoch, leader failover within the ISR (acks=all records survive it
 shutdown, session expiry, reassignment, preferred leader election, and the admin requests only
 the controller serves."""
 
-import asyncio
 import datetime
 import time
 
@@ -26,8 +25,8 @@ from kio.schema.list_partition_reassignments.v0.request import ListPartitionReas
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from replication.broker_client import BrokerClient
 
+from tests.cluster.clients import send_request as _send
 from tests.cluster.clients import (
     TIMEOUT_S,
     admin_client,
@@ -239,19 +238,6 @@ def test_a_consumer_group_is_coordinated_by_the_leader_of_its_offsets_partition(
         lambda: topic_view(cluster.broker(1).bootstrap, "__consumer_offsets"), TIMEOUT_S, "__consumer_offsets"
     )
     assert all(len(replicas) == 3 for _, replicas, _ in offsets.values())
-
-
-def _send(bootstrap: str, api_key: ApiKey, version: int, request):
-    host, port = bootstrap.rsplit(":", 1)
-
-    async def call():
-        client = BrokerClient(host, int(port), "test", connect_timeout_s=5, request_timeout_s=30)
-        try:
-            return await client.send(api_key, version, request)
-        finally:
-            await client.close()
-
-    return asyncio.run(call())
 
 
 def test_a_reassignment_moves_replicas_and_leadership(cluster):

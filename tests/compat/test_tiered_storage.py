@@ -45,7 +45,7 @@ def produce(bootstrap: str, topic: str) -> None:
     assert producer.flush(TIMEOUT_S) == 0
 
 
-def consume_from_zero(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+def consume_from_zero(bootstrap: str, topic: str, count: int = RECORDS) -> list[tuple[int, bytes]]:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "tiered-reader", "enable.auto.commit": False,
         "isolation.level": "read_committed",
@@ -54,7 +54,7 @@ def consume_from_zero(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
     found: list[tuple[int, bytes]] = []
     deadline = time.monotonic() + TIMEOUT_S
     try:
-        while len(found) < RECORDS and time.monotonic() < deadline:
+        while len(found) < count and time.monotonic() < deadline:
             for message in consumer.consume(500, timeout=1):
                 assert message.error() is None, message.error()
                 found.append((message.offset(), message.value()))
@@ -75,8 +75,8 @@ def wait_for(condition, what: str) -> None:
         time.sleep(0.2)
 
 
-def assert_every_record(found: list[tuple[int, bytes]]) -> None:
-    assert [offset for offset, _ in found] == list(range(RECORDS))
+def assert_every_record(found: list[tuple[int, bytes]], count: int = RECORDS) -> None:
+    assert [offset for offset, _ in found] == list(range(count))
     assert all(value.startswith(b"record-%06d-" % offset) for offset, value in found)
 
 

@@ -798,9 +798,9 @@ def test_broker_local_retention_may_not_exceed_the_total_retention():
         BrokerConfig({**tiered, "log.retention.bytes": "10", "log.local.retention.bytes": "11"})
 
 
-def test_remote_storage_is_refused_in_a_cluster_until_brokers_share_the_remote_log_metadata():
-    with pytest.raises(ConfigError, match="standalone broker only"):
-        BrokerConfig({
-            "remote.log.storage.system.enable": "true", "rsm.config.url": "file:///tmp/store",
-            "zookeeper.connect": "127.0.0.1:2181",
-        })
+def test_remote_storage_is_served_in_a_cluster():
+    config = BrokerConfig({
+        "remote.log.storage.system.enable": "true", "rsm.config.url": "file:///tmp/store",
+        "zookeeper.connect": "127.0.0.1:2181",
+    })
+    assert config.get("remote.log.storage.system.enable") is True

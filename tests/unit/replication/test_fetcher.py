@@ -2,8 +2,10 @@
 double (the network path is covered by test_end_to_end.py), and a real follower replica manager."""
 
 import asyncio
+import datetime
 
 import pytest
+from kio.schema.list_offsets.v7.response import ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse
 from kio.schema.offset_for_leader_epoch.v4.response import (
     EpochEndOffset,
     OffsetForLeaderEpochResponse,
@@ -12,7 +14,7 @@ from kio.schema.offset_for_leader_epoch.v4.response import (
 
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import FetchResponse, PartitionResult, TopicResult
 from replication.broker_client import BrokerConnectionError
 from replication.fetcher import FetcherSettings, ReplicaFetcherManager, truncation_for
@@ -22,6 +24,8 @@ from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochE
 from storage.log import InlineScheduler, Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
+from storage.remote.manager import RemoteLogAuxState
+from protocol.records import iter_records
 from storage.topic_partition import TopicPartition
 from tests.unit.storage.conftest import batch
 
@@ -259,3 +263,102 @@ def test_a_throttled_follower_out_of_sync_fetches_only_while_under_its_quota_and
         await eventually(lambda: partition.log.log_end_offset == 5)
 
     run(tmp_path, leader, [], scenario, FetcherSettings(wait_max_ms=10, backoff_ms=30, quota=quota))
+
+
+class TieredStandInLeader(StandInLeader):
+    """A leader of a tiered log whose records below `local_start` are in the remote store only:
+    it answers a fetch below it OFFSET_MOVED_TO_TIERED_STORAGE, ListOffsets -4 with it and -2
+    with 0, as the leader's handlers do."""
+
+    def __init__(self, log: Log, epoch: int, local_start: int) -> None:
+        super().__init__(log, epoch)
+        self.local_start = local_start
+        self.asked_offsets: list[int] = []
+
+    async def send(self, api_key, version, request):
+        if api_key == ApiKey.LIST_OFFSETS:
+            self.requests.append(api_key)
+            timestamp = request.topics[0].partitions[0].timestamp
+            self.asked_offsets.append(timestamp)
+            offset = {-4: self.local_start, -2: 0}[timestamp]
+            answer = ListOffsetsPartitionResponse(partition_index=0, error_code=ErrorCode.none, offset=offset)
+            return ListOffsetsResponse(
+                throttle_time=datetime.timedelta(0), topics=(ListOffsetsTopicResponse(name=TP.topic, partitions=(answer,)),)
+            )
+        return await super().send(api_key, version, request)
+
+    def _fetch(self, request):
+        wanted = request.topics[0].partitions[0]
+        if wanted.fetch_offset < self.local_start:
+            result = PartitionResult(0, ErrorCode.offset_moved_to_tiered_storage, self.log.high_watermark, records=b"")
+            return FetchResponse(0, ErrorCode.none, 0, [TopicResult(TP.topic, [result])])
+        return super()._fetch(request)
+
+
+class RemoteStore:
+    """The remote log manager's answer to a follower: the state of the remote segment [0, 2]
+    (the leader's local log starts at 3), or `error` first."""
+
+    def __init__(self, error: ErrorCode | None = None) -> None:
+        self.error = error
+        self.asked: list[tuple[TopicPartition, int]] = []
+
+    async def aux_state(self, tp: TopicPartition, leader_local_start: int) -> RemoteLogAuxState:
+        self.asked.append((tp, leader_local_start))
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise KafkaError("the remote log metadata is being loaded", error)
+        return RemoteLogAuxState(3, [EpochEntry(0, 0)], None)
+
+
+def tiered_leader(tmp_path) -> TieredStandInLeader:
+    # Offsets 0-2 in epoch 0 (in the store only, as far as the follower is told), 3-4 in epoch 2.
+    return TieredStandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c")), (2, (b"d", b"e"))]), epoch=2, local_start=3)
+
+
+def test_a_follower_below_its_leaders_local_log_start_rebuilds_from_the_store_and_fetches_the_tail(tmp_path):
+    leader = tiered_leader(tmp_path)
+    store = RemoteStore()
+
+    async def scenario(manager, partition):
+        manager.remote_aux_state_source = store.aux_state
+        await eventually(lambda: partition.log.log_end_offset == 5)
+        assert store.asked == [(TP, 3)]
+        assert leader.asked_offsets == [-4, -2]
+        log_ = partition.log
+        # It restarted at the remote segment's end, took its epochs and the leader's log start,
+        # and fetched only offsets 3 and 4.
+        assert (log_.log_start_offset, log_.local_log_start_offset) == (0, 3)
+        assert [segment.base_offset for segment in log_.segments] == [3]
+        assert log_.leader_epochs.entries == ((0, 0), (2, 3))
+        tail = log_.read(3, 1 << 30, log_.log_end_offset, True).read()
+        assert tail == leader.log.read(3, 1 << 30, leader.log.log_end_offset, True).read()
+        assert [r.value for r in iter_records(tail)] == [b"d", b"e"]
+
+    run(tmp_path, leader, [], scenario)
+
+
+@pytest.mark.parametrize(
+    "error", [ErrorCode.replica_not_available, ErrorCode.unknown_server_error], ids=["metadata not loaded", "store failed"]
+)
+def test_a_follower_that_cannot_read_the_store_yet_backs_off_and_tries_again(tmp_path, error):
+    leader = tiered_leader(tmp_path)
+    store = RemoteStore(error)
+
+    async def scenario(manager, partition):
+        manager.remote_aux_state_source = store.aux_state
+        await eventually(lambda: partition.log.log_end_offset == 5)
+        assert store.asked == [(TP, 3), (TP, 3)]
+        assert partition.log.local_log_start_offset == 3
+
+    run(tmp_path, leader, [], scenario)
+
+
+def test_a_follower_without_tiered_storage_stops_fetching_a_partition_moved_to_the_store(tmp_path):
+    leader = tiered_leader(tmp_path)
+
+    async def scenario(manager, partition):
+        await eventually(lambda: manager.fetchers.partitions[TP].states[TP].failed)
+        assert partition.log.log_end_offset == 0
+
+    run(tmp_path, leader, [], scenario)

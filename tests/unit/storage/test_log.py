@@ -491,6 +491,28 @@ def test_truncate_fully_restarts_the_log_at_an_offset(open_log):
     assert log.log_end_offset == 41
 
 
+def test_a_tiered_follower_restarted_at_a_remote_segments_end_takes_its_epochs_producers_and_the_leaders_log_start(open_log, tmp_path):
+    # What the remote store holds of the segment [0, 4): its epochs and the producer snapshot.
+    leader = Log.load(str(tmp_path / "leader" / TP.dir_name), TP, LogConfig(), scheduler=InlineScheduler())
+    produce(leader, 0, b"a", b"b")
+    leader.assign_epoch_start(3, 2)
+    produce(leader, 2, b"c", b"d")
+    leader.roll()
+    with open(leader.producer_state.snapshot_path(4), "rb") as f:
+        snapshot = f.read()
+    epochs = list(leader.leader_epochs.entries)
+    leader.close()
+    log = open_log(LogConfig(remote_storage_enable=True))
+    log.truncate_fully_and_start_at(4)
+    log.take_remote_aux_state(0, epochs, snapshot)
+    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset) == (0, 4, 4)
+    assert log.leader_epochs.entries == tuple(epochs)
+    assert log.producer_state.producers[7].last_seq == 3
+    assert snapshot_offsets(log) == [4]
+    # As the leader it would become: the producer's next batch is in sequence.
+    assert produce(log, 4, b"e").first_offset == 4
+
+
 # ------------------------------------------------------------ producer state on a replica
 
 

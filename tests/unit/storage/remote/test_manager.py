@@ -5,11 +5,13 @@ from __remote_log_metadata) over the same store directory."""
 
 import asyncio
 import os
+import time
 import uuid
 from dataclasses import dataclass
 
 import pytest
 
+from protocol.errors import ErrorCode, KafkaError
 from storage.errors import OffsetMovedToTieredStorageError
 from storage.log import Log
 from storage.log_config import LogConfig
@@ -79,12 +81,12 @@ class Replica:
     is_leader: bool = True
 
 
-def manager_over(topic: MemoryTopic, store_dir) -> RemoteLogManager:
+def manager_over(topic: MemoryTopic, store_dir, broker_id: int = 0) -> RemoteLogManager:
     """A manager as a restarted leader has it: the metadata replayed from the topic."""
     cache = RemoteLogMetadataCache()
     cache.replay(topic.values)
     store = CrashingStore(f"file://{store_dir}")
-    return RemoteLogManager(store, cache, topic, broker_id=0, copier_threads=2, reader_threads=2)
+    return RemoteLogManager(store, cache, topic, broker_id=broker_id, copier_threads=2, reader_threads=2)
 
 
 def fill(log: Log, batches: int) -> None:
@@ -307,15 +309,7 @@ def test_a_deleted_partition_loses_its_remote_data_even_across_a_restart(open_lo
         asyncio.run(manager.delete_partition(TIP))
     manager.shutdown()
     assert store_segment_ids(tmp_path / "store")
-    restarted = manager_over(topic, tmp_path / "store")
-
-    async def resume():
-        try:
-            await restarted.resume_deletions()
-        finally:
-            restarted.shutdown()
-
-    asyncio.run(resume())
+    resume_deletions(manager_over(topic, tmp_path / "store"))
     assert not (tmp_path / "store" / f"{TIP.topic}-{TIP.topic_id}").exists()
     cache = RemoteLogMetadataCache()
     cache.replay(topic.values)
@@ -329,6 +323,16 @@ def test_a_deleted_partition_loses_its_remote_data_even_across_a_restart(open_lo
     assert set(last_state.values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
 
 
+def resume_deletions(manager: RemoteLogManager) -> None:
+    async def resume():
+        try:
+            await manager.resume_deletions()
+        finally:
+            manager.shutdown()
+
+    asyncio.run(resume())
+
+
 def _offsets(data: bytes) -> list[int]:
     from protocol.records import iter_records
     from protocol.record_batch import iter_batches
@@ -339,3 +343,82 @@ def _offsets(data: bytes) -> list[int]:
 
 def _last_offset(data: bytes) -> int:
     return _offsets(data)[-1]
+
+
+def test_a_partition_deletion_is_resumed_only_by_the_broker_that_began_it(open_log, tmp_path):
+    # Brokers of a cluster share the metadata: another broker seeing a deletion under way must
+    # leave it to the one deleting, or both would delete each segment.
+    log = open_log(TIERED)
+    fill(log, 8)
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    manager = manager_over(topic, tmp_path / "store")
+    manager.store.crash_in = "delete"
+    with pytest.raises(Crash):
+        asyncio.run(manager.delete_partition(TIP))
+    manager.shutdown()
+    written = len(topic.values)
+
+    resume_deletions(manager_over(topic, tmp_path / "store", broker_id=1))
+    assert len(topic.values) == written and store_segment_ids(tmp_path / "store")
+    resume_deletions(manager_over(topic, tmp_path / "store", broker_id=0))
+    assert not (tmp_path / "store" / f"{TIP.topic}-{TIP.topic_id}").exists()
+
+
+def fill_as_producer(log: Log, batches: int, leader_epoch: int, first_sequence: int) -> None:
+    now = int(time.time() * 1000)  # a producer of long ago would have expired
+    for i in range(batches):
+        records = batch(
+            b"v" * 60, b"w" * 60, timestamp=now, producer_id=42, producer_epoch=0, base_sequence=first_sequence + 2 * i
+        )
+        log.append_as_leader(memoryview(records), leader_epoch=leader_epoch)
+    log.high_watermark = log.log_end_offset
+
+
+def test_a_follower_takes_the_state_of_the_remote_segment_before_its_leaders_local_log_start(open_log, tmp_path):
+    leader_log = open_log(TIERED)
+    fill_as_producer(leader_log, 4, leader_epoch=0, first_sequence=0)
+    fill_as_producer(leader_log, 4, leader_epoch=3, first_sequence=8)
+    assert len(leader_log.segments) >= 4
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(leader_log, leader_epoch=3))
+    local_start = leader_log.segments[-2].base_offset  # the last rolled segment's, as if local retention left two
+    manager = manager_over(topic, tmp_path / "store")
+
+    async def aux_state():
+        try:
+            return await manager.remote_log_aux_state(TIP, local_start)
+        finally:
+            manager.shutdown()
+
+    aux = asyncio.run(aux_state())
+    assert aux.next_offset == local_start
+    assert aux.leader_epochs == [e for e in leader_log.leader_epochs.entries if e.start_offset < local_start]
+    assert aux.producer_snapshot is not None
+
+    follower = Log.load(str(tmp_path / "follower" / TP.dir_name), TP, TIERED, scheduler=leader_log.scheduler)
+    try:
+        follower.truncate_fully_and_start_at(aux.next_offset)
+        follower.take_remote_aux_state(0, aux.leader_epochs, aux.producer_snapshot)
+        assert (follower.log_start_offset, follower.local_log_start_offset) == (0, local_start)
+        assert follower.leader_epochs.entries == tuple(aux.leader_epochs)
+        # The producer is known as it was at the segment's end: the follower, a leader later,
+        # takes its next batch in sequence.
+        # (its sequences are the offsets here: one producer wrote every record).
+        assert follower.producer_state.producers[42].last_seq == local_start - 1
+    finally:
+        follower.close()
+
+
+def test_no_remote_segment_before_the_local_log_start_answers_replica_not_available(tmp_path):
+    manager = manager_over(MemoryTopic(), tmp_path / "store")
+
+    async def aux_state():
+        try:
+            return await manager.remote_log_aux_state(TIP, 10)
+        finally:
+            manager.shutdown()
+
+    with pytest.raises(KafkaError) as raised:
+        asyncio.run(aux_state())
+    assert raised.value.error_code is ErrorCode.replica_not_available
