@@ -76,10 +76,11 @@ def topic_ids(options: ReadOptions, topics: Iterable[str]) -> dict[str, uuid.UUI
     names = sorted(set(topics))
     if not names:
         return {}
-    futures = _admin(options).describe_topics(TopicCollection(names), request_timeout=_REQUEST_TIMEOUT_S)
+    admin = _admin(options)  # kept until the answers come: its end fails them
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=_REQUEST_TIMEOUT_S)
     found = {}
     for name, future in futures.items():
-        topic_id = future.result().topic_id
+        topic_id = future.result(_REQUEST_TIMEOUT_S).topic_id
         found[name] = uuid.UUID(
             int=((topic_id.get_most_significant_bits() & (2**64 - 1)) << 64)
             | (topic_id.get_least_significant_bits() & (2**64 - 1))
