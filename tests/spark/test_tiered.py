@@ -21,7 +21,8 @@ from spark_jobs import reading
 from spark_jobs.export import ExportConfig, committed_ranges, run_export
 from spark_jobs.options import parse_read_options
 from spark_jobs.planning import DataLossError
-from tests.harness import BrokerProcess, unique_topic
+from tests.compat.test_tiered_storage import local_segment_bases, tiered_broker
+from tests.harness import unique_topic
 from tests.spark.helpers import SPARK_MARKS, rows_of, wait_for
 
 pytestmark = SPARK_MARKS
@@ -88,10 +89,6 @@ def store_segment_starts(store: Path, topic: str) -> set[int]:
     return {int(p.name[:20]) for p in store.glob(f"{topic}-*/0/*.log")}
 
 
-def local_segment_bases(data_dir: Path, topic: str) -> list[int]:
-    return sorted(int(name[:20]) for name in os.listdir(data_dir / f"{topic}-0") if name.endswith(".log"))
-
-
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory):
     """A broker with a directory store and a tiered topic whose early segments are only in the
@@ -99,21 +96,13 @@ def tiered(tmp_path_factory):
     store moved to where only Spark is told to look."""
     root = tmp_path_factory.mktemp("tiered")
     store, data = root / "store", root / "data"
-    broker = BrokerProcess(data, {
-        "remote.log.storage.system.enable": "true",
-        "rsm.config.url": f"file://{store}",
-        "remote.log.manager.task.interval.ms": "300",
-        "log.retention.check.interval.ms": "300",
-        "log.segment.delete.delay.ms": "0",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        "remote.log.index.file.cache.total.size.bytes": "1",  # nothing of the store kept in memory
-    }).start()
+    # Nothing of the store kept in memory: a 1-byte remote cache.
+    broker = tiered_broker(data, f"file://{store}", **{"remote.log.index.file.cache.total.size.bytes": "1"}).start()
     try:
         topic = unique_topic("tiered")
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1, config={
-            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
-            "retention.ms": "-1",
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1", "retention.ms": "-1",
         })])[topic].result(timeout=TIMEOUT_S)
         produce(broker.bootstrap, topic)
         # Every rolled segment copied, and the copied ones deleted locally.
