@@ -1,6 +1,7 @@
 """The Spark source and the export job reading a tiered topic (KIP-405) whose early segments
 exist only in the store: the history straight from the store (rsm.config.url, a directory),
-the live tail from the broker, in one job, equal to what a Kafka client reads from offset 0.
+the live tail from the broker, in one job, equal to what a Kafka client reads from offset 0,
+at both isolation levels (read_committed also across a transaction open at the store's end).
 
 To show that no broker is on the data path of the store's offsets, the store is moved away
 from the broker once the reference reads are done (the broker keeps nothing of it in memory:
@@ -187,3 +188,53 @@ def test_a_remote_segment_gone_from_the_store_fails_the_read_loudly(spark, tiere
         list(reading.records(parse_read_options(options), failed[0]))
     with pytest.raises(Exception, match="DataLossError"):
         spark.read.format("logway").options(**options).load().count()
+
+
+def test_read_committed_leaves_a_transaction_open_at_the_store_s_end_to_the_broker(spark, tmp_path):
+    """A transaction whose records are in the store and whose abort marker is not (it landed in
+    the active segment, never copied): only the broker's transaction index knows it was aborted,
+    so the read takes the offsets from its first one on from the broker."""
+    store = tmp_path / "store"
+    with tiered_broker(tmp_path / "data", f"file://{store}") as broker:
+        topic = unique_topic("tiered-open")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={
+            "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1", "retention.ms": "-1",
+        })])[topic].result(timeout=TIMEOUT_S)
+        plain = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 8192})
+        transactional = Producer({
+            "bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic("tx"), "linger.ms": 5,
+            "batch.size": 8192,
+        })
+        first_aborted = []
+        for i in range(500):
+            plain.produce(topic, value=b"before-%06d-" % i + b"x" * 80)
+        assert plain.flush(TIMEOUT_S) == 0
+        transactional.init_transactions(TIMEOUT_S)
+        transactional.begin_transaction()
+        for i in range(100):
+            transactional.produce(
+                topic, value=b"aborted-%06d" % i, on_delivery=lambda err, msg: first_aborted.append(msg.offset())
+            )
+        assert transactional.flush(TIMEOUT_S) == 0
+        for i in range(500):  # segments roll while the transaction is open
+            plain.produce(topic, value=b"during-%06d-" % i + b"x" * 80)
+        assert plain.flush(TIMEOUT_S) == 0
+        transactional.abort_transaction(TIMEOUT_S)
+        data = tmp_path / "data"
+        wait_for(
+            lambda: local_segment_bases(data, topic)[0] > min(first_aborted)
+            and set(local_segment_bases(data, topic)[:-1]) <= store_segment_starts(store, topic),
+            TIMEOUT_S,
+            "copies to the store and local deletion",
+        )
+        _, end = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "w"}).get_watermark_offsets(
+            TopicPartition(topic, 0), timeout=TIMEOUT_S
+        )
+        reference = consume_from_zero(broker.bootstrap, topic, "read_committed", end)
+        assert len(reference) == 1000
+
+        options = source_options(broker, topic, store, **{"kafka.isolation.level": "read_committed"})
+        plan = reading.plan(parse_read_options(options))
+        assert max(r.end for r in plan if r.remote is not None) == min(first_aborted)
+        assert rows_of(spark.read.format("logway").options(**options).load(), headers=True) == reference
