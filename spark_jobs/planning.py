@@ -6,6 +6,8 @@
    (spark_jobs.offline). Both sides look up in bulk, one call per kind of question.
 3. `plan_ranges` checks each partition's [start, end) against the log start (retention may have
    deleted the start: failOnDataLoss) and the log end, and drops empty ranges.
+   With rsm.config.url, `cut_at_remote_segments` then cuts them at the tiered store's segments
+   (spark_jobs.remote gives it the segments): the store's offsets are read from the store.
 4. `split_ranges` cuts big ranges by offset (minPartitions, maxRecordsPerPartition), so one hot
    partition is read by several tasks at once. Offsets are split, not records: in a compacted
    topic a piece may hold fewer records than its length, or none.
