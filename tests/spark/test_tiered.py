@@ -154,6 +154,31 @@ def test_the_source_reads_the_history_from_the_store_and_the_tail_from_the_broke
     assert rows == reference[isolation]
 
 
+def test_a_stream_reads_the_history_from_the_store_in_micro_batches(spark, tiered, tmp_path):
+    broker, topic, store, reference, _ = tiered
+    stream = (
+        spark.readStream.format("logway")
+        .options(**source_options(broker, topic, store))
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "1000")
+        .load()
+    )
+    name = "stream_" + topic.replace("-", "_")
+    query = (
+        stream.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert rows_of(spark.table(name), headers=True) == reference["read_uncommitted"]
+
+
 def test_the_export_job_reads_the_history_from_the_store(spark, tiered, tmp_path):
     broker, topic, store, reference, _ = tiered
     output = tmp_path / "export"
