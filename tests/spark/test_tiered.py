@@ -1,4 +1,4 @@
-"""The Spark source and the export job reading a tiered topic (KIP-405) whose early segments
+"""The Spark source (a batch read and a stream) and the export job reading a tiered topic (KIP-405) whose early segments
 exist only in the store: the history straight from the store (rsm.config.url, a directory),
 the live tail from the broker, in one job, equal to what a Kafka client reads from offset 0,
 at both isolation levels (read_committed also across a transaction open at the store's end).
