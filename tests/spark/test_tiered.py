@@ -1,7 +1,8 @@
-"""The Spark source (a batch read and a stream) and the export job reading a tiered topic (KIP-405) whose early segments
-exist only in the store: the history straight from the store (rsm.config.url, a directory),
-the live tail from the broker, in one job, equal to what a Kafka client reads from offset 0,
-at both isolation levels (read_committed also across a transaction open at the store's end).
+"""The Spark source (a batch read and a stream) and the export job reading a tiered topic
+(KIP-405) whose early segments exist only in the store: the history straight from the store
+(rsm.config.url, a directory), the live tail from the broker, in one job, equal to what a Kafka
+client reads from offset 0, at both isolation levels (read_committed also across a transaction
+open at the store's end).
 
 To show that no broker is on the data path of the store's offsets, the store is moved away
 from the broker once the reference reads are done (the broker keeps nothing of it in memory:
