@@ -17,8 +17,9 @@ How a run goes:
    the log start cannot hide an offset a failed run left out. The end is --ending-offsets
    (default latest) at this run's start. The committed files give the ranges already done; what
    is left of [first offset, end) is cut into ranges of at most --max-records-per-range offsets.
-2. One Spark task per range reads it (online through the leader, or offline with --log-dirs:
-   spark_jobs.reading), writes one Parquet file under _temporary, fsyncs it, and renames it to
+2. One Spark task per range reads it (online through the leader, offline with --log-dirs, or,
+   with --option rsm.config.url=<the brokers' store>, the offsets a tiered store holds straight
+   from its segments, one task per segment at least: spark_jobs.reading, spark_jobs.remote), writes one Parquet file under _temporary, fsyncs it, and renames it to
    the name that states its range. The rename is the commit: a range's records and the range
    they cover appear together or not at all, and a task that dies half way leaves only a
    temporary file. A retried or speculative attempt renames the same records onto the same
@@ -218,7 +219,7 @@ def plan_export(
         todo += subtract(want, done.get(tp, []))
     if moved:
         write_manifest(output, starts)
-    todo = split_ranges(todo, options.min_partitions, max_records_per_range)
+    todo = split_ranges(reading.remote_pieces(options, todo), options.min_partitions, max_records_per_range)
     return ExportPlan({tp: starts[tp] for tp in tps}, ends, done, todo)
 
 

@@ -235,21 +235,7 @@ class PartitionFiles:
                     continue
                 if header.is_transactional and read_committed and not self._committed(segment, header):
                     continue
-                timestamp_type = (
-                    LOG_APPEND_TIME
-                    if header.timestamp_type == TimestampType.LOG_APPEND_TIME
-                    else CREATE_TIME
-                )
-                for record in iter_records(data):
-                    if start <= record.offset < end:
-                        yield (
-                            record.offset,
-                            record.timestamp,
-                            timestamp_type,
-                            record.key,
-                            record.value,
-                            [(h.key, h.value) for h in record.headers],
-                        )
+                yield from batch_rows(header, data, start, end)
         except CorruptRecordError as exc:
             if reached >= end:
                 return  # past the range: a torn tail, say, which the log end stops short of
@@ -327,6 +313,24 @@ class TransactionOutcomes:
                         yield header.producer_id, header.base_offset, commit
             finally:
                 records.close()
+
+
+def batch_rows(header, data, start: int, end: int) -> Iterator[tuple]:
+    """The records of one data batch with offsets in [start, end), as RowBuilder.add takes them
+    (offline and remote reads)."""
+    timestamp_type = (
+        LOG_APPEND_TIME if header.timestamp_type == TimestampType.LOG_APPEND_TIME else CREATE_TIME
+    )
+    for record in iter_records(data):
+        if start <= record.offset < end:
+            yield (
+                record.offset,
+                record.timestamp,
+                timestamp_type,
+                record.key,
+                record.value,
+                [(h.key, h.value) for h in record.headers],
+            )
 
 
 def _batches(records: RecordsFile, position: int) -> Iterator[BatchLocation]:

@@ -23,13 +23,17 @@ Reading (spark.read.format("logway").option(...)):
 | kafka.isolation.level | `read_uncommitted` (default, as Spark's source) or `read_committed` |
 | kafkaConsumer.pollTimeoutMs | how long a task waits for records it expects (default 120000) |
 | logDirs | comma list of log dirs (the broker's `log.dirs`): read segment files directly, offline |
+| rsm.config.url | the brokers' tiered store (their `rsm.config.url`, an fsspec URL: `file:///mnt/tier`, `s3://bucket/prefix`): offsets the store holds are read from it directly, the rest from the brokers (spark_jobs.remote) |
+| rsm.config.* | the store's other fsspec options, as the brokers' (`rsm.config.endpoint_url`, `rsm.config.key`, ...) |
 | kafka.* | any other librdkafka setting (security.protocol, sasl.*, fetch sizes, ...) |
 
 Precedence, as in Spark: startingTimestamp over startingOffsetsByTimestamp over startingOffsets,
 and the same for the ending options. The consumer settings the reader owns (auto.offset.reset,
 enable.auto.commit, deserializers, interceptors) are refused, as Spark refuses them;
 kafka.group.id is accepted and unused, since readers never join a group nor commit.
-Unknown options are ignored, as Spark ignores them.
+Unknown options are ignored, as Spark ignores them, except under the `rsm.` prefix: any
+`rsm.config.*` needs rsm.config.url, and other `rsm.*` keys are refused (Kafka has none a
+reader could use).
 
 Writing (df.write.format("logway")):
 
@@ -161,6 +165,8 @@ class ReadOptions:
     isolation_level: str = "read_uncommitted"
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     client_config: tuple[tuple[str, str], ...] = field(default=())
+    remote_store_url: str | None = None
+    remote_store_options: tuple[tuple[str, str], ...] = ()
 
     @property
     def offline(self) -> bool:
@@ -339,6 +345,30 @@ def bootstrap_servers(opts: dict[str, str], required: bool) -> str:
     return servers
 
 
+RSM_CONFIG_PREFIX = "rsm.config."
+RSM_URL = "rsm.config.url"
+
+
+def remote_store(opts: Mapping[str, str], offline: bool) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """(rsm.config.url, the other rsm.config.* options without the prefix), the brokers'
+    settings of their tiered store. Spark lowercases option names; fsspec's options are
+    lowercase."""
+    unknown = sorted(k for k in opts if k.startswith("rsm.") and not k.startswith(RSM_CONFIG_PREFIX))
+    if unknown:
+        raise OptionError(f"unknown options {', '.join(unknown)} (the store is set by rsm.config.url and rsm.config.*)")
+    url = opts.get(RSM_URL, "").strip() or None
+    store_options = tuple(
+        sorted((k[len(RSM_CONFIG_PREFIX) :], v) for k, v in opts.items() if k.startswith(RSM_CONFIG_PREFIX) and k != RSM_URL)
+    )
+    if store_options and url is None:
+        raise OptionError(
+            f"{', '.join(RSM_CONFIG_PREFIX + k for k, _ in store_options)} set without rsm.config.url: nothing would use them"
+        )
+    if url is not None and offline:
+        raise OptionError("rsm.config.url reads a tiered store beside the brokers; it cannot be combined with logDirs")
+    return url, store_options
+
+
 def parse_read_options(options: Mapping[str, str], streaming: bool = False) -> ReadOptions:
     opts = _lower(options)
     log_dirs = tuple(d.strip() for d in opts.get("logdirs", "").split(",") if d.strip())
@@ -351,6 +381,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool = False) -> R
     if streaming and any(k.startswith("ending") for k in opts):
         raise OptionError("ending offsets are for batch reads; a stream reads on as data comes")
     poll_timeout = _positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS
+    store_url, store_options = remote_store(opts, offline=bool(log_dirs))
     return ReadOptions(
         subscription=_parse_subscription(opts),
         starting=_parse_offset_spec(opts, "starting", "latest" if streaming else "earliest", streaming),
@@ -366,6 +397,8 @@ def parse_read_options(options: Mapping[str, str], streaming: bool = False) -> R
         isolation_level=isolation,
         poll_timeout_ms=poll_timeout,
         client_config=client_config(opts),
+        remote_store_url=store_url,
+        remote_store_options=store_options,
     )
 
 

@@ -6,6 +6,8 @@
    (spark_jobs.offline). Both sides look up in bulk, one call per kind of question.
 3. `plan_ranges` checks each partition's [start, end) against the log start (retention may have
    deleted the start: failOnDataLoss) and the log end, and drops empty ranges.
+   With rsm.config.url, `cut_at_remote_segments` then cuts them at the tiered store's segments
+   (spark_jobs.remote gives it the segments): the store's offsets are read from the store.
 4. `split_ranges` cuts big ranges by offset (minPartitions, maxRecordsPerPartition), so one hot
    partition is read by several tasks at once. Offsets are split, not records: in a compacted
    topic a piece may hold fewer records than its length, or none.
@@ -16,10 +18,13 @@ Pure Python, unit-tested without Spark or a broker.
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from spark_jobs.options import EARLIEST, LATEST, TP, OffsetSpec, OptionError
+from storage.remote.metadata import RemoteSegmentMetadata
+from storage.txn_index import AbortedTxn, collect_aborted
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +33,24 @@ class DataLossError(RuntimeError):
     """Offsets a read was asked for that the log no longer holds (failOnDataLoss=true)."""
 
 
+@dataclass(frozen=True)
+class RemoteSource:
+    """Where a range is read from the tiered store (spark_jobs.remote): one remote segment, and
+    for read_committed the aborted transactions with records in the range (complete: the
+    planner made sure the store's transaction indexes list them all)."""
+
+    segment: RemoteSegmentMetadata
+    aborted: tuple[AbortedTxn, ...] = ()
+
+
 @dataclass(frozen=True, order=True)
 class OffsetRange:
     topic: str
     partition: int
     start: int
     end: int
+    # Set: read from this remote segment; None: from the brokers (or the log dirs, offline).
+    remote: RemoteSource | None = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -44,7 +61,8 @@ class OffsetRange:
         return (self.topic, self.partition)
 
     def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}[{self.start},{self.end})"
+        where = "" if self.remote is None else f" from remote segment {self.remote.segment.segment_id}"
+        return f"{self.topic}-{self.partition}[{self.start},{self.end}){where}"
 
 
 class OffsetLookup(Protocol):
@@ -218,7 +236,72 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
     """`r` in `parts` contiguous pieces whose sizes differ by one at most."""
     parts = max(1, min(parts, r.size))
     bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
-    return [OffsetRange(r.topic, r.partition, a, b) for a, b in zip(bounds, bounds[1:])]
+    return [replace(r, start=a, end=b) for a, b in zip(bounds, bounds[1:])]
+
+
+@dataclass(frozen=True)
+class StoredSegment:
+    """A remote segment of a partition, as planning sees it: its metadata and, for read_committed,
+    the entries of its transaction index."""
+
+    metadata: RemoteSegmentMetadata
+    txn_entries: tuple[AbortedTxn, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoredLog:
+    """The remote part of a partition: its finished segments by start offset, and `end`, the
+    offset below which the store alone decides every record (for read_uncommitted the store's
+    end; for read_committed no later than the first offset of a transaction still open at the
+    store's end, whose outcome only the brokers know)."""
+
+    segments: tuple[StoredSegment, ...]
+    end: int
+
+
+def cut_at_remote_segments(
+    ranges: list[OffsetRange], stored: Mapping[TP, StoredLog], read_committed: bool
+) -> list[OffsetRange]:
+    """The offsets of `ranges`, in order, in pieces: one per remote segment for the offsets the
+    store holds (below the StoredLog's end), read from the store; the rest left to the brokers.
+    For read_committed each remote piece carries the aborted transactions that the transaction
+    indexes of its segment and the later ones list for it."""
+    pieces: list[OffsetRange] = []
+    for r in ranges:
+        remote_log = stored.get(r.tp)
+        position = r.start
+        if remote_log is not None:
+            for index, segment in enumerate(remote_log.segments):
+                meta = segment.metadata
+                end = min(r.end, meta.end_offset + 1, remote_log.end)
+                if end <= position:
+                    continue
+                if meta.start_offset >= end:
+                    break
+                if meta.start_offset > position:
+                    pieces.append(replace(r, start=position, end=meta.start_offset, remote=None))
+                    position = meta.start_offset
+                aborted: tuple[AbortedTxn, ...] = ()
+                if read_committed:
+                    aborted = _aborted_in(remote_log.segments[index:], position, end)
+                pieces.append(replace(r, start=position, end=end, remote=RemoteSource(meta, aborted)))
+                position = end
+        if position < r.end:
+            pieces.append(replace(r, start=position, remote=None))
+    return pieces
+
+
+def _aborted_in(segments: Sequence[StoredSegment], start: int, end: int) -> tuple[AbortedTxn, ...]:
+    """Aborted transactions with records in [start, end) that the segments' indexes list, from
+    the segment holding `start` on, up to an entry that makes the search complete (as the
+    broker's fetch searches; the store's end bounds it otherwise: see StoredLog.end)."""
+    found: list[AbortedTxn] = []
+    for segment in segments:
+        more, complete = collect_aborted(list(segment.txn_entries), start, end)
+        found += more
+        if complete:
+            break
+    return tuple(found)
 
 
 def subtract(want: OffsetRange, done: Iterable[tuple[int, int]]) -> list[OffsetRange]:

@@ -2,8 +2,10 @@
 reader and the export job share.
 
 `lookup_for` picks the log to ask (brokers, or segment files when logDirs is set), `plan` turns
-options into offset ranges (spark_jobs.planning), and `arrow_batches` reads one range into Arrow
-record batches through the single record-to-row conversion (spark_jobs.rows).
+options into offset ranges (spark_jobs.planning; with rsm.config.url the offsets in the tiered
+store become ranges of remote segments: spark_jobs.remote), and `arrow_batches` reads one range
+(from its remote segment, the brokers or the log dirs) into Arrow record batches through the
+single record-to-row conversion (spark_jobs.rows).
 """
 
 from collections.abc import Iterable, Iterator, Mapping
@@ -83,11 +85,26 @@ def plan(options: ReadOptions, lookup: OffsetLookup | None = None) -> list[Offse
         lookup.latest(tps),
         fail_on_data_loss=options.fail_on_data_loss,
     )
-    return split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return split_ranges(
+        remote_pieces(options, ranges), options.min_partitions, options.max_records_per_partition
+    )
+
+
+def remote_pieces(options: ReadOptions, ranges: list[OffsetRange]) -> list[OffsetRange]:
+    """`ranges` cut at the tiered store's segments when rsm.config.url is set (spark_jobs.remote)."""
+    if options.remote_store_url is None:
+        return ranges
+    from spark_jobs import remote
+
+    return remote.plan(options, ranges)
 
 
 def records(options: ReadOptions, offsets: OffsetRange) -> Iterator[tuple]:
     """The records of one range, as RowBuilder.add takes them."""
+    if offsets.remote is not None:
+        from spark_jobs import remote
+
+        return remote.read_range(options, offsets)
     if options.offline:
         from spark_jobs import offline
 

@@ -12,8 +12,9 @@ Options and schema are those of Spark's Kafka source (spark_jobs.options, spark_
 
 Batch reads: `partitions()` runs once per query on the driver side: it resolves the offsets and
 plans one InputPartition per offset range (spark_jobs.planning), so the offsets a query reads
-are fixed when it starts. Each task reads its range online through the partition leader or,
-with logDirs, from the segment files (spark_jobs.reading), and hands Spark Arrow batches.
+are fixed when it starts. Each task reads its range online through the partition leader, with
+logDirs from the segment files, or with rsm.config.url from a segment of the tiered store
+(spark_jobs.reading, spark_jobs.remote), and hands Spark Arrow batches.
 
 Streams (spark.readStream.format("logway")): offsets are JSON like Spark's Kafka source,
 {"topic": {"0": 42}}. Each micro-batch reads from the previous end to the latest offsets,
@@ -189,7 +190,9 @@ class LogwayStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             starts, finish, earliest, finish, fail_on_data_loss=self.options.fail_on_data_loss
         )
         ranges = split_ranges(
-            ranges, self.options.min_partitions, self.options.max_records_per_partition
+            reading.remote_pieces(self.options, ranges),
+            self.options.min_partitions,
+            self.options.max_records_per_partition,
         )
         return [RangePartition(r) for r in ranges]
 

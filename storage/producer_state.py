@@ -474,7 +474,11 @@ def read_snapshot(path: str) -> list[ProducerStateEntry]:
     """The producers of a snapshot file; CorruptSnapshotError for a file that is not a whole,
     intact version 1 snapshot."""
     with open(path, "rb") as f:
-        data = f.read()
+        return parse_snapshot(f.read())
+
+
+def parse_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """The producers of a snapshot file's bytes (read_snapshot; a remote segment's .snapshot)."""
     entries_start = _VERSION_AND_CRC.size + INT32.size
     if len(data) < entries_start:
         raise CorruptSnapshotError(f"{len(data)} bytes is too short for a snapshot")

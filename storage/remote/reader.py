@@ -129,13 +129,18 @@ class RemoteLogReader:
                 used = header.size
             position += used
 
+    def batches_from(self, segment: RemoteSegmentMetadata, offset: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """The segment's whole batches from the one the offset index points to for `offset` on
+        (earlier batches may come first: skip those ending before it)."""
+        start = indexed_position(self.index(segment, IndexType.OFFSET), segment.start_offset, offset)
+        return self._batches(segment, start)
+
     def read(self, segment: RemoteSegmentMetadata, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
         """Whole batches of the segment from the one holding `offset`, within `max_bytes`
         (the first one whatever its size with `min_one_batch`); b"" when none fits."""
-        start = indexed_position(self.index(segment, IndexType.OFFSET), segment.start_offset, offset)
         found: list[memoryview] = []
         total = 0
-        for header, batch in self._batches(segment, start):
+        for header, batch in self.batches_from(segment, offset):
             if header.last_offset < offset:
                 continue
             if total + header.size > max_bytes and (found or not min_one_batch):

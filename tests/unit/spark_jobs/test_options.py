@@ -184,3 +184,31 @@ def test_subscription_select():
         Subscription("subscribe", topics=("a", "c")).select(available)
     with pytest.raises(OptionError, match="b-1"):
         Subscription("assign", partitions=(("b", 1),)).select(available)
+
+
+def test_the_tiered_store_is_set_by_the_brokers_rsm_config_keys():
+    options = parse_read_options(
+        {
+            "subscribe": "t",
+            "kafka.bootstrap.servers": "b:9092",
+            "rsm.config.url": "s3://tier/prefix",
+            "rsm.config.endpoint_url": "http://127.0.0.1:9000",
+            "rsm.config.key": "k",
+        }
+    )
+    assert options.remote_store_url == "s3://tier/prefix"
+    assert options.remote_store_options == (("endpoint_url", "http://127.0.0.1:9000"), ("key", "k"))
+    assert ("rsm.config.key", "k") not in options.client_config  # not handed to librdkafka
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"rsm.config.endpoint_url": "http://x"}, "without rsm.config.url"),
+        ({"rsm.url": "file:///tier"}, "unknown options rsm.url"),
+        ({"rsm.config.url": "file:///tier", "logDirs": "/data"}, "cannot be combined with logDirs"),
+    ],
+)
+def test_tiered_store_options_that_would_not_be_used_are_refused(extra, message):
+    with pytest.raises(OptionError, match=message):
+        parse_read_options({"subscribe": "t", "kafka.bootstrap.servers": "b:9092", **extra})
