@@ -11,6 +11,7 @@ _MIN_READ = 16 * 1024
 # The most room a busy connection's reads grow to (see FrameReader.received): enough for a
 # dozen pipelined 16 KiB requests in one recv.
 _MAX_READ = 256 * 1024
+_unpack_size = INT32.unpack_from
 
 
 class FrameTooLargeError(ProtocolError):
@@ -89,15 +90,21 @@ class FrameReader:
     def received(self, nbytes: int) -> list[memoryview]:
         if nbytes >= self._offered and self._read_room < _MAX_READ:
             self._read_room *= 2  # the read filled its room: more was likely waiting
-        self._end += nbytes
+        end = self._end = self._end + nbytes
+        start = self._start
+        buf, view, max_frame_bytes = self._buf, self._view, self._max_frame_bytes
         frames = []
-        while self._end - self._start >= FRAME_PREFIX:
-            size = self._checked_size(self._start)
-            frame_end = self._start + FRAME_PREFIX + size
-            if frame_end > self._end:
+        while end - start >= FRAME_PREFIX:
+            (size,) = _unpack_size(buf, start)
+            if not 0 <= size <= max_frame_bytes:
+                self._start = start
+                self._checked_size(start)  # raises, saying why
+            frame_end = start + FRAME_PREFIX + size
+            if frame_end > end:
                 break
-            frames.append(self._view[self._start + FRAME_PREFIX : frame_end])
-            self._start = frame_end
+            frames.append(view[start + FRAME_PREFIX : frame_end])
+            start = frame_end
+        self._start = start
         if frames:
             self._frames_alive = True
         return frames
