@@ -584,8 +584,17 @@ class TimeIndex(_MappedIndex):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Appends (timestamp, offset) if `timestamp` is greater than the last one recorded."""
-        relative_offset = self._relative(offset)
-        last_timestamp, last_relative_offset = self._last_read()
+        # On the append path: _relative and _last_read, inlined.
+        relative_offset = offset - self._base_offset
+        if not 0 <= relative_offset <= _INT32_MAX:
+            self._relative(offset)
+        entries = self._entries
+        if entries:
+            last_timestamp, last_relative_offset = self._ENTRY.unpack_from(
+                self._buffer(), (entries - 1) * self._ENTRY.size
+            )
+        else:
+            last_timestamp, last_relative_offset = _BEFORE_FIRST_ENTRY
         if relative_offset < last_relative_offset:
             raise ValueError(
                 f"offset {offset} is below the last entry's {self.last_entry[1]} in {self._path}"
