@@ -16,7 +16,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import (
     EMPTY_TAGGED_FIELDS,
     INT16,
@@ -25,6 +25,7 @@ from protocol.primitives import (
     Reader,
     encode_array_length,
     encode_string,
+    read_uvarint,
 )
 
 FIRST_FLEXIBLE_VERSION = 9
@@ -57,15 +58,17 @@ class _Malformed(Exception):
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ACKS_TIMEOUT_TOPICS = struct.Struct(">hii")
+_ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX_RECORDS_LENGTH = struct.Struct(">ii")
 
 
 def parse_produce_request(version: int, body: memoryview) -> ProduceRequest:
-    if version < FIRST_FLEXIBLE_VERSION:
-        try:
+    try:
+        if version < FIRST_FLEXIBLE_VERSION:
             return _parse_fixed_width(version, body)
-        except (_Malformed, struct.error, UnicodeDecodeError):
-            pass  # malformed: parsed again below, which raises the ProtocolError that says how
+        return _parse_flexible(body)
+    except (_Malformed, struct.error, UnicodeDecodeError, IndexError, ProtocolError):
+        pass  # malformed or unusual: parsed again below, which raises the ProtocolError that says how
     return _parse_with_reader(version, body)
 
 
@@ -113,6 +116,63 @@ def _parse_fixed_width(version: int, body: memoryview) -> ProduceRequest:
                 pos += size
             partitions.append(PartitionData(index, records))
         topics.append(TopicData(name, partitions))
+    return ProduceRequest(transactional_id, acks, timeout_ms, topics)
+
+
+def _parse_flexible(body: memoryview) -> ProduceRequest:
+    """v9 the same way: compact lengths read inline when they take one byte, and every tagged
+    field section empty (a request with tagged fields goes to the Reader parser)."""
+    end = len(body)
+    length = body[0]
+    pos = 1
+    if length & 0x80:
+        length, pos = read_uvarint(body, 0)
+    transactional_id = None
+    if length:
+        length -= 1
+        if pos + length > end:
+            raise _Malformed
+        transactional_id = str(body[pos : pos + length], "utf-8")
+        pos += length
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(body, pos)
+    pos += _ACKS_TIMEOUT.size
+    topic_count = body[pos] - 1
+    pos += 1
+    if not 0 <= topic_count < 0x7F:
+        raise _Malformed
+    topics = []
+    for _ in range(topic_count):
+        length = body[pos] - 1
+        pos += 1
+        if not 0 <= length < 0x7F or pos + length > end:
+            raise _Malformed
+        name = str(body[pos : pos + length], "utf-8")
+        pos += length
+        partition_count = body[pos] - 1
+        pos += 1
+        if not 0 <= partition_count < 0x7F:
+            raise _Malformed
+        partitions = []
+        for _ in range(partition_count):
+            (index,) = _INT32.unpack_from(body, pos)
+            size, pos = read_uvarint(body, pos + 4)
+            if size == 0:
+                records = None
+            elif pos + size - 1 > end:
+                raise _Malformed
+            else:
+                records = body[pos : pos + size - 1]
+                pos += size - 1
+            if body[pos]:
+                raise _Malformed  # tagged fields
+            pos += 1
+            partitions.append(PartitionData(index, records))
+        if body[pos]:
+            raise _Malformed
+        pos += 1
+        topics.append(TopicData(name, partitions))
+    if body[pos]:
+        raise _Malformed
     return ProduceRequest(transactional_id, acks, timeout_ms, topics)
 
 

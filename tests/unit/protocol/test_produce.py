@@ -149,3 +149,21 @@ def test_a_partition_without_errors_is_encoded_as_field_by_field(version):
         null = (b"\x00" if version >= 9 else b"\xff\xff") + (b"\x00" if version >= 9 else b"")
         general_bytes = general_bytes[: -len(tail)] + null
     assert b"".join(fast) == general_bytes
+
+
+def test_flexible_parser_agrees_with_the_reader_parser():
+    body = memoryview(kio_request(9, b"batch-bytes" * 20))  # records longer than one varint byte
+    assert produce._parse_flexible(body) == produce._parse_with_reader(9, body)
+
+
+def test_v9_request_with_tagged_fields_is_parsed_by_the_reader_parser():
+    plain = kio_request(9, b"batch-bytes")
+    assert plain[-1] == 0  # the request's tagged fields: none
+    tagged = plain[:-1] + bytes.fromhex("01 05 02 6162")  # one: tag 5, two bytes
+    request = parse_produce_request(9, memoryview(tagged))
+    assert request == parse_produce_request(9, memoryview(plain))
+
+
+def test_v9_truncated_request_raises_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        parse_produce_request(9, memoryview(kio_request(9, b"abc")[:-5]))
