@@ -136,22 +136,18 @@ def _parse_flexible(body: memoryview) -> ProduceRequest:
         pos += length
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(body, pos)
     pos += _ACKS_TIMEOUT.size
-    topic_count = body[pos] - 1
+    topic_count = _one_byte_length(body, pos)
     pos += 1
-    if not 0 <= topic_count < 0x7F:
-        raise _Malformed
     topics = []
     for _ in range(topic_count):
-        length = body[pos] - 1
+        length = _one_byte_length(body, pos)
         pos += 1
-        if not 0 <= length < 0x7F or pos + length > end:
+        if pos + length > end:
             raise _Malformed
         name = str(body[pos : pos + length], "utf-8")
         pos += length
-        partition_count = body[pos] - 1
+        partition_count = _one_byte_length(body, pos)
         pos += 1
-        if not 0 <= partition_count < 0x7F:
-            raise _Malformed
         partitions = []
         for _ in range(partition_count):
             (index,) = _INT32.unpack_from(body, pos)
@@ -174,6 +170,15 @@ def _parse_flexible(body: memoryview) -> ProduceRequest:
     if body[pos]:
         raise _Malformed
     return ProduceRequest(transactional_id, acks, timeout_ms, topics)
+
+
+def _one_byte_length(body: memoryview, pos: int) -> int:
+    """The compact length (an array's count or a string's length) at `pos`, when it takes one
+    byte; _Malformed for null or a longer one, which the Reader parser reads."""
+    length = body[pos] - 1
+    if not 0 <= length < 0x7F:
+        raise _Malformed
+    return length
 
 
 def _parse_with_reader(version: int, body: memoryview) -> ProduceRequest:
