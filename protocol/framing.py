@@ -80,8 +80,9 @@ class FrameReader:
         Doubling keeps the copies of a large frame under twice its size."""
         if not self._frames_alive and self._start:
             self._compact()
-        pending = self.buffered
-        wanted = max(min(self._frame_in_progress_size(), 2 * pending), pending + self._read_room)
+        pending = self._end - self._start  # on every read: the frame in progress's size, inline
+        in_progress = FRAME_PREFIX + self._checked_size(self._start) if pending >= FRAME_PREFIX else FRAME_PREFIX
+        wanted = max(min(in_progress, 2 * pending), pending + self._read_room)
         if self._start + wanted > len(self._buf):
             self._move_to_new_buffer(wanted)
         self._offered = len(self._buf) - self._end
@@ -140,11 +141,6 @@ class FrameReader:
                 f"({self._max_frame_bytes})"
             )
         return size
-
-    def _frame_in_progress_size(self) -> int:
-        if self.buffered < FRAME_PREFIX:
-            return FRAME_PREFIX
-        return FRAME_PREFIX + self._checked_size(self._start)
 
     def _compact(self) -> None:
         pending = self.buffered
