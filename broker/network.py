@@ -246,13 +246,14 @@ class Connection:
 
     def _serve(self) -> None:
         """Serve queued requests in order until one has to wait."""
-        while self._requests and self._in_progress is None and self._muted is None and not self.closed:
-            frame = self._requests.popleft()
-            received_at = self._arrivals.popleft()
-            if self._timing is not None:
-                self._timing.received_at = received_at
+        requests, arrivals, timing, dispatch = self._requests, self._arrivals, self._timing, self._dispatch
+        while requests and self._in_progress is None and self._muted is None and not self.closed:
+            frame = requests.popleft()
+            received_at = arrivals.popleft()
+            if timing is not None:
+                timing.received_at = received_at
             try:
-                outcome = self._dispatch(frame)
+                outcome = dispatch(frame)
             except ProtocolError as exc:
                 self._reject(exc)
                 return
@@ -260,10 +261,15 @@ class Connection:
                 log.exception("request from %s failed; closing the connection", self.address)
                 self.close("internal error")
                 return
-            if isinstance(outcome, list):
+            if type(outcome) is list:  # the usual answer: no throttling to look at
+                self._queue(outcome)
+                if self._pool is not None:
+                    self._finished(len(frame))
+            elif isinstance(outcome, list):
                 self._queue(outcome)
                 self._maybe_mute(outcome)
-            if outcome is None or isinstance(outcome, list):
+                self._finished(len(frame))
+            elif outcome is None:
                 self._finished(len(frame))
             else:
                 self._serving_bytes = len(frame)
@@ -333,6 +339,11 @@ class Connection:
     def _apply_back_pressure(self) -> None:
         if self.closed:  # a send that failed closed it: it must take no pool memory now
             return
+        if (
+            self._reading and self._pool is None and self._muted is None
+            and len(self._requests) < self._max_queued_requests and self._out_bytes < self._max_queued_bytes
+        ):
+            return  # reading, and nothing holds it back: the usual case, decided without calls
         overloaded = (
             self._muted is not None
             or len(self._requests) >= self._max_queued_requests
@@ -366,11 +377,15 @@ class Connection:
     # ------------------------------------------------------------------------------ writing
 
     def _queue(self, chunks: Chunks) -> None:
+        out = self._out
+        queued = 0
         for chunk in chunks:
-            if len(chunk):
-                self._out.append(chunk)
-                self._out_bytes += len(chunk)
-                self._queued_total += len(chunk)
+            size = len(chunk)
+            if size:
+                out.append(chunk)
+                queued += size
+        self._out_bytes += queued
+        self._queued_total += queued
         timing = self._timing
         if timing is not None and timing.send_timer is not None:
             self._sending.append((self._queued_total, self._loop.time(), timing.send_timer))

@@ -374,13 +374,14 @@ class ReplicaManager:
         smaller than the topic's min.insync.replicas. Coordinators' batches skip producer
         sequence checks."""
         partition = self.get_partition(tp)
+        # min.insync.replicas matters to acks=-1 only: not looked up for the others.
+        min_insync = partition.min_insync_replicas if required_acks == -1 else 1
         try:
-            result = partition.append_as_leader(
-                records, required_acks, partition.min_insync_replicas, from_coordinator
-            )
+            result = partition.append_as_leader(records, required_acks, min_insync, from_coordinator)
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
-        self._wake(tp)
+        if self._append_waiters:
+            self._wake(tp)
         return result
 
     def append_marker(

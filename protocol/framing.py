@@ -11,6 +11,7 @@ _MIN_READ = 16 * 1024
 # The most room a busy connection's reads grow to (see FrameReader.received): enough for a
 # dozen pipelined 16 KiB requests in one recv.
 _MAX_READ = 256 * 1024
+_unpack_size = INT32.unpack_from
 
 
 class FrameTooLargeError(ProtocolError):
@@ -79,8 +80,9 @@ class FrameReader:
         Doubling keeps the copies of a large frame under twice its size."""
         if not self._frames_alive and self._start:
             self._compact()
-        pending = self.buffered
-        wanted = max(min(self._frame_in_progress_size(), 2 * pending), pending + self._read_room)
+        pending = self._end - self._start  # on every read: the frame in progress's size, inline
+        in_progress = FRAME_PREFIX + self._checked_size(self._start) if pending >= FRAME_PREFIX else FRAME_PREFIX
+        wanted = max(min(in_progress, 2 * pending), pending + self._read_room)
         if self._start + wanted > len(self._buf):
             self._move_to_new_buffer(wanted)
         self._offered = len(self._buf) - self._end
@@ -89,15 +91,21 @@ class FrameReader:
     def received(self, nbytes: int) -> list[memoryview]:
         if nbytes >= self._offered and self._read_room < _MAX_READ:
             self._read_room *= 2  # the read filled its room: more was likely waiting
-        self._end += nbytes
+        end = self._end = self._end + nbytes
+        start = self._start
+        buf, view, max_frame_bytes = self._buf, self._view, self._max_frame_bytes
         frames = []
-        while self._end - self._start >= FRAME_PREFIX:
-            size = self._checked_size(self._start)
-            frame_end = self._start + FRAME_PREFIX + size
-            if frame_end > self._end:
+        while end - start >= FRAME_PREFIX:
+            (size,) = _unpack_size(buf, start)
+            if not 0 <= size <= max_frame_bytes:
+                self._start = start
+                self._checked_size(start)  # raises, saying why
+            frame_end = start + FRAME_PREFIX + size
+            if frame_end > end:
                 break
-            frames.append(self._view[self._start + FRAME_PREFIX : frame_end])
-            self._start = frame_end
+            frames.append(view[start + FRAME_PREFIX : frame_end])
+            start = frame_end
+        self._start = start
         if frames:
             self._frames_alive = True
         return frames
@@ -133,11 +141,6 @@ class FrameReader:
                 f"({self._max_frame_bytes})"
             )
         return size
-
-    def _frame_in_progress_size(self) -> int:
-        if self.buffered < FRAME_PREFIX:
-            return FRAME_PREFIX
-        return FRAME_PREFIX + self._checked_size(self._start)
 
     def _compact(self) -> None:
         pending = self.buffered

@@ -12,9 +12,11 @@ INT16, base_offset INT64, [v2+] log_append_time_ms INT64, [v5+] log_start_offset
 v9 is flexible: compact strings, bytes and arrays, and tagged fields closing every structure.
 """
 
-from dataclasses import dataclass, field
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import (
     EMPTY_TAGGED_FIELDS,
     INT16,
@@ -23,6 +25,7 @@ from protocol.primitives import (
     Reader,
     encode_array_length,
     encode_string,
+    read_uvarint,
 )
 
 FIRST_FLEXIBLE_VERSION = 9
@@ -48,7 +51,137 @@ class ProduceRequest:
     topics: list[TopicData]
 
 
+class _Malformed(Exception):
+    """Raised by the fixed-width parser at anything unusual: the Reader parser says what."""
+
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_ACKS_TIMEOUT_TOPICS = struct.Struct(">hii")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_INDEX_RECORDS_LENGTH = struct.Struct(">ii")
+
+
 def parse_produce_request(version: int, body: memoryview) -> ProduceRequest:
+    try:
+        if version < FIRST_FLEXIBLE_VERSION:
+            return _parse_fixed_width(version, body)
+        return _parse_flexible(body)
+    except (_Malformed, struct.error, UnicodeDecodeError, IndexError, ProtocolError):
+        pass  # malformed or unusual: parsed again below, which raises the ProtocolError that says how
+    return _parse_with_reader(version, body)
+
+
+def _parse_fixed_width(version: int, body: memoryview) -> ProduceRequest:
+    """v0-8 with one struct call per field group and no Reader: the request parsed for every
+    produced batch. Refuses (raising _Malformed or struct.error) whatever the Reader parser
+    would refuse, and some legal oddities (a null topic array), which that parser then takes."""
+    end = len(body)
+    pos = 0
+    transactional_id = None
+    if version >= 3:
+        (length,) = _INT16.unpack_from(body, 0)
+        pos = 2
+        if length >= 0:
+            if pos + length > end:
+                raise _Malformed
+            transactional_id = str(body[pos : pos + length], "utf-8")
+            pos += length
+    acks, timeout_ms, topic_count = _ACKS_TIMEOUT_TOPICS.unpack_from(body, pos)
+    pos += _ACKS_TIMEOUT_TOPICS.size
+    if not 0 <= topic_count <= end - pos:
+        raise _Malformed
+    topics = []
+    for _ in range(topic_count):
+        (length,) = _INT16.unpack_from(body, pos)
+        pos += 2
+        if length < 0 or pos + length > end:
+            raise _Malformed
+        name = str(body[pos : pos + length], "utf-8")
+        pos += length
+        (partition_count,) = _INT32.unpack_from(body, pos)
+        pos += 4
+        if not 0 <= partition_count <= end - pos:
+            raise _Malformed
+        partitions = []
+        for _ in range(partition_count):
+            index, size = _INDEX_RECORDS_LENGTH.unpack_from(body, pos)
+            pos += 8
+            if size < 0:
+                records = None
+            elif pos + size > end:
+                raise _Malformed
+            else:
+                records = body[pos : pos + size]
+                pos += size
+            partitions.append(PartitionData(index, records))
+        topics.append(TopicData(name, partitions))
+    return ProduceRequest(transactional_id, acks, timeout_ms, topics)
+
+
+def _parse_flexible(body: memoryview) -> ProduceRequest:
+    """v9 the same way: compact lengths read inline when they take one byte, and every tagged
+    field section empty (a request with tagged fields goes to the Reader parser)."""
+    end = len(body)
+    length = body[0]
+    pos = 1
+    if length & 0x80:
+        length, pos = read_uvarint(body, 0)
+    transactional_id = None
+    if length:
+        length -= 1
+        if pos + length > end:
+            raise _Malformed
+        transactional_id = str(body[pos : pos + length], "utf-8")
+        pos += length
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(body, pos)
+    pos += _ACKS_TIMEOUT.size
+    topic_count = _one_byte_length(body, pos)
+    pos += 1
+    topics = []
+    for _ in range(topic_count):
+        length = _one_byte_length(body, pos)
+        pos += 1
+        if pos + length > end:
+            raise _Malformed
+        name = str(body[pos : pos + length], "utf-8")
+        pos += length
+        partition_count = _one_byte_length(body, pos)
+        pos += 1
+        partitions = []
+        for _ in range(partition_count):
+            (index,) = _INT32.unpack_from(body, pos)
+            size, pos = read_uvarint(body, pos + 4)
+            if size == 0:
+                records = None
+            elif pos + size - 1 > end:
+                raise _Malformed
+            else:
+                records = body[pos : pos + size - 1]
+                pos += size - 1
+            if body[pos]:
+                raise _Malformed  # tagged fields
+            pos += 1
+            partitions.append(PartitionData(index, records))
+        if body[pos]:
+            raise _Malformed
+        pos += 1
+        topics.append(TopicData(name, partitions))
+    if body[pos]:
+        raise _Malformed
+    return ProduceRequest(transactional_id, acks, timeout_ms, topics)
+
+
+def _one_byte_length(body: memoryview, pos: int) -> int:
+    """The compact length (an array's count or a string's length) at `pos`, when it takes one
+    byte; _Malformed for null or a longer one, which the Reader parser reads."""
+    length = body[pos] - 1
+    if not 0 <= length < 0x7F:
+        raise _Malformed
+    return length
+
+
+def _parse_with_reader(version: int, body: memoryview) -> ProduceRequest:
     flexible = version >= FIRST_FLEXIBLE_VERSION
     reader = Reader(body)
     transactional_id = reader.nullable_string(flexible) if version >= 3 else None
@@ -81,7 +214,7 @@ class PartitionResponse:
     base_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
-    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    record_errors: Sequence[tuple[int, str | None]] = ()
     error_message: str | None = None
 
 
@@ -104,9 +237,28 @@ def encode_produce_response(
     return b"".join(out)
 
 
+# A partition's answer without record errors or error message, in one struct call: its fields
+# up to log_start_offset as the version has them, then (v8) an empty record_errors array and a
+# null error_message, or (v9) their compact forms and the empty tagged fields.
+# Indexed by version: (codec, how many of the fields it packs, the bytes after them).
+_PLAIN_PARTITION = [
+    *[(struct.Struct(">ihq"), 3, b"")] * 2,
+    *[(struct.Struct(">ihqq"), 4, b"")] * 3,
+    *[(struct.Struct(">ihqqq"), 5, b"")] * 3,
+    (struct.Struct(">ihqqq"), 5, INT32.pack(0) + INT16.pack(-1)),
+    (struct.Struct(">ihqqq"), 5, b"\x01\x00" + EMPTY_TAGGED_FIELDS),
+]
+
+
 def _encode_partition(
     out: list[bytes], version: int, flexible: bool, partition: PartitionResponse
 ) -> None:
+    if not partition.record_errors and partition.error_message is None:
+        codec, count, tail = _PLAIN_PARTITION[version]
+        fields = (partition.index, partition.error_code, partition.base_offset, partition.log_append_time_ms,
+                  partition.log_start_offset)
+        out.append(codec.pack(*fields[:count]) + tail)
+        return
     out.append(INT32.pack(partition.index))
     out.append(INT16.pack(partition.error_code))
     out.append(INT64.pack(partition.base_offset))

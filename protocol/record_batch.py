@@ -75,6 +75,7 @@ __all__ = [
     "write_crc",
     "set_base_offset",
     "set_partition_leader_epoch",
+    "set_base_offset_and_leader_epoch",
     "set_log_append_time",
     "split_batches",
     "iter_batches",
@@ -269,6 +270,17 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
     """Stamp the leader epoch the batch was appended under. Not covered by the CRC either."""
     _check_range(buf, pos, BATCH_HEADER_SIZE, "batch header")
     INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH, epoch)
+
+
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+
+
+def set_base_offset_and_leader_epoch(buf: bytearray | memoryview, pos: int, offset: int, epoch: int) -> None:
+    """`set_base_offset` and `set_partition_leader_epoch` in one struct call: what the leader
+    patches in every batch it appends."""
+    _check_range(buf, pos, BATCH_HEADER_SIZE, "batch header")
+    (length,) = INT32.unpack_from(buf, pos + BATCH_LENGTH)
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, offset, length, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:

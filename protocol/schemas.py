@@ -53,6 +53,7 @@ def _schema(api_key: int, version: int, side: int, load: Callable[[int, int], ty
         raise UnknownMessageError(f"no schema for api key {api_key} version {version}") from None
 
 
+@functools.cache  # asked for every request: a cache hit costs no Python frame
 def is_flexible(api_key: int, version: int) -> bool:
     """Whether this version uses compact types and tagged fields (and header v2 / v1)."""
     return request_type(api_key, version).__flexible__

@@ -186,15 +186,24 @@ class Partition:
     ) -> AppendResult:
         """Append produced records; acks=-1 needs at least `min_insync` ISR members first.
         A coordinator's batches skip the producer sequence checks (storage.log)."""
-        self.check_leader()
+        if self.leader_id != self.broker_id:
+            self.check_leader()
         if required_acks == -1 and len(self.isr) < min_insync:
             raise KafkaError(
                 f"{self.topic_partition}: {len(self.isr)} in-sync replica(s), "
                 f"min.insync.replicas is {min_insync}",
                 ErrorCode.not_enough_replicas,
             )
-        result = self.log.append_as_leader(records, self.leader_epoch, from_coordinator)
-        self.maybe_increment_high_watermark()
+        log = self.log
+        result = log.append_as_leader(records, self.leader_epoch, from_coordinator)
+        if self.isr == (self.broker_id,) and self.replicas == self.isr:
+            # The sole replica and the whole ISR (a standalone broker, or RF=1): the HW follows
+            # the log end at once, as maybe_increment_high_watermark would decide, without its
+            # lookups on every append.
+            if log.log_end_offset > log.high_watermark:
+                log.high_watermark = log.log_end_offset
+        else:
+            self.maybe_increment_high_watermark()
         return result
 
     def append_marker(

@@ -144,7 +144,8 @@ class _MappedIndex(PooledFile):
         return self._entries * self._ENTRY.size
 
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        # max_entries, inlined: asked several times for every batch appended.
+        return not self._writable or self._entries >= self._length // self._ENTRY.size
 
     def truncate_to(self, offset: int) -> None:
         """Drops the entries whose offset is at or above `offset`."""
@@ -333,14 +334,14 @@ class _MappedIndex(PooledFile):
             entry = self._ENTRY.pack(first, second)
         except struct.error as error:
             raise ValueError(f"({first}, {second}) does not fit an index entry") from error
-        self._write(entry, self.size_bytes)
+        self._write(entry, self._entries * self._ENTRY.size)
         self._entries += 1
 
     def _write(self, data: bytes, position: int) -> None:
         """Writes `data` at `position` of the file; the map shows it at once."""
         self._buffer()  # refuse a closed index before touching its file
         descriptor = self._fd_holder()
-        written = 0
+        written = os.pwrite(descriptor.fd, data, position) if data else 0  # all of it, nearly always
         while written < len(data):
             written += os.pwrite(descriptor.fd, data[written:], position + written)
 
@@ -524,10 +525,19 @@ class OffsetIndex(_MappedIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Indexes the batch holding `offset` at `position`; both must exceed the last entry's."""
-        self._require_room()
-        relative_offset = self._relative(offset)
-        last_relative_offset, last_position = self._last_read()
-        if not _follows((last_relative_offset, last_position), (relative_offset, position)):
+        # On the append path (an entry every index.interval.bytes): the checks of _require_room,
+        # _relative and _last_read, inlined.
+        entries = self._entries
+        if self.is_full():
+            self._require_room()
+        relative_offset = offset - self._base_offset
+        if not 0 <= relative_offset <= _INT32_MAX:
+            self._relative(offset)
+        if entries:
+            last_relative_offset, last_position = self._ENTRY.unpack_from(self._buffer(), (entries - 1) * self._ENTRY.size)
+        else:
+            last_relative_offset, last_position = _BEFORE_FIRST_ENTRY
+        if not (relative_offset > last_relative_offset and position >= last_position):
             raise ValueError(
                 f"entry ({offset}, {position}) does not follow the last entry "
                 f"({last_relative_offset + self._base_offset}, {last_position}) of {self._path}"
@@ -574,8 +584,17 @@ class TimeIndex(_MappedIndex):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Appends (timestamp, offset) if `timestamp` is greater than the last one recorded."""
-        relative_offset = self._relative(offset)
-        last_timestamp, last_relative_offset = self._last_read()
+        # On the append path: _relative and _last_read, inlined.
+        relative_offset = offset - self._base_offset
+        if not 0 <= relative_offset <= _INT32_MAX:
+            self._relative(offset)
+        entries = self._entries
+        if entries:
+            last_timestamp, last_relative_offset = self._ENTRY.unpack_from(
+                self._buffer(), (entries - 1) * self._ENTRY.size
+            )
+        else:
+            last_timestamp, last_relative_offset = _BEFORE_FIRST_ENTRY
         if relative_offset < last_relative_offset:
             raise ValueError(
                 f"offset {offset} is below the last entry's {self.last_entry[1]} in {self._path}"

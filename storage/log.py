@@ -66,9 +66,8 @@ from protocol.record_batch import (
     BatchHeader,
     crc_is_valid,
     iter_batches,
-    set_base_offset,
+    set_base_offset_and_leader_epoch,
     set_log_append_time,
-    set_partition_leader_epoch,
 )
 from protocol.records import ControlRecordType, build_batch, control_batch_marker, control_record, recompress_batch
 from storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
@@ -388,8 +387,7 @@ class Log:
             header = BatchHeader.from_buffer(records)
         first_offset = self.log_end_offset
         last_offset = first_offset + header.last_offset_delta
-        set_base_offset(records, 0, first_offset)
-        set_partition_leader_epoch(records, 0, leader_epoch)
+        set_base_offset_and_leader_epoch(records, 0, first_offset, leader_epoch)
         max_timestamp, log_append_time = header.max_timestamp, -1
         if self.config.message_timestamp_type == "LogAppendTime":
             set_log_append_time(records, 0, now)

@@ -86,7 +86,7 @@ class RecordsFile(PooledFile):
         """Write `data` at the end; return the position it starts at."""
         descriptor = self._fd_holder()
         position = self.size
-        written = 0
+        written = os.pwrite(descriptor.fd, data, position)  # all of it, nearly always
         while written < len(data):
             written += os.pwrite(descriptor.fd, data[written:], position + written)
         self.size += written

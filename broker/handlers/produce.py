@@ -57,52 +57,74 @@ from broker.security.acl import AclOperation, ResourceType
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
 
 VALID_ACKS = (-1, 0, 1)
+_new_tuple = tuple.__new__
 
 
 @api(ApiKey.PRODUCE, versions=(0, 9), parse=parse_produce_request)
 def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
-    replica_manager = ctx.broker.replica_manager
-    topic_stats = ctx.broker.metrics.topics
-    if authorization.enabled(ctx) and _has_transactional_records(request) and (
+    # Every produced batch comes through here: the checks that hold for a whole request or
+    # topic are made once for it, and names are looked up once.
+    broker = ctx.broker
+    replica_manager = broker.replica_manager
+    topic_stats = broker.metrics.topics
+    authorizing = authorization.enabled(ctx)
+    if authorizing and _has_transactional_records(request) and (
         request.transactional_id is None
         or not authorized(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
     ):
         return _refused(ctx, request, ErrorCode.transactional_id_authorization_failed)
-    writable = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topics))
+    writable = (
+        authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topics))
+        if authorizing else None
+    )
+    acks = request.acks
     responses = []
     waiting: list[tuple[TopicPartition, int, PartitionResponse]] = []
     for topic in request.topics:
+        name = topic.name
+        refused = _topic_refusal(ctx, name, acks, writable)
         partitions = []
         for data in topic.partitions:
             partition = PartitionResponse(data.index)
+            records = data.records
             try:
-                if request.acks not in VALID_ACKS:
-                    raise KafkaError(f"acks={request.acks} is not -1, 0 or 1", ErrorCode.invalid_required_acks)
-                if topic.name not in writable:
-                    raise KafkaError("", ErrorCode.topic_authorization_failed)
-                _check_topic(ctx, topic.name)
-                if data.records is None:
+                if refused is not None:
+                    raise refused
+                if records is None:
                     raise CorruptRecordError("no record set")
-                tp = TopicPartition(topic.name, data.index)
-                result = replica_manager.append(tp, data.records, request.acks)
+                tp = _new_tuple(TopicPartition, (name, data.index))
+                result = replica_manager.append(tp, records, acks)
             except KafkaError as exc:
                 _set_error(partition, exc)
-                topic_stats.append_failed(topic.name, len(data.records) if data.records is not None else 0)
+                topic_stats.append_failed(name, len(records) if records is not None else 0)
             else:
-                topic_stats.appended(topic.name, result.first_offset, result.last_offset, len(data.records))
-                partition.base_offset = result.first_offset
-                partition.log_append_time_ms = result.log_append_time_ms
-                partition.log_start_offset = result.log_start_offset
-                if request.acks == -1:
-                    waiting.append((tp, result.last_offset, partition))
+                first_offset, last_offset, partition.log_append_time_ms, partition.log_start_offset = result
+                partition.base_offset = first_offset
+                topic_stats.appended(name, first_offset, last_offset, len(records))
+                if acks == -1:
+                    waiting.append((tp, last_offset, partition))
             partitions.append(partition)
-        responses.append((topic.name, partitions))
-    if request.acks == 0:
+        responses.append((name, partitions))
+    if acks == 0:
         return NO_RESPONSE
     pending = [w for w in waiting if not _settled(replica_manager, *w)]
     if pending:
         return _delayed(ctx, request.timeout_ms, pending, responses)
     return _encoded(ctx.api_version, responses)
+
+
+def _topic_refusal(ctx: RequestContext, name: str, acks: int, writable: set[str] | None) -> KafkaError | None:
+    """What every partition of the topic answers, if the request or the topic is refused
+    (in Kafka's order: acks, authorization, the topic's name)."""
+    try:
+        if acks not in VALID_ACKS:
+            raise KafkaError(f"acks={acks} is not -1, 0 or 1", ErrorCode.invalid_required_acks)
+        if writable is not None and name not in writable:
+            raise KafkaError("", ErrorCode.topic_authorization_failed)
+        _check_topic(ctx, name)
+    except KafkaError as exc:
+        return exc
+    return None
 
 
 def _has_transactional_records(request) -> bool:

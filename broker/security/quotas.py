@@ -371,8 +371,9 @@ class ClientQuotas:
 
     @property
     def enabled(self) -> bool:
-        """Whether any quota was ever set (until then requests record nothing)."""
-        return self.produce.enabled or self.fetch.enabled or self.request.enabled
+        """Whether any quota was ever set (until then requests record nothing). Asked for every
+        request: the managers' `enabled`, read without their property calls."""
+        return self.produce._levels != 0 or self.fetch._levels != 0 or self.request._levels != 0
 
     def set_entity(self, entity: QuotaEntity, values: Mapping[str, float]) -> None:
         """Make `values` the entity's quotas: keys missing from it are removed."""

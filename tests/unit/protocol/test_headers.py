@@ -48,3 +48,13 @@ def test_response_headers():
     assert encode_response_header(7, flexible=True) == bytes.fromhex("00000007 00")
     assert response_header_is_flexible(ApiKey.METADATA, True)
     assert not response_header_is_flexible(ApiKey.API_VERSIONS, True)
+
+
+def test_a_client_id_that_is_not_utf8_is_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        parse_request_header(memoryview(HEADER_V1[:-4] + b"\xff\xfe\xfd\xfc"), False)
+
+
+def test_a_header_cut_inside_its_fixed_part_is_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        parse_request_header(memoryview(HEADER_V1[:9]), False)

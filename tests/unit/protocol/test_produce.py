@@ -3,7 +3,7 @@ import datetime
 import pytest
 from kio.static.primitive import i16, i32
 
-from protocol import schemas
+from protocol import produce, schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.produce import PartitionResponse, encode_produce_response, parse_produce_request
@@ -81,3 +81,89 @@ def test_response_decodes_with_kio(version):
 def test_v0_response_layout():
     data = encode_produce_response(0, [("t", [PartitionResponse(1, base_offset=5)])])
     assert data == bytes.fromhex("00000001 0001 74 00000001 00000001 0000 0000000000000005")
+
+
+@pytest.mark.parametrize("version", range(3, 9))
+def test_fixed_width_parser_agrees_with_the_reader_parser(version):
+    body = memoryview(kio_request(version, b"batch-bytes"))
+    fast = produce._parse_fixed_width(version, body)
+    slow = produce._parse_with_reader(version, body)
+    assert fast == slow
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        lambda body: body[:-3],  # records run past the end
+        lambda body: body[:1],  # transactional id length cut
+        lambda body: body[:6],  # acks and timeout cut
+    ],
+)
+def test_truncated_requests_raise_protocol_errors(cut):
+    with pytest.raises(ProtocolError):
+        parse_produce_request(7, memoryview(cut(kio_request(7, b"abc"))))
+
+
+def test_a_topic_name_that_is_not_utf8_raises_a_protocol_error():
+    body = bytearray(kio_request(7, b"abc"))
+    body[body.index(b"topic")] = 0xFF
+    with pytest.raises(ProtocolError):
+        parse_produce_request(7, memoryview(body))
+
+
+def test_a_null_topic_name_raises_a_protocol_error():
+    body = bytearray(kio_request(7, b"abc"))
+    at = body.index(b"topic") - 2
+    body[at : at + 2] = b"\xff\xff"
+    with pytest.raises(ProtocolError):
+        parse_produce_request(7, memoryview(body))
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_a_partition_without_errors_decodes_with_kio(version):
+    partition = PartitionResponse(2, base_offset=41, log_append_time_ms=1234, log_start_offset=7)
+    data = encode_produce_response(version, [("t", [partition])], throttle_time_ms=3)
+    decoded = schemas.decode(schemas.response_type(ApiKey.PRODUCE, version), memoryview(data))
+    (result,) = decoded.responses[0].partition_responses
+    assert (result.index, result.error_code, result.base_offset) == (2, ErrorCode.none, 41)
+    if version >= 5:
+        assert result.log_start_offset == 7
+    if version >= 8:
+        assert (tuple(result.record_errors), result.error_message) == ((), None)
+    assert decoded.throttle_time == datetime.timedelta(milliseconds=3)
+
+
+@pytest.mark.parametrize("version", range(0, 10))
+def test_a_partition_without_errors_is_encoded_as_field_by_field(version):
+    """The one-struct-call encoding gives the bytes the general one gives."""
+    plain = PartitionResponse(2, base_offset=41, log_append_time_ms=1234, log_start_offset=7)
+    fast: list[bytes] = []
+    produce._encode_partition(fast, version, version >= 9, plain)
+    general: list[bytes] = []
+    # An error message forces the general encoding; its bytes end the partition (v8+).
+    produce._encode_partition(general, version, version >= 9, PartitionResponse(
+        2, base_offset=41, log_append_time_ms=1234, log_start_offset=7, error_message="x"))
+    general_bytes = b"".join(general)
+    if version >= 8:
+        tail = (b"\x02x" if version >= 9 else b"\x00\x01x") + (b"\x00" if version >= 9 else b"")
+        null = (b"\x00" if version >= 9 else b"\xff\xff") + (b"\x00" if version >= 9 else b"")
+        general_bytes = general_bytes[: -len(tail)] + null
+    assert b"".join(fast) == general_bytes
+
+
+def test_flexible_parser_agrees_with_the_reader_parser():
+    body = memoryview(kio_request(9, b"batch-bytes" * 20))  # records longer than one varint byte
+    assert produce._parse_flexible(body) == produce._parse_with_reader(9, body)
+
+
+def test_v9_request_with_tagged_fields_is_parsed_by_the_reader_parser():
+    plain = kio_request(9, b"batch-bytes")
+    assert plain[-1] == 0  # the request's tagged fields: none
+    tagged = plain[:-1] + bytes.fromhex("01 05 02 6162")  # one: tag 5, two bytes
+    request = parse_produce_request(9, memoryview(tagged))
+    assert request == parse_produce_request(9, memoryview(plain))
+
+
+def test_v9_truncated_request_raises_a_protocol_error():
+    with pytest.raises(ProtocolError):
+        parse_produce_request(9, memoryview(kio_request(9, b"abc")[:-5]))

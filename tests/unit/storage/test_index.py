@@ -269,6 +269,16 @@ def test_full_offset_index_refuses_appends(tmp_path):
     assert index.entries == 2
 
 
+def test_a_read_only_index_is_full(tmp_path):
+    index = offset_index(tmp_path)
+    index.append(BASE + 1, 10)
+    index.close()
+    read_only = offset_index(tmp_path, writable=False)
+    assert read_only.is_full()
+    with pytest.raises(IndexFullError):
+        read_only.append(BASE + 2, 20)
+
+
 def test_full_time_index_refuses_appends_but_not_no_ops(tmp_path):
     index = time_index(tmp_path, max_index_size=12)
     index.maybe_append(10, BASE + 1)
