@@ -75,6 +75,9 @@ WAIT_S = 60  # for what a cluster takes a moment to do
 EARLIEST, LATEST = -2, -1
 _OPS = {"set": 0, "delete": 1}
 _ASK_THE_NEW_LEADER = (ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available)
+# A leader just elected (or restarted) whose high watermark has not reached its epoch's start:
+# asked again, as a client would.
+_ASK_AGAIN = (ErrorCode.offset_not_available,)
 
 
 class Target(Protocol):
@@ -322,6 +325,8 @@ class TopicLifecycle(RuleBasedStateMachine):
             answered = _partition_answer(api_key, response)
             if answered.error_code in _ASK_THE_NEW_LEADER:
                 self.target.reconnect()
+                return None
+            if answered.error_code in _ASK_AGAIN:
                 return None
             return answered
 

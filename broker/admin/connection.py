@@ -273,7 +273,15 @@ class Admin:
                     )) for t, ps in topics.items()
                 ),
             )
-            response = await self.send(request, node=leader, min_version=1)
+            deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
+            while True:
+                response = await self.send(request, node=leader, min_version=1)
+                # A leader just elected whose high watermark lags its epoch's start: retriable,
+                # asked again as Kafka's admin client does.
+                lagging = any(p.error_code == ErrorCode.offset_not_available for t in response.topics for p in t.partitions)
+                if not lagging or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.1)
             for topic in response.topics:
                 for partition in topic.partitions:
                     check(partition.error_code, f"ListOffsets of {topic.name}-{partition.partition_index}")

@@ -16,7 +16,10 @@ A tiered log (remote.storage.enable) whose older segments are in the remote stor
 timestamp up in its remote segments first (their time and offset indexes, then their batches, on
 the remote reader threads), as Kafka does; such an answer makes the response wait for it.
 
-Only the leader answers (NOT_LEADER_OR_FOLLOWER), except to the debugging replica id -2.
+Only the leader answers (NOT_LEADER_OR_FOLLOWER), except to the debugging replica id -2. A
+leader whose high watermark lags behind the start offset of its leader epoch (just elected, its
+followers not caught up with it yet) answers a client (v1+) OFFSET_NOT_AVAILABLE, retriable, as
+Kafka does: its offsets could be below what was acknowledged before.
 
 Errors, in the order they are checked (Kafka's): KAFKA_STORAGE_ERROR; for a partition not hosted
 here NOT_LEADER_OR_FOLLOWER when the broker's metadata knows it, UNKNOWN_TOPIC_OR_PARTITION when
@@ -62,6 +65,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 READ_COMMITTED = 1
+CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 
 
@@ -125,6 +129,8 @@ def _answer(
         partition = ctx.broker.replica_manager.partition_at_epoch(
             TopicPartition(topic, index), leader_epoch, leader_only=replica_id != DEBUGGING_REPLICA_ID
         )
+        if replica_id == CONSUMER_REPLICA_ID and ctx.api_version >= 1:
+            _check_high_watermark_caught_up(partition)
         if replica_id >= 0 and timestamp == LATEST_TIMESTAMP:
             found_timestamp, offset = -1, partition.log.log_end_offset
         elif _in_remote_log(ctx, partition, timestamp):
@@ -140,6 +146,22 @@ def _answer(
         offset=offset,
         leader_epoch=partition.leader_epoch,
     )
+
+
+def _check_high_watermark_caught_up(partition: Partition) -> None:
+    """A leader's high watermark behind the start of its own epoch (a leader just elected, whose
+    followers have not fetched from it yet, or one restarted with an older checkpoint) would
+    answer offsets below what was acknowledged before: OFFSET_NOT_AVAILABLE, which clients
+    retry, as Kafka's Partition.fetchOffsetForTimestamp answers a client then."""
+    start = partition.leader_epoch_start_offset
+    high_watermark = partition.log.high_watermark
+    if start > high_watermark:
+        raise KafkaError(
+            f"Failed to fetch offsets for partition {partition.topic_partition} with leader epoch "
+            f"{partition.leader_epoch} as this partition's high watermark ({high_watermark}) is lagging "
+            f"behind the start offset from the beginning of this epoch ({start}).",
+            ErrorCode.offset_not_available,
+        )
 
 
 def _in_remote_log(ctx: RequestContext, partition: Partition, timestamp: int) -> bool:

@@ -50,6 +50,7 @@ RETRIABLE = frozenset({
     ErrorCode.not_coordinator,
     ErrorCode.coordinator_not_available,
     ErrorCode.coordinator_load_in_progress,
+    ErrorCode.offset_not_available,  # ListOffsets from a leader whose HW lags its epoch's start
 })
 
 

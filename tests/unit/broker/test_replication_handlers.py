@@ -217,6 +217,22 @@ async def list_offsets(broker, current_leader_epoch: int = -1, tp=TP):
     return (await call(broker, ApiKey.LIST_OFFSETS, 7, request)).topics[0].partitions[0]
 
 
+def test_a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available(tmp_path):
+    # Kafka's Partition.fetchOffsetForTimestamp: its offsets could be below what was acknowledged.
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            lead(broker, epoch=2)  # the epoch starts at 2; the HW is 0 until the follower fetches
+            lagging = await list_offsets(broker)
+            await fetch(broker, 2, replica_id=FOLLOWER, current_leader_epoch=2)
+            caught_up = await list_offsets(broker)
+        assert lagging.error_code == ErrorCode.offset_not_available
+        assert (caught_up.error_code, caught_up.offset) == (ErrorCode.none, 0)
+
+    asyncio.run(main())
+
+
 async def delete_records(broker, tp=TP):
     request = DeleteRecordsRequest(
         topics=(DeleteRecordsTopic(name=tp.topic, partitions=(DeleteRecordsPartition(partition_index=tp.partition, offset=0),)),),
