@@ -274,6 +274,17 @@ def producer_fields(partition_dir: str, offsets: Iterable[int]) -> dict[int, tup
     return fields
 
 
+def last_sequences(partition_dir: str) -> dict[tuple[int, int], int]:
+    """(producer id, producer epoch) -> the last sequence number written under it in a partition
+    directory: where each producer session's sequence stopped."""
+    last = {}
+    for _, batch in partition_batches(partition_dir):
+        header = next(iter_batches(batch))[1]
+        if header.producer_id >= 0 and header.base_sequence >= 0 and not header.is_control:
+            last[header.producer_id, header.producer_epoch] = header.last_sequence
+    return last
+
+
 def _is_control(batch: bytes) -> bool:
     return next(iter_batches(batch))[1].is_control
 

@@ -13,6 +13,7 @@ from tests.cluster.checker import (
     check,
     check_transactions,
     control_batch_offsets,
+    last_sequences,
     offsets_acked_twice,
     offsets_going_backwards,
     partition_batches,
@@ -116,6 +117,18 @@ def test_producer_fields_name_the_session_and_sequence_of_each_record(tmp_path):
                         producer_epoch=2, base_sequence=40)
     _write_partition(partition, [_batch(4, b"w"), batch])
     assert producer_fields(str(partition), [6, 4]) == {6: (7, 2, 41), 4: (-1, -1, -1)}
+
+
+def test_last_sequences_say_where_each_producer_session_stopped(tmp_path):
+    partition = tmp_path / "t-0"
+    session = {"producer_id": 7, "producer_epoch": 0}
+    _write_partition(partition, [
+        build_batch([Record(0, 1000, None, b"a"), Record(1, 1000, None, b"b")], base_sequence=0, **session),
+        _batch(2, b"no producer"),
+        build_batch([Record(3, 1000, None, b"c")], base_sequence=2, **session),
+        build_batch([Record(4, 1000, None, b"d")], producer_id=7, producer_epoch=1, base_sequence=0),
+    ])
+    assert last_sequences(str(partition)) == {(7, 0): 2, (7, 1): 0}
 
 
 def _write_partition(directory, batches) -> None:

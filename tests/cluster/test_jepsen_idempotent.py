@@ -25,8 +25,9 @@ consumers, read_committed and read_uncommitted, read every partition to its end.
   partition, acknowledged offsets growing with the send order. Acknowledgements without an
   offset are librdkafka's implicit ones (tests/cluster/checker.py): reported, and failed only
   when the value is missing. A duplicate fails the schedule, unless librdkafka's own epoch
-  bump wrote it (its issue #4953, read from the producer's debug=eos log and the copies'
-  epochs: see _librdkafka_4953): then the schedule xfails, with the copies printed;
+  bump wrote it (its issue #4953, read from the producer's debug=eos log, the copies' epochs
+  and the log's sequences, which show each OUT_OF_ORDER_SEQUENCE_NUMBER behind a bump was a
+  real gap: see _librdkafka_4953): then the schedule xfails, with the copies printed;
 - each transactional producer (read_committed): every committed value exactly once, at the
   offset its delivery report gave, in order; nothing of an aborted transaction; a transaction
   whose outcome the producer never learnt read whole or not at all;
@@ -76,6 +77,7 @@ from tests.cluster.checker import (
     by_producer,
     check,
     check_transactions,
+    last_sequences,
     offsets_acked_twice,
     offsets_going_backwards,
     producer_fields,
@@ -255,6 +257,11 @@ def _counts(history: History) -> str:
     return counts
 
 
+def _partition_dir(cluster: Cluster, topic: str, partition: int) -> str:
+    """A partition's directory on the first broker (the replicas are checked to be identical)."""
+    return str(cluster.broker(BROKERS[0]).data_dirs[0] / f"{topic}-{partition}")
+
+
 def _copies(cluster: Cluster, topic: str, history: History, verdict, limit: int = 5) -> list[str]:
     """For the first duplicated and offset-less values: where each copy is, which producer id,
     epoch and sequence wrote it, and what the producer was told."""
@@ -264,8 +271,8 @@ def _copies(cluster: Cluster, topic: str, history: History, verdict, limit: int 
     for value in values:
         copies = []
         for partition, offset in found.get(value, []):
-            directory = str(cluster.broker(BROKERS[0]).data_dirs[0] / f"{topic}-{partition}")
-            pid, epoch, sequence = producer_fields(directory, [offset]).get(offset, ("?", "?", "?"))
+            fields = producer_fields(_partition_dir(cluster, topic, partition), [offset])
+            pid, epoch, sequence = fields.get(offset, ("?", "?", "?"))
             copies.append(f"p{partition}@{offset} (pid {pid} epoch {epoch} seq {sequence})")
         told = (f"acked at p{history.acked[value][0]}@{history.acked[value][1]}" if value in history.acked
                 else f"failed: {history.failed[value]}" if value in history.failed else "no answer")
@@ -304,31 +311,56 @@ def _client_log(library: str, name: str, eos_logs: dict[str, Path], tmp_path: Pa
 
 
 _BUMP = re.compile(r"epoch bump for \d+ partition\(s\) with in-flight requests: (.*)$")
-_SKIPPED = re.compile(r"caused by previous failed request \((\w+), actions ([\w,]+),")
+_SKIPPED = re.compile(r"ProduceRequest for \S+ \[(\d+)\] with \d+ message\(s\) failed due to skipped sequence "
+                      r"numbers \(PID\{Id:(\d+),Epoch:(\d+)\}, base seq (\d+) > next seq \d+\) caused by "
+                      r"previous failed request \((\w+), actions ([\w,]+),")
 
 
-def _librdkafka_4953(eos_log: Path, copy_epochs: dict[bytes, list[int]]) -> str | None:
+@dataclass
+class _SkippedSequence:
+    """librdkafka's log of an OUT_OF_ORDER_SEQUENCE_NUMBER answer that made it bump its epoch."""
+
+    partition: int
+    producer: tuple[int, int]  # id, epoch
+    base_sequence: int
+    cause: str  # the error of the partition's request before it, with librdkafka's actions
+
+
+def _skipped_sequences(lines: list[str]) -> list[_SkippedSequence]:
+    return [_SkippedSequence(int(m[1]), (int(m[2]), int(m[3])), int(m[4]), f"{m[5]} ({m[6]})")
+            for line in lines if (m := _SKIPPED.search(line))]
+
+
+def _librdkafka_4953(eos_log: Path, copy_epochs: dict[bytes, list[int]],
+                     last_sequences: Callable[[int], dict[tuple[int, int], int]]) -> str | None:
     """Why an idempotent librdkafka producer wrote values twice, when it is librdkafka's issue
-    #4953 (open in 2.16): a request failed without writing (NOT_ENOUGH_REPLICAS, say), the
-    requests behind it were answered OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka answers them too, and
-    librdkafka bumped its epoch for the whole producer; the messages of other partitions still
-    waiting for an answer, written but not acknowledged, went again under the new epoch from
-    sequence 0, where no broker can know them. Java's producer does not bump there. None when
-    the copies or the bumps look otherwise: a duplicate written under one epoch, or a bump for
-    another reason, is the broker's to answer for."""
+    #4953 (open in 2.16): a request was not written (refused NOT_ENOUGH_REPLICAS, say, or lost
+    with its leader), the request behind it was answered OUT_OF_ORDER_SEQUENCE_NUMBER, as Kafka
+    answers it too, and librdkafka bumped its epoch for the whole producer; the messages still
+    waiting for an answer, written but not acknowledged (a REQUEST_TIMED_OUT while the ISR was
+    below min.insync.replicas, say), went again under the new epoch from sequence 0, where no
+    broker can know them. Java's producer does not bump there.
+
+    The broker's part is checked against the log: every copy of a value under its own epoch
+    (copies under one epoch are a retry the broker did not recognise), every bump for skipped
+    sequence numbers, and each of those answers right, a real gap: the producer's sequence in
+    that partition, under that epoch, stops below the refused request's base sequence minus one
+    (`last_sequences(partition)`). None when anything looks otherwise: then the broker is to
+    answer for it."""
     if not eos_log.exists() or not copy_epochs:
         return None
     if any(len(set(epochs)) != len(epochs) or "?" in epochs for epochs in copy_epochs.values()):
-        return None  # copies under one epoch: a retry the broker did not recognise
+        return None
     lines = eos_log.read_text(errors="replace").splitlines()
     bumps = [m.group(1) for line in lines if (m := _BUMP.search(line))]
-    causes = [m.groups() for line in lines if (m := _SKIPPED.search(line))]
-    if not bumps or any(reason != "skipped sequence numbers" for reason in bumps):
+    skipped = _skipped_sequences(lines)
+    if not bumps or not skipped or any(reason != "skipped sequence numbers" for reason in bumps):
         return None
-    if not causes or any("MsgNotPersisted" not in actions.split(",") for _, actions in causes):
-        return None
+    for answer in skipped:
+        if last_sequences(answer.partition).get(answer.producer, -1) >= answer.base_sequence - 1:
+            return None  # the sequence before it was written: OUT_OF_ORDER_SEQUENCE_NUMBER was wrong
     return (f"librdkafka #4953: {len(bumps)} epoch bump(s) for skipped sequence numbers after "
-            f"{sorted({error for error, _ in causes})} (not written) on another partition")
+            f"{sorted({answer.cause for answer in skipped})} (each a real gap in the log)")
 
 
 def _epoch_bumps(eos_log: Path) -> list[str]:
@@ -338,7 +370,8 @@ def _epoch_bumps(eos_log: Path) -> list[str]:
         return []
     lines = eos_log.read_text(errors="replace").splitlines()
     bumps = [f"epoch bump: {m.group(1)}" for line in lines if (m := _BUMP.search(line))]
-    causes = [f"skipped sequence after {m.group(1)} ({m.group(2)})" for line in lines if (m := _SKIPPED.search(line))]
+    causes = [f"OUT_OF_ORDER_SEQUENCE_NUMBER for p{answer.partition} pid {answer.producer} base seq "
+              f"{answer.base_sequence} after {answer.cause}" for answer in _skipped_sequences(lines)]
     return bumps + causes or ["no epoch bump in librdkafka's log"]
 
 
@@ -348,8 +381,8 @@ def _copy_epochs(cluster: Cluster, topic: str, verdict) -> dict[bytes, list[int]
     for value, places in verdict.duplicated.items():
         epochs[value] = []
         for partition, offset in places:
-            directory = str(cluster.broker(BROKERS[0]).data_dirs[0] / f"{topic}-{partition}")
-            epochs[value].append(producer_fields(directory, [offset]).get(offset, ("?", "?", "?"))[1])
+            fields = producer_fields(_partition_dir(cluster, topic, partition), [offset])
+            epochs[value].append(fields.get(offset, ("?", "?", "?"))[1])
     return epochs
 
 
@@ -386,7 +419,9 @@ def _verdict(cluster: Cluster, topic: str, idempotent: dict[str, History], trans
         if not verdict.exactly_once:
             explained = None
             if verdict.valid and name in eos_logs:
-                explained = _librdkafka_4953(eos_logs[name], _copy_epochs(cluster, topic, verdict))
+                def sequences(partition: int) -> dict[tuple[int, int], int]:
+                    return last_sequences(_partition_dir(cluster, topic, partition))
+                explained = _librdkafka_4953(eos_logs[name], _copy_epochs(cluster, topic, verdict), sequences)
             found = duplicates if explained else problems
             found.append(f"{name}: {verdict}" + (f"; {explained}" if explained else ""))
             found += [f"  {line}" for line in _copies(cluster, topic, history, verdict)]
@@ -575,3 +610,29 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
         # Values written twice by librdkafka's own epoch bump (issue #4953, a client bug no
         # broker can undo): reported, not failed. Any other duplicate is among the problems.
         pytest.xfail("\n".join(["librdkafka #4953: idempotent values written twice", *duplicates, context()]))
+
+
+# ------------------------------------------------------------------ the classifier, on logs made by hand
+
+_ERRSEQ_LINE = ("ERRSEQ [rdkafka#producer-95] [thrd:10.213.0.4:9092/2]: 10.213.0.4:9092/2: ProduceRequest for t [5] "
+                "with 1 message(s) failed due to skipped sequence numbers (PID{Id:1001,Epoch:0}, base seq 631 > "
+                "next seq 629) caused by previous failed request (NOT_ENOUGH_REPLICAS, actions Retry,MsgNotPersisted, "
+                "base seq 630..630, base msgid 631, 4ms ago): recovering and retrying")
+_BUMP_LINE = ("DRAIN [rdkafka#producer-95] [thrd:10.213.0.4:9092/2]: Beginning partition drain in state Assigned for "
+              "PID{Id:1001,Epoch:0} epoch bump for 1 partition(s) with in-flight requests: skipped sequence numbers")
+
+
+@pytest.mark.parametrize(("last_written", "copy_epochs", "explained"), [
+    (629, [0, 1], True),  # 630 was refused: a real gap, the copies under two epochs
+    (630, [0, 1], False),  # 630 was written: OUT_OF_ORDER_SEQUENCE_NUMBER for 631 was the broker's mistake
+    (629, [0, 0], False),  # a retry under one epoch written twice
+])
+def test_librdkafka_4953_is_told_from_the_brokers_mistakes(tmp_path, last_written, copy_epochs, explained):
+    eos_log = tmp_path / "c0-librdkafka-eos.log"
+    eos_log.write_text(f"{_ERRSEQ_LINE}\n{_BUMP_LINE}\n")
+
+    def sequences(partition: int) -> dict[tuple[int, int], int]:
+        return {(1001, 0): last_written} if partition == 5 else {}
+
+    verdict = _librdkafka_4953(eos_log, {b"c0-3775": copy_epochs}, sequences)
+    assert (verdict is not None) == explained, verdict
