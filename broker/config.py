@@ -42,6 +42,7 @@ from storage.log_config import (
 
 from broker.security.authorizer import authorizer_enabled, parse_super_users
 from replication.replica_selector import replica_selector
+from storage.remote.storage_manager import fs_options
 
 __all__ = [
     "parse_properties",
@@ -1291,6 +1292,13 @@ def _check_remote_storage(values: Mapping[str, Any], settings: Mapping[str, str]
             f"remote.log.storage.system.enable=true needs {RSM_URL}: the store's URL (file:///a/directory, "
             "s3://bucket/prefix, hdfs://namenode/path)"
         )
+    try:
+        fs_options(url.strip(), _options)
+    except ImportError as exc:
+        raise ConfigError(f"{RSM_URL}: the store's file system cannot be loaded: {exc}") from None
+    except ValueError as exc:
+        # fsspec would take an unknown option and ignore it; the message names no value.
+        raise ConfigError(f"{RSM_CONFIG_PREFIX}*: {exc}") from None
     config = LogConfig.resolve({}, settings)
     try:
         check_local_retention(config.retention_bytes, config.local_retention_bytes, config.retention_ms, config.local_retention_ms)

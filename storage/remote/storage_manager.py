@@ -18,10 +18,16 @@ are written by one call; which of them form a readable segment is decided by the
 metadata (storage.remote.metadata), never by listing the store, except to find orphans.
 
 Settings (`options`, the broker's rsm.config.* keys without the prefix, e.g. `endpoint_url`,
-`key`, `secret` for S3) go to the fsspec file system as they are; none is ever logged.
+`key`, `secret` for S3) go to the fsspec file system through `fs_options`: each must name a
+parameter of the store's file system class, and is converted to that parameter's type (fsspec
+would take an unknown name and ignore it, and a string "false" for a flag as true); none is ever
+logged.
 """
 
 import enum
+import importlib
+import inspect
+import json
 import os
 import uuid
 from collections.abc import Mapping
@@ -83,10 +89,80 @@ class SegmentFiles:
                 os.close(part.fd)
 
 
+# Options every fsspec file system takes besides its class's parameters (AbstractFileSystem's
+# listings cache, fsspec's instance cache), with their types.
+_GENERIC_OPTIONS: dict[str, type] = {
+    "use_listings_cache": bool, "listings_expiry_time": float, "max_paths": int, "skip_instance_cache": bool,
+}
+
+
+# File systems whose other keyword arguments go on somewhere (the package, then the module and
+# class taking them): s3fs's to aiobotocore's session (`profile`).
+_FORWARDED: dict[str, tuple[str, str]] = {"s3fs": ("aiobotocore.session", "AioSession")}
+
+
+def _option_types(url: str) -> dict[str, object] | None:
+    """The options the file system of `url` takes, by name, each with its default (a type for
+    the generic ones); None for a chained URL (`a::b://...`), whose options fsspec nests."""
+    if "::" in url:
+        return None
+    protocol = fsspec.core.split_protocol(url)[0] or "file"
+    cls = fsspec.get_filesystem_class(protocol)
+    found: dict[str, object] = dict(_GENERIC_OPTIONS)
+    forwarded = _FORWARDED.get(cls.__module__.split(".")[0])
+    for klass in (*reversed(cls.__mro__), *([importlib.import_module(forwarded[0]).__dict__[forwarded[1]]] if forwarded else [])):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for name, parameter in inspect.signature(init).parameters.items():
+            if name != "self" and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+                found[name] = parameter.default
+    return found
+
+
+def _convert(name: str, value: str, default: object) -> object:
+    kind = default if isinstance(default, type) else type(default)
+    if kind is bool:
+        lowered = value.strip().lower()
+        if lowered not in ("true", "false"):
+            raise ValueError(f"{name} must be true or false")
+        return lowered == "true"
+    if kind in (int, float):
+        try:
+            return kind(value.strip())
+        except ValueError:
+            raise ValueError(f"{name} must be a{'n integer' if kind is int else ' number'}") from None
+    if kind is dict or (default is None and (name.endswith("_kwargs") or name == "extra_conf")):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ValueError(f"{name} must be a JSON object")
+        return parsed
+    return value
+
+
+def fs_options(url: str, options: Mapping[str, str]) -> dict[str, object]:
+    """`options` (strings: the broker's rsm.config.* settings, the Spark source's options) as
+    the file system of `url` takes them: an option that is no parameter of its class is refused
+    (fsspec would take it and ignore it), flags (true/false) and numbers are converted by the
+    parameter's default, `*_kwargs` and dict parameters parsed as JSON objects. ValueError names
+    the option, never its value (a credential); ImportError when the file system's package is
+    missing."""
+    known = _option_types(url)
+    if known is None:
+        return dict(options)
+    unknown = sorted(name for name in options if name not in known)
+    if unknown:
+        raise ValueError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} of the store {url.split('://')[0]}://")
+    return {name: _convert(name, value, known[name]) for name, value in options.items()}
+
+
 class FsspecRemoteStorageManager:
     def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(url, **dict(options or {}))
+            self.fs, self.root = fsspec.core.url_to_fs(url, **fs_options(url, options or {}))
         except (ImportError, ValueError) as exc:
             raise RemoteStorageError(f"cannot open the remote store {url}: {exc}") from None
         self.url = url

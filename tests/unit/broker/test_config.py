@@ -778,6 +778,16 @@ def test_remote_storage_needs_the_store_url():
     assert config.get("remote.log.storage.system.enable") is True
 
 
+def test_store_options_fsspec_would_ignore_or_misread_are_refused_at_start():
+    tiered = {"remote.log.storage.system.enable": "true", "rsm.config.url": "s3://bucket/prefix"}
+    BrokerConfig({**tiered, "rsm.config.endpoint_url": "http://s3:9000", "rsm.config.key": "k", "rsm.config.secret": "s"})
+    with pytest.raises(ConfigError, match="unknown option secrett") as refused:
+        BrokerConfig({**tiered, "rsm.config.secrett": "hunter2"})
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(ConfigError, match="anon must be true or false"):
+        BrokerConfig({**tiered, "rsm.config.anon": "no"})
+
+
 def test_store_settings_without_remote_storage_are_refused():
     with pytest.raises(ConfigError, match="rsm.config.url set without remote.log.storage.system.enable"):
         BrokerConfig({"rsm.config.url": "file:///tmp/store"})

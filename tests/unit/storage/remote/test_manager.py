@@ -422,3 +422,51 @@ def test_no_remote_segment_before_the_local_log_start_answers_replica_not_availa
     with pytest.raises(KafkaError) as raised:
         asyncio.run(aux_state())
     assert raised.value.error_code is ErrorCode.replica_not_available
+
+
+# ---------------------------------------------------------------------- retention by time
+
+DAY_MS = 86_400_000
+
+
+def fill_stamped(log: Log, batches: int, step_ms: int = 10_000) -> None:
+    """Batches stamped 10 s apart from 1_000_000 on (two records each, one ms apart)."""
+    for i in range(batches):
+        log.append_as_leader(
+            memoryview(batch(b"v" * 40, b"w" * 40, key=b"k%d" % i, timestamp=1_000_000 + step_ms * i)), leader_epoch=0
+        )
+    log.high_watermark = log.log_end_offset
+
+
+def test_local_retention_ms_deletes_only_copied_segments_older_than_it(open_log, tmp_path):
+    log = open_log(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, local_retention_ms=DAY_MS))
+    fill_stamped(log, 8)
+    rolled = log.segments[:-1]
+    assert len(rolled) >= 3
+    cut = rolled[2]  # the segments before it are older than local.retention.ms, it and later ones not
+    now = cut.largest_timestamp + DAY_MS
+    assert now - rolled[1].largest_timestamp > DAY_MS
+    log.apply_retention(now_ms=now)
+    assert log.local_log_start_offset == 0  # nothing copied yet: nothing goes
+    run(manager_over(MemoryTopic(), tmp_path / "store"), Replica(log))
+    log.apply_retention(now_ms=now)
+    assert log.local_log_start_offset == cut.base_offset
+    assert log.log_start_offset == 0  # the rest is read from the store
+
+
+def test_retention_ms_deletes_remote_segments_past_it_by_their_largest_timestamp(open_log, tmp_path):
+    log = open_log(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=-1, local_retention_bytes=0))
+    fill_stamped(log, 8)
+    topic = MemoryTopic()
+    run(manager_over(topic, tmp_path / "store"), Replica(log))
+    log.apply_retention()
+    before = assert_consistent(topic, tmp_path / "store", log)
+    assert len(before) >= 3 and log.local_log_start_offset > before[2].end_offset
+    log.update_config(LogConfig(remote_storage_enable=True, segment_bytes=300, retention_ms=DAY_MS, local_retention_bytes=0))
+    now = before[2].max_timestamp_ms + DAY_MS  # the first two are past retention.ms, the third not
+    manager = manager_over(topic, tmp_path / "store")
+    manager._now_ms = lambda: now
+    run(manager, Replica(log))
+    after = assert_consistent(topic, tmp_path / "store", log)
+    assert [s.segment_id for s in after] == [s.segment_id for s in before[2:]]
+    assert log.log_start_offset == before[2].start_offset
