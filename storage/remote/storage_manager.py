@@ -109,8 +109,11 @@ def _option_types(url: str) -> dict[str, object] | None:
     protocol = fsspec.core.split_protocol(url)[0] or "file"
     cls = fsspec.get_filesystem_class(protocol)
     found: dict[str, object] = dict(_GENERIC_OPTIONS)
-    forwarded = _FORWARDED.get(cls.__module__.split(".")[0])
-    for klass in (*reversed(cls.__mro__), *([importlib.import_module(forwarded[0]).__dict__[forwarded[1]]] if forwarded else [])):
+    classes = list(reversed(cls.__mro__))
+    if forwarded := _FORWARDED.get(cls.__module__.split(".")[0]):
+        module, name = forwarded
+        classes.append(getattr(importlib.import_module(module), name))
+    for klass in classes:
         init = klass.__dict__.get("__init__")
         if init is None:
             continue
@@ -155,7 +158,8 @@ def fs_options(url: str, options: Mapping[str, str]) -> dict[str, object]:
         return dict(options)
     unknown = sorted(name for name in options if name not in known)
     if unknown:
-        raise ValueError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} of the store {url.split('://')[0]}://")
+        plural = "s" if len(unknown) > 1 else ""
+        raise ValueError(f"unknown option{plural} {', '.join(unknown)} of the store {url.split('://')[0]}://")
     return {name: _convert(name, value, known[name]) for name, value in options.items()}
 
 
