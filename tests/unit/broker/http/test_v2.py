@@ -125,3 +125,41 @@ def test_bad_consumer_settings_are_422_with_42204(tmp_path):
         ]
 
     assert [(s, b["error_code"]) for s, b in run(tmp_path, scenario)] == [(422, 42204), (422, 42204)]
+
+
+def test_get_records_is_a_long_poll_answered_when_a_record_arrives_or_at_its_timeout(tmp_path):
+    # The proxy's GET records waits up to its timeout for records (here through Fetch's
+    # max_wait): an empty poll takes its timeout, and a poll parked at the log end is answered
+    # as soon as a record is produced, well before its timeout.
+    async def scenario(broker, session, base):
+        await broker.topics.create("t", 1, {})
+        await post(session, f"{base}/consumers/g", {"name": "c", "format": "json", "auto.offset.reset": "latest",
+                                                   "auto.commit.enable": "false"}, "application/vnd.kafka.v2+json")
+        instance = f"{base}/consumers/g/instances/c"
+        await session.post(f"{instance}/subscription", json={"topics": ["t"]})
+        # The first polls join the group and find the position (the log end).
+        for _ in range(20):  # bounded
+            await answer(await session.get(f"{instance}/records?timeout=200", headers={"Accept": JSON}))
+            if broker.http_api.consumers._instances[("g", "c")].assignment.get(("t", 0)) is not None:  # noqa: SLF001
+                break
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        empty = await answer(await session.get(f"{instance}/records?timeout=800", headers={"Accept": JSON}))
+        empty_s = loop.time() - started
+
+        async def produce_later():
+            await asyncio.sleep(0.5)
+            await post(session, f"{base}/topics/t", {"records": [{"value": "late"}]}, JSON)
+
+        producing = asyncio.ensure_future(produce_later())
+        started = loop.time()
+        parked = await answer(await session.get(f"{instance}/records?timeout=4000", headers={"Accept": JSON}))
+        parked_s = loop.time() - started
+        await producing
+        return empty, empty_s, parked, parked_s
+
+    empty, empty_s, parked, parked_s = run(tmp_path, scenario, {"http.consumer.request.timeout.ms": "5000"})
+    assert empty == (200, [])
+    assert 0.7 <= empty_s < 3, empty_s
+    assert parked[0] == 200 and [r["value"] for r in parked[1]] == ["late"]
+    assert 0.4 <= parked_s < 3, parked_s
