@@ -1,15 +1,19 @@
 """SASL over TLS (listener protocol SASL_SSL) with real clients: the TLS layer under the SASL
 exchange of tests/compat/test_sasl.py. confluent-kafka and kcat with PLAIN and SCRAM,
-kafka-python with SCRAM, a wrong password answered with Kafka's message through TLS before the
-connection closes, and a client that does not trust the broker's certificate."""
+kafka-python with SCRAM, aiokafka and KafkaJS with PLAIN and SCRAM, a wrong password answered
+with Kafka's message through TLS before the connection closes, and a client that does not trust
+the broker's certificate."""
 
+import asyncio
 import shutil
 import time
 
 import confluent_kafka
 import pytest
 import trustme
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.compat.kafkajs_support import JS_DIR, KAFKAJS_MARKS
 from tests.compat.test_sasl import (
     ADMIN,
     PLAIN_USER,
@@ -138,3 +142,64 @@ def test_kcat_with_scram_over_sasl_ssl(sasl_ssl_broker, ca_pem):
     consumed = run([*base, "-C", "-t", topic, "-o", "beginning", "-e"], timeout=TIMEOUT_S)
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.decode().split() == ["one", "two"]
+
+
+def create_topic(broker, ca_pem, topic: str) -> None:
+    admin = AdminClient(settings(broker, ca_pem, "PLAIN", ADMIN))
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(timeout=TIMEOUT_S)
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_aiokafka_over_sasl_ssl(sasl_ssl_broker, ca_pem, mechanism):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.helpers import create_ssl_context
+
+    topic = unique_topic("sasl-ssl-aio")
+    create_topic(sasl_ssl_broker, ca_pem, topic)
+
+    async def scenario():
+        common = {
+            "bootstrap_servers": sasl_ssl_broker.bootstrap, **python_client_settings(mechanism),
+            "security_protocol": "SASL_SSL", "ssl_context": create_ssl_context(cafile=str(ca_pem / "ca.pem")),
+        }
+        producer = AIOKafkaProducer(**common)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"hello")
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**common)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            await consumer.seek_to_beginning()
+            return (await asyncio.wait_for(consumer.getone(), TIMEOUT_S)).value
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(scenario()) == b"hello"
+
+
+@KAFKAJS_MARKS[1]  # node installed
+@KAFKAJS_MARKS[2]  # kafkajs installed
+@pytest.mark.parametrize("mechanism", ["plain", "scram-sha-512"])
+def test_kafkajs_over_sasl_ssl(sasl_ssl_broker, ca_pem, mechanism, monkeypatch):
+    topic = unique_topic("sasl-ssl-js")
+    create_topic(sasl_ssl_broker, ca_pem, topic)
+    name, password = SCRAM_USER if mechanism.startswith("scram") else PLAIN_USER
+    monkeypatch.setenv("SASL_SSL_CA", str(ca_pem / "ca.pem"))
+    result = run(["node", str(JS_DIR / "sasl.js"), sasl_ssl_broker.bootstrap, mechanism, name, password, topic, "a", "b"], timeout=60)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    assert result.stdout.decode().strip() == '{"produced":[0],"offsets":[2]}'
+
+
+@KAFKAJS_MARKS[1]  # node installed
+@KAFKAJS_MARKS[2]  # kafkajs installed
+def test_kafkajs_without_the_ca_is_refused_over_sasl_ssl(sasl_ssl_broker, tmp_path, monkeypatch):
+    # The same script, trusting another CA: TLS fails before SASL, so the CA setting is used.
+    other_ca = tmp_path / "other-ca.pem"
+    other_ca.write_bytes(trustme.CA().cert_pem.bytes())
+    monkeypatch.setenv("SASL_SSL_CA", str(other_ca))
+    result = run(["node", str(JS_DIR / "sasl.js"), sasl_ssl_broker.bootstrap, "plain", *PLAIN_USER, "t", "a"], timeout=60)
+    assert result.returncode == 1

@@ -2,10 +2,12 @@
 // KafkaJS over SASL_PLAINTEXT, for tests/compat/test_sasl.py: authenticate with MECHANISM
 // ('plain', 'scram-sha-256' or 'scram-sha-512'), produce MESSAGES to TOPIC, read the topic's
 // offsets back, and print {"produced": [...], "offsets": [...]} on stdout; an authentication
-// failure exits 1 with KafkaJS's error on stderr.
+// failure exits 1 with KafkaJS's error on stderr. With SASL_SSL_CA set (a PEM file), over
+// SASL_SSL, trusting that CA (tests/compat/test_sasl_ssl.py).
 //
-// Usage: node sasl.js BOOTSTRAP MECHANISM USERNAME PASSWORD TOPIC MESSAGES...
+// Usage: [SASL_SSL_CA=ca.pem] node sasl.js BOOTSTRAP MECHANISM USERNAME PASSWORD TOPIC MESSAGES...
 
+const fs = require('fs');
 const { Kafka, Partitioners, logLevel } = require('kafkajs');
 const { toStderr, run } = require('./script');
 
@@ -17,6 +19,7 @@ async function main() {
     clientId: 'logway-compat-sasl',
     brokers: [bootstrap],
     sasl: { mechanism, username, password },
+    ...(process.env.SASL_SSL_CA ? { ssl: { ca: [fs.readFileSync(process.env.SASL_SSL_CA, 'utf-8')] } } : {}),
     connectionTimeout: 5000,
     requestTimeout: 15000,
     retry: { retries: 0 },
