@@ -847,13 +847,18 @@ class BrokerConfig:
 
     def ssl_settings(self, listener_name: str) -> dict[str, Any]:
         """The ssl.* settings of a listener, typed: listener.name.<name>.<key> where set, else
-        <key> (Kafka's lookup, key by key)."""
+        <key> (Kafka's lookup, key by key). A SASL_SSL listener asks for client certificates
+        only through its own listener.name.<name>.ssl.client.auth (KIP-684): the broker-wide
+        ssl.client.auth is for SSL listeners, whose clients authenticate with certificates."""
         overrides = self._listener_overrides.get(listener_name.upper(), {})
-        return {
+        settings = {
             name: overrides.get(name, value)
             for name, value in self._values.items()
             if name.startswith("ssl.")
         }
+        if self._protocol_map.get(listener_name.upper()) == "SASL_SSL" and "ssl.client.auth" not in overrides:
+            settings["ssl.client.auth"] = "none"
+        return settings
 
     def _parse_listener_overrides(self, settings: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         """listener.name.<listener>.<key> settings by listener name (upper case) and key."""

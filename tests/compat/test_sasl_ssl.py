@@ -23,7 +23,7 @@ from tests.compat.test_sasl import (
     python_client_settings,
     sasl_overrides,
 )
-from tests.harness import BrokerProcess, run, unique_topic
+from tests.harness import BrokerProcess, free_port, run, unique_topic
 
 pytestmark = pytest.mark.compat
 
@@ -110,6 +110,35 @@ def test_a_client_that_does_not_trust_the_broker_never_reaches_sasl(sasl_ssl_bro
     while not errors and time.monotonic() < deadline:
         producer.poll(0.2)
     assert errors and "certificate verify failed" in errors[0].str()
+
+
+def test_the_broker_wide_ssl_client_auth_asks_ssl_clients_only_for_a_certificate(tmp_path, ca_pem):
+    # KIP-684: ssl.client.auth=required is the SSL listener's; password clients of a SASL_SSL
+    # listener beside it need no certificate.
+    broker = BrokerProcess(tmp_path / "data")
+    ssl_port = free_port()
+    overrides = sasl_overrides(broker.port)
+    endpoints = f"SASL_SSL://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port}"
+    broker.overrides.update({
+        **{key.replace("sasl_plaintext", "sasl_ssl"): value for key, value in overrides.items()},
+        "listeners": endpoints,
+        "advertised.listeners": endpoints,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(ca_pem / "server.pem"),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca_pem / "ca.pem"),
+        "ssl.client.auth": "required",
+    })
+    broker.start()
+    try:
+        password_client = AdminClient(settings(broker, ca_pem, "PLAIN", ADMIN))
+        assert broker.bootstrap.split(":")[1] in str(password_client.list_topics(timeout=TIMEOUT_S).brokers)
+        certificate_less = AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+                                        "ssl.ca.location": str(ca_pem / "ca.pem")})
+        with pytest.raises(confluent_kafka.KafkaException):
+            certificate_less.list_topics(timeout=5)
+    finally:
+        broker.stop()
 
 
 def test_kafka_python_with_scram_over_sasl_ssl(sasl_ssl_broker, ca_pem):

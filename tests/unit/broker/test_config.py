@@ -593,6 +593,28 @@ def test_ssl_listener_is_accepted_with_a_keystore():
     assert c.ssl_settings("SSL")["ssl.keystore.location"] == "/etc/logway/server.pem"
 
 
+_PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'
+
+
+def test_sasl_ssl_listeners_ask_for_client_certificates_only_through_their_own_key():
+    # KIP-684: the broker-wide ssl.client.auth is the SSL listeners'; a SASL_SSL listener's
+    # clients authenticate with SASL unless its listener.name.<l>.ssl.client.auth says more.
+    c = BrokerConfig(
+        {
+            **SSL_LISTENER,
+            "listeners": "SSL://:9093,SASL_SSL://:9094,MTLS://:9095",
+            "listener.security.protocol.map": "SSL:SSL,SASL_SSL:SASL_SSL,MTLS:SASL_SSL",
+            "sasl.enabled.mechanisms": "PLAIN",
+            **{f"listener.name.{name}.plain.sasl.jaas.config": _PLAIN_JAAS for name in ("sasl_ssl", "mtls")},
+            "ssl.client.auth": "required",
+            "listener.name.mtls.ssl.client.auth": "requested",
+        }
+    )
+    assert c.ssl_settings("SSL")["ssl.client.auth"] == "required"
+    assert c.ssl_settings("SASL_SSL")["ssl.client.auth"] == "none"
+    assert c.ssl_settings("MTLS")["ssl.client.auth"] == "requested"
+
+
 def test_ssl_listener_without_keystore_is_refused():
     with pytest.raises(ConfigError, match="Listener SSL uses security protocol SSL but has no keystore"):
         BrokerConfig({"listeners": "SSL://:9093"})
