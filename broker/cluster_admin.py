@@ -62,6 +62,10 @@ class ZkTopicAdmin:
         assignments: Mapping[int, Sequence[int]],
         configs: Mapping[str, str],
     ) -> TopicInfo:
+        if await self._zk.exists(znodes.topic_path(name)) is not None:
+            # Before the assignment: a broker whose view of the live brokers is short (just
+            # restarted) would answer an existing topic INVALID_REPLICATION_FACTOR.
+            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.topic_already_exists)
         if assignments:
             replicas = {p: tuple(r) for p, r in assignments.items()}
         else:

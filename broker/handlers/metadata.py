@@ -10,7 +10,8 @@ reported with LEADER_NOT_AVAILABLE, no leader and this replica offline.
 
 A requested topic that does not exist is created when the request allows it (v4+; always before
 that) and auto.create.topics.enable is true, with num.partitions partitions and the broker's
-default configs; it comes back ready. Otherwise it is UNKNOWN_TOPIC_OR_PARTITION, or
+default configs; it comes back ready. A broker that has heard from no controller yet creates
+nothing (see below). Otherwise it is UNKNOWN_TOPIC_OR_PARTITION, or
 INVALID_TOPIC_EXCEPTION for an illegal name. Topics named by id (v10+) that do not exist are
 UNKNOWN_TOPIC_ID. A topic this broker knows exists (from ZooKeeper) but whose partitions the
 controller has not yet told it about, and any topic asked of a broker that has heard from no
@@ -132,6 +133,11 @@ def _missing_to_create(ctx: RequestContext, request: MetadataRequest, denied: se
     broker = ctx.broker
     allowed = request.allow_auto_topic_creation or ctx.api_version < 4
     if not (allowed and broker.config.get("auto.create.topics.enable")):
+        return []
+    if not broker.metadata_cache.filled:
+        # Heard from no controller yet (just restarted): a topic missing here may well exist, and
+        # creating it would answer from a view of no live broker (INVALID_REPLICATION_FACTOR,
+        # which clients take as final). It is answered LEADER_NOT_AVAILABLE and asked again.
         return []
     missing = []
     for topic in request.topics:

@@ -6,13 +6,14 @@ controller."""
 import asyncio
 import datetime
 
+import pytest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
 from broker.server import Broker
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.legacy import (
     ControlledShutdownRequest,
     LeaderAndIsrPartitionState,
@@ -121,6 +122,11 @@ def test_the_controller_serves_admin_requests(tmp_path, zookeeper):
         ))
         assert [t.error_code for t in created.topics] == [ErrorCode.none, ErrorCode.invalid_replication_factor]
         assert admin.broker.metadata_cache.leader_of(TopicPartition("one", 1)) == 1
+        # A creation that gets past the metadata cache (an auto-creation on a broker not told of
+        # the topic yet) finds it in ZooKeeper before it counts the live brokers.
+        with pytest.raises(KafkaError) as existing:
+            await admin.broker.topics.cluster_admin.create("one", 2, 2, {}, {})
+        assert existing.value.error_code == ErrorCode.topic_already_exists
         elected = await admin.call(ApiKey.ELECT_LEADERS, 2, ElectLeadersRequest(
             election_type=0, topic_partitions=(TopicPartitions(topic="one", partitions=(0, 7)),), timeout=TIMEOUT,
         ))

@@ -13,11 +13,11 @@ from tests.in_process import Client, running_broker
 _NO_AUTO_CREATE = {"auto.create.topics.enable": "false"}
 
 
-def _topic_errors(broker, *names: str) -> dict[str, ErrorCode]:
+def _topic_errors(broker, *names: str, auto_create: bool = False) -> dict[str, ErrorCode]:
     async def ask():
         request = MetadataRequest(
             topics=tuple(MetadataRequestTopic(topic_id=None, name=name) for name in names),
-            allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+            allow_auto_topic_creation=auto_create, include_topic_authorized_operations=False,
         )
         response = await Client(broker).call(ApiKey.METADATA, 12, request)
         return {topic.name: ErrorCode(topic.error_code) for topic in response.topics}
@@ -46,3 +46,15 @@ def test_a_broker_no_controller_has_filled_yet_calls_no_topic_unknown(tmp_path):
             return await _topic_errors(broker, "nowhere")
 
     assert asyncio.run(main()) == {"nowhere": ErrorCode.leader_not_available}
+
+
+def test_a_broker_no_controller_has_filled_yet_creates_no_topic(tmp_path):
+    # Its view of the live brokers is empty: a creation would answer an existing topic
+    # INVALID_REPLICATION_FACTOR, which KafkaJS takes as final (tests/cluster jepsen, j0).
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            broker.metadata_cache = MetadataCache(broker.metadata_cache.listener_name)
+            errors = await _topic_errors(broker, "orders", auto_create=True)
+            return errors, "orders" in broker.topics.topics
+
+    assert asyncio.run(main()) == ({"orders": ErrorCode.leader_not_available}, False)
