@@ -383,19 +383,25 @@ async def _produce_streamed(request: web.Request, acks: int) -> web.StreamRespon
     max_bytes = request.app[API].max_request_bytes
     values = JsonValues(max_bytes)
     response: web.StreamResponse | None = None
-    while not values.ended:
-        data = await request.content.read(max_bytes)  # what has arrived, waiting only for the first byte
-        found = values.feed(data) if data else values.end()
-        if found:
-            # Until the first result is written, a produce refused as a whole (an unknown
-            # topic ...) is the request's status, as for a body of known length.
-            results = await _results(request, found, acks, answering=response is not None)
-            if response is None:
-                response = web.StreamResponse(headers={"Content-Type": "application/json"})
-                await response.prepare(request)
-            await response.write(_lines(results).encode())
-        if not data:
-            break
+    try:
+        while not values.ended:
+            data = await request.content.read(max_bytes)  # what has arrived, waiting only for the first byte
+            found = values.feed(data) if data else values.end()
+            if found:
+                # Until the first result is written, a produce refused as a whole (an unknown
+                # topic ...) is the request's status, as for a body of known length.
+                results = await _results(request, found, acks, answering=response is not None)
+                if response is None:
+                    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+                    await response.prepare(request)
+                await response.write(_lines(results).encode())
+            if not data:
+                break
+    except ConnectionResetError:
+        # The client went away mid-stream, which is how a client that streams while it runs
+        # stops: the records that arrived whole are produced, there is no one left to answer (aiohttp
+        # drops this response quietly), and it is no server error to log.
+        return response or web.Response()
     if response is None:
         raise RestError(400, 400, "no record in the request body")
     await response.write_eof()

@@ -208,3 +208,23 @@ def test_a_stream_to_an_unknown_topic_is_404_as_a_request_of_known_length(tmp_pa
     status, results, _ = run(tmp_path, scenario)
     assert status == 404
     assert results == [{"error_code": 40403, "message": "This server does not host this topic-partition."}]
+
+
+def test_a_client_going_away_mid_stream_is_no_server_error(tmp_path, caplog):
+    # How a client that streams for as long as it runs stops: what it sent whole is written.
+    async def scenario(broker, session, cluster):
+        await broker.topics.create("t", 1, {})
+
+        async def body():
+            yield _record("a") + b'{"value": '
+            await asyncio.sleep(30)
+
+        response = await session.post(f"{cluster}/topics/t/records", data=body())
+        first = json.loads(await response.content.readline())
+        response.close()
+        await asyncio.sleep(0.5)
+        return first, broker.replica_manager.get_partition(TopicPartition("t", 0)).log.log_end_offset
+
+    first, end = run(tmp_path, scenario)
+    assert (first["offset"], end) == (0, 1)
+    assert not [r for r in caplog.records if r.name.startswith("aiohttp") and r.levelname == "ERROR"]
