@@ -5,7 +5,9 @@
 One standalone logway broker with http.listeners; the same number of `size`-byte records is
 written to a fresh one-partition topic four ways, one after another, acks=all:
 - kafka: confluent-kafka's Producer (librdkafka, linger.ms=5), flushed;
-- v3 streamed: POST /v3/clusters/{id}/topics/{t}/records, `batch` BINARY records per request;
+- v3 batched: POST /v3/clusters/{id}/topics/{t}/records, `batch` BINARY records per request;
+- v3 chunked: the same records in `concurrency` chunked requests (the proxy's streamed mode),
+  written `batch` records per chunk while their results are read;
 - v2: POST /topics/{t} (binary), `batch` records per request;
 - v3 one record per request (a tenth of the records: it is the slow case).
 The HTTP writers are aiohttp clients with `concurrency` requests in flight. Each figure is
@@ -55,7 +57,7 @@ async def _http(url: str, bodies: list[tuple[bytes, str]], concurrency: int) -> 
             body, content_type = queue.pop()
             async with session.post(url, data=body, headers={"Content-Type": content_type}) as response:
                 text = await response.text()
-                # Every record's result must be a success (streamed v3: one line per record).
+                # Every record's result must be a success (v3 with several records: one line per record).
                 compact = text.replace(" ", "")
                 if response.status != 200 or '"error_code":4' in compact or '"error_code":5' in compact:
                     raise RuntimeError(f"{response.status}: {text[:200]}")
@@ -64,6 +66,25 @@ async def _http(url: str, bodies: list[tuple[bytes, str]], concurrency: int) -> 
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
     if queue:
         raise TimeoutError("HTTP writers over the deadline")
+
+
+async def _chunked(url: str, chunk: bytes, chunks: int, batch: int, concurrency: int) -> None:
+    async def stream(session: aiohttp.ClientSession) -> None:
+        async def body():
+            for _ in range(chunks):
+                yield chunk
+
+        async with session.post(url, data=body(), headers={"Content-Type": "application/json"}) as response:
+            answered = 0
+            async for line in response.content:
+                if response.status != 200 or b'"error_code":200' not in line:
+                    raise RuntimeError(f"{response.status}: {line[:200]!r}")
+                answered += 1
+        if answered != chunks * batch:
+            raise RuntimeError(f"{answered} results for {chunks * batch} records")
+
+    async with aiohttp.ClientSession() as session:
+        await asyncio.wait_for(asyncio.gather(*(stream(session) for _ in range(concurrency))), _DEADLINE_S)
 
 
 def _timed(url: str, bodies, records: int, concurrency: int) -> float:
@@ -78,7 +99,7 @@ def measure(records: int, batch: int, size: int, concurrency: int, directory: Pa
     try:
         base = f"http://127.0.0.1:{http_port}"
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        topics = ["kafka", "v3", "v2", "v3single"]
+        topics = ["kafka", "v3", "v3chunked", "v2", "v3single"]
         for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
             future.result(30)
         value = b"x" * size
@@ -89,8 +110,13 @@ def measure(records: int, batch: int, size: int, concurrency: int, directory: Pa
         cluster = asyncio.run(_cluster_id(base))
         results = {"kafka": _kafka(broker.bootstrap, "kafka", records, value)}
         requests = records // batch
-        results["v3 streamed"] = _timed(f"{base}/v3/clusters/{cluster}/topics/v3/records",
+        results["v3 batched"] = _timed(f"{base}/v3/clusters/{cluster}/topics/v3/records",
                                         [(v3_body, "application/json")] * requests, requests * batch, concurrency)
+        chunks = requests // concurrency
+        started = time.monotonic()
+        asyncio.run(_chunked(f"{base}/v3/clusters/{cluster}/topics/v3chunked/records", v3_body + b"\n", chunks, batch,
+                             concurrency))
+        results["v3 chunked"] = chunks * concurrency * batch / (time.monotonic() - started)
         results["v2"] = _timed(f"{base}/topics/v2", [(v2_body, "application/vnd.kafka.binary.v2+json")] * requests,
                                requests * batch, concurrency)
         single = records // 10

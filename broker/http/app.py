@@ -5,7 +5,8 @@ one request per connection and reads only the request line; the REST API needs r
 keep-alive, chunked (streamed) requests and responses, and many routes, which is what aiohttp
 is for. The metrics endpoint stays as it is (its own listener, no framework).
 
-Every request: its body is bounded by http.max.request.bytes (413 beyond), its user checked
+Every request: its body is bounded by http.max.request.bytes (413 beyond; a streamed v3
+produce's each record, broker/http/v3.py), its user checked
 when http.authentication.method=BASIC (401 otherwise, with WWW-Authenticate), and what it asks
 of Kafka goes through the broker's own handlers (broker/http/loopback.py) with the user's
 principal. https:// listeners use the broker's ssl.* settings (broker/security/tls.py).

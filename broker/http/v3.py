@@ -7,13 +7,19 @@ CreateTopics and deleted with DeleteTopics, records produced with Produce, all t
 broker's handlers. An unknown cluster id is 404 (error_code 404), an unknown topic 404 with
 40403, a topic that exists 400 with 40002, as the proxy answers.
 
-Producing: the body is one record ({"partition_id", "headers": [{"name", "value" (base64)}],
-"key", "value", "timestamp"}, key and value each {"type": "BINARY" (base64 data) | "JSON" |
-"STRING", "data"}) answered with its result and an HTTP status reflecting it; or several
-records one after another (the proxy's streamed mode), answered 200 with one JSON result per
-record, one per line, each carrying its error_code (200, or the error's) and its partition_id,
-offset and timestamp or its message. A record that is no record is answered 400 in its place.
-All records of one request are produced together (one batch per partition). ?acks=all|1|0
+Producing: a record is {"partition_id", "headers": [{"name", "value" (base64)}], "key",
+"value", "timestamp"}, key and value each {"type": "BINARY" (base64 data) | "JSON" | "STRING",
+"data"}. A body of known length holding one record is answered with its result and an HTTP status
+reflecting it. Several records one after another (concatenated or whitespace between them), or
+a chunked body (the proxy's streamed mode), are answered 200 with one JSON result per record, one
+per line, in order, each carrying its error_code (200, or the error's) and its partition_id,
+offset and timestamp or its message. A record that is no record is answered 400 in its place; a
+body that is not JSON from some point on, or a record over http.max.request.bytes, is answered
+400 (413) there and the answer ends, as the proxy's does. The records of a body of known length
+(at most http.max.request.bytes) are produced together, one batch per partition. A chunked body
+is read as it arrives, for as long as the client writes: the records that arrived together are
+produced together and each result is written as soon as its record is acknowledged
+(broker/http/json_stream.py finds the records). ?acks=all|1|0
 (logway's addition: the proxy takes acks from its producer config; default all).
 """
 
@@ -35,6 +41,7 @@ from protocol.records import Header
 
 from broker.http.context import API, PRINCIPAL
 from broker.http.errors import RestError, kafka_error
+from broker.http.json_stream import JsonValues
 from broker.http.produce import OutRecord, parse_acks
 
 ADMIN_TIMEOUT = datetime.timedelta(seconds=30)
@@ -233,23 +240,6 @@ async def delete_topic(request: web.Request) -> web.Response:
 # --- producing
 
 
-def _records_in(text: str) -> list:
-    """The JSON values of a body holding one or several (whitespace between them)."""
-    decoder = json.JSONDecoder()
-    values, position = [], 0
-    while True:
-        while position < len(text) and text[position] in " \t\r\n":
-            position += 1
-        if position == len(text):
-            return values
-        try:
-            value, position = decoder.raw_decode(text, position)
-        except ValueError as exc:
-            values.append(RestError(400, 400, f"Unexpected character or malformed JSON: {exc}"))
-            return values
-        values.append(value)
-
-
 def _data(field: str, part) -> tuple[bytes | None, str | None]:
     """(bytes, type) of a key or value; RestError 400 when malformed."""
     if part is None:
@@ -315,18 +305,16 @@ def _iso(ms: int) -> str:
     )
 
 
-async def produce_records(request: web.Request) -> web.StreamResponse:
-    cluster_id = _check_cluster(request)
+def _error(error: RestError) -> tuple[int, dict]:
+    return error.status, {"error_code": error.error_code, "message": error.message}
+
+
+async def _results(request: web.Request, values: list, acks: int, answering: bool) -> list[tuple[int, dict]]:
+    """Each value's (status, result), its records produced together (one batch per partition).
+    A produce refused as a whole (an unknown topic ...) raises RestError, or once `answering`
+    (results of the request already written) is each record's error."""
     api = request.app[API]
     topic = request.match_info["topic"]
-    acks = parse_acks(request.query.get("acks"))
-    try:
-        text = (await request.read()).decode()
-    except UnicodeDecodeError:
-        raise RestError(400, 400, "the body is not UTF-8") from None
-    values = _records_in(text)
-    if not values:
-        raise RestError(400, 400, "no record in the request body")
     results: list[tuple[int, dict] | None] = []
     records, places, sizes = [], [], []
     for value in values:
@@ -335,26 +323,86 @@ async def produce_records(request: web.Request) -> web.StreamResponse:
                 raise value
             record, size = _out_record(value)
         except RestError as exc:
-            results.append((exc.status, {"error_code": exc.error_code, "message": exc.message}))
+            results.append(_error(exc))
             continue
         places.append(len(results))
         results.append(None)
         records.append(record)
         sizes.append(size)
-    if records:
+    if not records:
+        return results
+    try:
         outcomes = await api.producer.produce(topic, records, request[PRINCIPAL], acks)
-        for place, outcome, size in zip(places, outcomes, sizes):
-            if outcome.error != ErrorCode.none:
-                error = kafka_error(outcome.error, outcome.message)
-                results[place] = (error.status, {"error_code": error.error_code, "message": error.message})
-                continue
-            results[place] = (200, {
-                "error_code": 200, "cluster_id": cluster_id, "topic_name": topic,
-                "partition_id": outcome.partition, "offset": outcome.offset,
-                "timestamp": _iso(outcome.timestamp_ms) if outcome.timestamp_ms >= 0 else None, **size,
-            })
-    if len(values) == 1:
+    except RestError as exc:
+        if not answering:
+            raise
+        for place in places:
+            results[place] = _error(exc)
+        return results
+    for place, outcome, size in zip(places, outcomes, sizes):
+        if outcome.error != ErrorCode.none:
+            results[place] = _error(kafka_error(outcome.error, outcome.message))
+            continue
+        results[place] = (200, {
+            "error_code": 200, "cluster_id": api.broker.cluster_id, "topic_name": topic,
+            "partition_id": outcome.partition, "offset": outcome.offset,
+            "timestamp": _iso(outcome.timestamp_ms) if outcome.timestamp_ms >= 0 else None, **size,
+        })
+    return results
+
+
+def _lines(results: list[tuple[int, dict]]) -> str:
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for _, r in results)
+
+
+async def produce_records(request: web.Request) -> web.StreamResponse:
+    _check_cluster(request)
+    acks = parse_acks(request.query.get("acks"))
+    if request.content_length is None:
+        return await _produce_streamed(request, acks)
+    # A body of known length (at most http.max.request.bytes, app.py) is complete on the
+    # client's side: its records go in one produce, one batch per partition.
+    values = JsonValues(request.app[API].max_request_bytes)
+    body = await request.read()
+    found = values.feed(body) + values.end()
+    if not found:
+        raise RestError(400, 400, "no record in the request body")
+    results = await _results(request, found, acks, answering=False)
+    if len(results) == 1:
         status, result = results[0]
         return web.json_response(result, status=status)
-    body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for _, r in results)
-    return web.Response(text=body, content_type="application/json")
+    return web.Response(text=_lines(results), content_type="application/json")
+
+
+async def _produce_streamed(request: web.Request, acks: int) -> web.StreamResponse:
+    """A chunked body, which may go on as long as the client writes: its records are produced
+    as they arrive, those that arrived together in one produce, and each result is written as
+    soon as its record is acknowledged. The next piece of the body is read once the last one's
+    records are acknowledged, so a client writing faster than the broker appends is held back
+    by TCP (aiohttp stops reading the socket when its buffer is full), not buffered."""
+    max_bytes = request.app[API].max_request_bytes
+    values = JsonValues(max_bytes)
+    response: web.StreamResponse | None = None
+    try:
+        while not values.ended:
+            data = await request.content.read(max_bytes)  # what has arrived, waiting only for the first byte
+            found = values.feed(data) if data else values.end()
+            if found:
+                # Until the first result is written, a produce refused as a whole (an unknown
+                # topic ...) is the request's status, as for a body of known length.
+                results = await _results(request, found, acks, answering=response is not None)
+                if response is None:
+                    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+                    await response.prepare(request)
+                await response.write(_lines(results).encode())
+            if not data:
+                break
+    except ConnectionResetError:
+        # The client went away mid-stream, which is how a client that streams while it runs
+        # stops: the records that arrived whole are produced, there is no one left to answer (aiohttp
+        # drops this response quietly), and it is no server error to log.
+        return response or web.Response()
+    if response is None:
+        raise RestError(400, 400, "no record in the request body")
+    await response.write_eof()
+    return response

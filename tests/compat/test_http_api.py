@@ -1,15 +1,18 @@
 """The HTTP API (REST Proxy v2 and v3) against a broker process, with urllib as the HTTP client
-and confluent-kafka (librdkafka) on the Kafka side: records produced over HTTP are read by a
-Kafka consumer and records produced by a Kafka producer are read by a v2 consumer instance;
+(aiohttp for a streamed produce) and confluent-kafka (librdkafka) on the Kafka side: records
+produced over HTTP are read by a Kafka consumer and records produced by a Kafka producer are read
+by a v2 consumer instance; a streamed produce answered record by record while it is sent;
 the proxy's status codes for bad JSON, unknown topics and oversize bodies; an instance that
 expires; basic authentication of a SCRAM user whose ACLs decide what it may write."""
 
+import asyncio
 import base64
 import json
 import socket
 import time
 import urllib.request
 
+import aiohttp
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import (
@@ -100,6 +103,56 @@ def test_records_produced_over_http_v3_are_read_by_a_kafka_consumer(http_broker)
     assert sorted(seen) == [
         (0, 0, b"k0", b'{"n":0}', [("h", b"hv")]), (0, 1, None, b"v2", None), (0, 2, None, b"v4", None),
         (1, 0, None, b"v1", None), (1, 1, None, b"v3", None)]
+
+
+def read_all(broker: BrokerProcess, topic: str, count: int) -> list:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    seen = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(seen) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.close()
+    return seen
+
+
+def test_a_streamed_v3_produce_is_answered_record_by_record_while_it_is_sent(http_broker):
+    # The proxy's streamed mode (a chunked body of records): the client reads the first
+    # result while it still writes, and the stream may outgrow http.max.request.bytes, which
+    # bounds each record.
+    broker, http = http_broker
+    topic = create_topic(broker)
+    url = f"{http.base}{cluster_path(http)}/topics/{topic}/records"
+    values = [b"%d-" % n + b"x" * 1000 for n in range(150)]  # 150 KB in all, over MAX_REQUEST_BYTES
+    first_result = asyncio.Event()
+    sent_after_first_result = []
+
+    async def body():
+        for n, value in enumerate(values):
+            record = json.dumps({"value": {"type": "BINARY", "data": base64.b64encode(value).decode()}}).encode()
+            yield record[:20]
+            await asyncio.sleep(0.002)
+            yield record[20:] + b"\n"
+            if n == 0:
+                await asyncio.wait_for(first_result.wait(), TIMEOUT_S)
+            sent_after_first_result.append(first_result.is_set())
+
+    async def produce() -> tuple[int, list]:
+        async with aiohttp.ClientSession() as session, session.post(url, data=body()) as response:
+            results = []
+            while line := await response.content.readline():
+                results.append(json.loads(line))
+                first_result.set()
+            return response.status, results
+
+    status, results = asyncio.run(produce())
+    assert all(sent_after_first_result)
+    assert status == 200
+    assert [(r["error_code"], r["offset"]) for r in results] == [(200, n) for n in range(150)]
+    assert read_all(broker, topic, 150) == values
 
 
 def _active_producers(broker: BrokerProcess, topic: str) -> list:
