@@ -319,7 +319,7 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
        "SASL mechanism brokers log in to each other with when the inter-broker listener is SASL "
        "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); the listener's JAAS entry for it gives the "
-       "username and password."),
+       "username and password. Refused when set otherwise, or on a standalone broker."),
     _c("connections.max.reauth.ms", _L, 0,
        "Lifetime of a SASL session (KIP-368) after which a client must re-authenticate or have "
        "its connection closed; 0: sessions do not expire (OAUTHBEARER tokens still bound them)."),
@@ -900,6 +900,12 @@ class BrokerConfig:
                     f"ssl.keystore.certificate.chain), or listener.name.{listener.name.lower()}.ssl.keystore.location"
                 )
 
+    def _changed(self, name: str) -> bool:
+        """Whether the operator set `name` to other than its default: what counts for refusing
+        a key that would have no effect (a copy of Kafka's server.properties may spell out
+        defaults, which change nothing)."""
+        return name in self._settings and self._values[name] != BROKER_CONFIGS[name].default
+
     def _check_listener_names(self) -> None:
         names = [listener.name for listener in self._listeners]
         for listener in self._advertised:
@@ -932,6 +938,7 @@ class BrokerConfig:
                 [(listener.name, self._protocol_map[listener.name]) for listener in self._listeners],
                 # Standalone, no broker logs in to this one.
                 self.inter_broker_listener_name if self._values["zookeeper.connect"] else None,
+                self._changed,
             )
         except sasl_config.SaslConfigError as exc:
             raise ConfigError(str(exc)) from None

@@ -836,3 +836,69 @@ def test_remote_storage_is_served_in_a_cluster():
         "zookeeper.connect": "127.0.0.1:2181",
     })
     assert config.get("remote.log.storage.system.enable") is True
+
+
+# --- security keys that would have no effect are refused at start (Kafka ignores them)
+
+_SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+SASL_LISTENER = {
+    "listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": _PLAIN_JAAS,
+}
+
+
+@pytest.mark.parametrize("key, value", [("sasl.enabled.mechanisms", "PLAIN"), ("connections.max.reauth.ms", "3600000")])
+def test_sasl_keys_without_a_sasl_listener_are_refused(key, value):
+    with pytest.raises(
+        ConfigError,
+        match=f"{key} is set but no listener uses SASL_PLAINTEXT or SASL_SSL: it would have no effect; remove it, "
+        "or add a SASL_PLAINTEXT or SASL_SSL listener",
+    ):
+        BrokerConfig({**SSL_LISTENER, key: value})
+    BrokerConfig({**SASL_LISTENER, key: value})
+
+
+def test_sasl_keys_every_sasl_listener_overrides_are_refused():
+    with pytest.raises(ConfigError, match="sasl.enabled.mechanisms is set but every SASL listener takes its own"):
+        BrokerConfig({**SASL_LISTENER, "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN"})
+    with pytest.raises(ConfigError, match="connections.max.reauth.ms is set but every SASL listener takes its own"):
+        BrokerConfig({
+            **SASL_LISTENER, "connections.max.reauth.ms": "1000",
+            "listener.name.sasl_plaintext.connections.max.reauth.ms": "2000",
+        })
+    with pytest.raises(ConfigError, match="listener.name.sasl_plaintext.connections.max.reauth.ms is set but every "
+                       "mechanism of listener SASL_PLAINTEXT takes its own"):
+        BrokerConfig({
+            **SASL_LISTENER, "listener.name.sasl_plaintext.connections.max.reauth.ms": "2000",
+            "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "3000",
+        })
+
+
+def test_sasl_mechanism_inter_broker_protocol_without_sasl_between_brokers_is_refused():
+    cluster = {**SASL_LISTENER, "zookeeper.connect": "127.0.0.1:2181", "sasl.mechanism.inter.broker.protocol": "PLAIN"}
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol is set but this broker is standalone "
+                       "\\(no zookeeper.connect\\): no broker logs in to another"):
+        BrokerConfig({**cluster, "zookeeper.connect": "", "inter.broker.listener.name": "SASL_PLAINTEXT"})
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol is set but the inter-broker listener "
+                       "PLAINTEXT does not use SASL: it would have no effect"):
+        BrokerConfig({**cluster, "inter.broker.listener.name": "PLAINTEXT"})
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="b" password="s" user_b="s";'
+    c = BrokerConfig({
+        **cluster, "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+    })
+    assert c.inter_broker_sasl.mechanism == "PLAIN"
+
+
+def test_a_jaas_config_of_a_mechanism_not_enabled_on_its_listener_is_refused():
+    with pytest.raises(
+        ConfigError,
+        match="listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config is set but SASL mechanism SCRAM-SHA-256 "
+        "is not enabled on listener SASL_PLAINTEXT \\(it serves PLAIN\\): it would have no effect; remove it, or "
+        "enable SCRAM-SHA-256",
+    ):
+        BrokerConfig({**SASL_LISTENER, "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": _SCRAM_JAAS})
+    with pytest.raises(ConfigError, match="listener.name.sasl_plaintext.gssapi.connections.max.reauth.ms is set but "
+                       "SASL mechanism GSSAPI is not enabled"):
+        BrokerConfig({**SASL_LISTENER, "listener.name.sasl_plaintext.gssapi.connections.max.reauth.ms": "1000"})
