@@ -848,6 +848,55 @@ SASL_LISTENER = {
 }
 
 
+def test_ssl_keys_without_a_tls_listener_are_refused():
+    with pytest.raises(
+        ConfigError,
+        match="ssl.keystore.type, ssl.keystore.location are set but no listener uses SSL or SASL_SSL .*and no "
+        "http.listeners is https: it would have no effect; remove them, or add a TLS listener",
+    ):
+        BrokerConfig({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/etc/logway/server.pem"})
+    with pytest.raises(ConfigError, match="ssl.client.auth is set but no listener uses SSL"):
+        BrokerConfig({**SASL_LISTENER, "ssl.client.auth": "required"})
+    # Kafka's defaults spelled out change nothing, and are accepted.
+    BrokerConfig({"ssl.keystore.type": "JKS", "ssl.client.auth": "none", "ssl.endpoint.identification.algorithm": "https"})
+
+
+def test_ssl_keys_serve_an_https_http_listener():
+    c = BrokerConfig({"http.listeners": "https://:8443", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem"})
+    assert c.ssl_settings("HTTPS")["ssl.keystore.location"] == "/k.pem"
+    with pytest.raises(ConfigError, match="ssl.keystore.type, ssl.keystore.location are set but no listener uses SSL"):
+        BrokerConfig({"http.listeners": "http://:8082", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem"})
+
+
+def test_a_listener_prefixed_ssl_key_on_a_listener_without_tls_is_refused():
+    with pytest.raises(
+        ConfigError,
+        match="listener.name.plaintext.ssl.client.auth is set but listener PLAINTEXT uses PLAINTEXT, not SSL or "
+        "SASL_SSL: it would have no effect; remove it, or map PLAINTEXT to SSL or SASL_SSL",
+    ):
+        BrokerConfig({**SSL_LISTENER, "listener.name.plaintext.ssl.client.auth": "required"})
+
+
+def test_a_broker_wide_ssl_key_every_tls_listener_overrides_is_refused():
+    with pytest.raises(ConfigError, match="ssl.truststore.location is set but no TLS listener takes it \\(SSL takes "
+                       "listener.name.ssl.ssl.truststore.location\\): it would have no effect"):
+        BrokerConfig({
+            **SSL_LISTENER, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
+            "listener.name.ssl.ssl.truststore.location": "/other-ca.pem",
+        })
+    # KIP-684: a SASL_SSL listener takes only its own listener.name.<l>.ssl.client.auth.
+    sasl_ssl = {
+        **SASL_LISTENER, **SSL_LISTENER, "listeners": "SASL_SSL://:9094",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": _PLAIN_JAAS,
+    }
+    del sasl_ssl["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    with pytest.raises(ConfigError, match="ssl.client.auth is set but no TLS listener takes it \\(SASL_SSL is "
+                       "SASL_SSL, which asks for client certificates only through listener.name.sasl_ssl.ssl.client.auth"):
+        BrokerConfig({**sasl_ssl, "ssl.client.auth": "required"})
+    assert BrokerConfig({**sasl_ssl, "listener.name.sasl_ssl.ssl.client.auth": "required"}).ssl_settings("SASL_SSL")[
+        "ssl.client.auth"] == "required"
+
+
 @pytest.mark.parametrize("key, value", [("sasl.enabled.mechanisms", "PLAIN"), ("connections.max.reauth.ms", "3600000")])
 def test_sasl_keys_without_a_sasl_listener_are_refused(key, value):
     with pytest.raises(
