@@ -942,7 +942,10 @@ class BrokerConfig:
                     "http.listeners"
                 )
         for key in settings:
-            if key.startswith("ssl.") and self._changed(key):
+            # A key IncrementalAlterConfigs may change (keystores, truststores) is not refused
+            # for being overridden: Kafka's renewal sets listener.name.<l>.ssl.keystore.location
+            # at run time over the server.properties one, which must not refuse the renewal.
+            if key.startswith("ssl.") and self._changed(key) and not BROKER_CONFIGS[key].dynamic:
                 unread = [self._why_plain_ssl_key_unread(reader, key) for reader in readers]
                 if all(unread):
                     raise ConfigError(

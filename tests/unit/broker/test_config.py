@@ -878,12 +878,14 @@ def test_a_listener_prefixed_ssl_key_on_a_listener_without_tls_is_refused():
 
 
 def test_a_broker_wide_ssl_key_every_tls_listener_overrides_is_refused():
-    with pytest.raises(ConfigError, match="ssl.truststore.location is set but no TLS listener takes it \\(SSL takes "
-                       "listener.name.ssl.ssl.truststore.location\\): it would have no effect"):
+    with pytest.raises(ConfigError, match="ssl.enabled.protocols is set but no TLS listener takes it \\(SSL takes "
+                       "listener.name.ssl.ssl.enabled.protocols\\): it would have no effect"):
         BrokerConfig({
-            **SSL_LISTENER, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem",
-            "listener.name.ssl.ssl.truststore.location": "/other-ca.pem",
+            **SSL_LISTENER, "ssl.enabled.protocols": "TLSv1.3", "listener.name.ssl.ssl.enabled.protocols": "TLSv1.2",
         })
+    # Keystores and truststores are exempt: Kafka's renewal sets listener.name.<l>.ssl.keystore.location
+    # at run time over the server.properties one (broker/dynamic_config.py).
+    BrokerConfig({**SSL_LISTENER, "listener.name.ssl.ssl.keystore.location": "/etc/logway/renewed.pem"})
     # KIP-684: a SASL_SSL listener takes only its own listener.name.<l>.ssl.client.auth.
     sasl_ssl = {
         **SASL_LISTENER, **SSL_LISTENER, "listeners": "SASL_SSL://:9094",
