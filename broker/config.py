@@ -319,7 +319,7 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
        "SASL mechanism brokers log in to each other with when the inter-broker listener is SASL "
        "(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); the listener's JAAS entry for it gives the "
-       "username and password."),
+       "username and password. Refused when set otherwise, or on a standalone broker."),
     _c("connections.max.reauth.ms", _L, 0,
        "Lifetime of a SASL session (KIP-368) after which a client must re-authenticate or have "
        "its connection closed; 0: sessions do not expire (OAUTHBEARER tokens still bound them)."),
@@ -816,6 +816,7 @@ class BrokerConfig:
         _check_authorizer(self._values)
         self._metrics_listener = _parse_metrics_listener(self._values["metrics.listener"])
         self._http_listeners = parse_http_listeners(self._values["http.listeners"])
+        self._refuse_unused_tls_keys(settings)
         if self._values["http.authentication.method"] not in ("NONE", "BASIC"):
             raise ConfigError(
                 f"Invalid value {self._values['http.authentication.method']} for configuration "
@@ -900,6 +901,70 @@ class BrokerConfig:
                     f"ssl.keystore.certificate.chain), or listener.name.{listener.name.lower()}.ssl.keystore.location"
                 )
 
+    def _changed(self, name: str) -> bool:
+        """Whether the operator set `name` to other than its default: what counts for refusing
+        a key that would have no effect (a copy of Kafka's server.properties may spell out
+        defaults, which change nothing)."""
+        return name in self._settings and self._values[name] != BROKER_CONFIGS[name].default
+
+    def _tls_readers(self) -> list[str]:
+        """The names ssl_settings is called with: the SSL and SASL_SSL listeners, and HTTPS for
+        the HTTP API when http.listeners has an https one (broker/http/app.py)."""
+        readers = [listener.name for listener in self._listeners if self._protocol_map[listener.name] in TLS_PROTOCOLS]
+        if any(scheme == "https" for scheme, _, _ in self._http_listeners) and "HTTPS" not in readers:
+            readers.append("HTTPS")
+        return readers
+
+    def _why_plain_ssl_key_unread(self, reader: str, key: str) -> str | None:
+        """None when ssl_settings(reader) takes the broker-wide `key`, else why not: the reader
+        has its own listener.name. value, or it is a SASL_SSL listener, which never takes the
+        broker-wide ssl.client.auth (KIP-684)."""
+        if key in self._listener_overrides.get(reader, {}):
+            return f"{reader} takes listener.name.{reader.lower()}.{key}"
+        if key == "ssl.client.auth" and self._protocol_map.get(reader) == "SASL_SSL":
+            return (
+                f"{reader} is SASL_SSL, which asks for client certificates only through "
+                f"listener.name.{reader.lower()}.ssl.client.auth (KIP-684)"
+            )
+        return None
+
+    def _refuse_unused_tls_keys(self, settings: Mapping[str, str]) -> None:
+        """ssl.* keys set (to other than their defaults) where nothing reads them are refused
+        (Kafka ignores them): a key is honoured, or refused at start."""
+        readers = self._tls_readers()
+        if not readers:
+            unused = [key for key in settings if key.startswith("ssl.") and self._changed(key)]
+            if unused:
+                raise ConfigError(
+                    f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} set but no listener uses SSL or "
+                    "SASL_SSL (listener.security.protocol.map) and no http.listeners is https: it would have no "
+                    f"effect; remove {'it' if len(unused) == 1 else 'them'}, or add a TLS listener or an https:// "
+                    "http.listeners"
+                )
+        for key in settings:
+            # A key IncrementalAlterConfigs may change (keystores, truststores) is not refused
+            # for being overridden: Kafka's renewal sets listener.name.<l>.ssl.keystore.location
+            # at run time over the server.properties one, which must not refuse the renewal.
+            if key.startswith("ssl.") and self._changed(key) and not BROKER_CONFIGS[key].dynamic:
+                unread = [self._why_plain_ssl_key_unread(reader, key) for reader in readers]
+                if all(unread):
+                    raise ConfigError(
+                        f"{key} is set but no TLS listener takes it ({'; '.join(filter(None, unread))}): "
+                        "it would have no effect; remove it"
+                    )
+            match = _LISTENER_OVERRIDE_RE.fullmatch(key)
+            if (
+                match is not None
+                and match["listener"].upper() not in readers
+                and self._listener_overrides[match["listener"].upper()][match["key"]] != BROKER_CONFIGS[match["key"]].default
+            ):
+                name = match["listener"].upper()
+                raise ConfigError(
+                    f"{key} is set but listener {name} uses {self._protocol_map[name]}, not SSL or "
+                    f"SASL_SSL: it would have no effect; remove it, or map {name} to SSL or SASL_SSL in "
+                    "listener.security.protocol.map"
+                )
+
     def _check_listener_names(self) -> None:
         names = [listener.name for listener in self._listeners]
         for listener in self._advertised:
@@ -932,6 +997,7 @@ class BrokerConfig:
                 [(listener.name, self._protocol_map[listener.name]) for listener in self._listeners],
                 # Standalone, no broker logs in to this one.
                 self.inter_broker_listener_name if self._values["zookeeper.connect"] else None,
+                self._changed,
             )
         except sasl_config.SaslConfigError as exc:
             raise ConfigError(str(exc)) from None

@@ -13,6 +13,8 @@ For a SASL_PLAINTEXT or SASL_SSL listener L:
   else `listener.name.<l>.connections.max.reauth.ms`, else `connections.max.reauth.ms`.
 The inter-broker listener, when SASL, must enable sasl.mechanism.inter.broker.protocol, and
 that mechanism's JAAS entry must carry the `username` and `password` this broker logs in with.
+Keys set that nothing would read (no SASL listener, standalone, a mechanism not enabled, a
+plain key every listener overrides) are refused, where Kafka ignores them.
 """
 
 import re
@@ -94,11 +96,13 @@ def resolve(
     get: Callable[[str], object],
     listeners: Sequence[tuple[str, str]],
     inter_broker_listener: str | None,
+    changed: Callable[[str], bool],
 ) -> tuple[dict[str, SaslListener], InterBrokerSasl | None]:
     """Per SASL listener its settings, and the inter-broker login when that listener is SASL.
     `settings`: the raw keys set; `get`: typed values of plain keys; `listeners`: (name,
-    security protocol) pairs. SaslConfigError for anything Kafka would refuse or logway
-    cannot honour."""
+    security protocol) pairs; `changed`: whether a plain key is set to other than its default.
+    SaslConfigError for anything Kafka would refuse or logway cannot honour, and for keys set
+    that would have no effect."""
     names = {name for name, _ in listeners}
     for key in settings:
         match = LISTENER_KEY.fullmatch(key)
@@ -113,10 +117,79 @@ def resolve(
                 match = LISTENER_KEY.fullmatch(key)
                 if match is not None and match[1].upper() == name:
                     raise SaslConfigError(f"{key} is set, but listener {name} uses {protocol}, not SASL")
+    _refuse_unused(settings, changed, result, inter_broker_listener)
     inter_broker = None
     if inter_broker_listener is not None and inter_broker_listener in result:
         inter_broker = _inter_broker(get, result[inter_broker_listener])
     return result, inter_broker
+
+
+def _refuse_unused(
+    settings: Mapping[str, str],
+    changed: Callable[[str], bool],
+    sasl_listeners: Mapping[str, SaslListener],
+    inter_broker_listener: str | None,
+) -> None:
+    """SASL keys set where nothing reads them are refused (Kafka ignores them): a key is
+    honoured, or refused at start. Plain keys count when `changed` from their defaults (a
+    copy of Kafka's server.properties may spell defaults out), listener-prefixed ones when
+    set. `sasl_listeners`: the resolved SASL listeners."""
+    add = "remove it, or add a SASL_PLAINTEXT or SASL_SSL listener (listener.security.protocol.map)"
+    for key in ("sasl.enabled.mechanisms", "connections.max.reauth.ms"):
+        if changed(key) and not sasl_listeners:
+            raise SaslConfigError(
+                f"{key} is set but no listener uses SASL_PLAINTEXT or SASL_SSL: it would have no effect; {add}"
+            )
+    if changed("sasl.enabled.mechanisms") and all(
+        f"listener.name.{name.lower()}.sasl.enabled.mechanisms" in settings for name in sasl_listeners
+    ):
+        raise SaslConfigError(
+            "sasl.enabled.mechanisms is set but every SASL listener takes its own "
+            "listener.name.<listener>.sasl.enabled.mechanisms: it would have no effect; remove it"
+        )
+    for name, listener in sasl_listeners.items():
+        prefix = f"listener.name.{name.lower()}."
+        for key in settings:
+            match = LISTENER_KEY.fullmatch(key)
+            if match is None or match[1].upper() != name or not match[2]:
+                continue
+            mechanism = match[2].upper()
+            if mechanism not in listener.mechanisms:
+                raise SaslConfigError(
+                    f"{key} is set but SASL mechanism {mechanism} is not enabled on listener {name} "
+                    f"(it serves {', '.join(listener.mechanisms)}): it would have no effect; remove it, or "
+                    f"enable {mechanism} ({prefix}sasl.enabled.mechanisms or sasl.enabled.mechanisms)"
+                )
+        if prefix + "connections.max.reauth.ms" in settings and all(
+            f"{prefix}{m.lower()}.connections.max.reauth.ms" in settings for m in listener.mechanisms
+        ):
+            raise SaslConfigError(
+                f"{prefix}connections.max.reauth.ms is set but every mechanism of listener {name} takes its own "
+                f"{prefix}<mechanism>.connections.max.reauth.ms: it would have no effect; remove it"
+            )
+    if changed("connections.max.reauth.ms") and all(
+        any(key in settings for key in (f"listener.name.{name.lower()}.{m.lower()}.connections.max.reauth.ms",
+                                        f"listener.name.{name.lower()}.connections.max.reauth.ms"))
+        for name, listener in sasl_listeners.items()
+        for m in listener.mechanisms
+    ):
+        raise SaslConfigError(
+            "connections.max.reauth.ms is set but every SASL listener takes its own "
+            "listener.name.<listener>[.<mechanism>].connections.max.reauth.ms: it would have no effect; remove it"
+        )
+    if changed("sasl.mechanism.inter.broker.protocol"):
+        if inter_broker_listener is None:
+            raise SaslConfigError(
+                "sasl.mechanism.inter.broker.protocol is set but this broker is standalone (no "
+                "zookeeper.connect): no broker logs in to another, so it would have no effect; remove it, "
+                "or set zookeeper.connect"
+            )
+        if inter_broker_listener not in sasl_listeners:
+            raise SaslConfigError(
+                f"sasl.mechanism.inter.broker.protocol is set but the inter-broker listener "
+                f"{inter_broker_listener} does not use SASL: it would have no effect; remove it, or make "
+                "inter.broker.listener.name a SASL_PLAINTEXT or SASL_SSL listener"
+            )
 
 
 def _listener(settings: Mapping[str, str], get: Callable[[str], object], name: str) -> SaslListener:

@@ -836,3 +836,120 @@ def test_remote_storage_is_served_in_a_cluster():
         "zookeeper.connect": "127.0.0.1:2181",
     })
     assert config.get("remote.log.storage.system.enable") is True
+
+
+# --- security keys that would have no effect are refused at start (Kafka ignores them)
+
+_SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+SASL_LISTENER = {
+    "listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9093",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": _PLAIN_JAAS,
+}
+
+
+def test_ssl_keys_without_a_tls_listener_are_refused():
+    with pytest.raises(
+        ConfigError,
+        match="ssl.keystore.type, ssl.keystore.location are set but no listener uses SSL or SASL_SSL .*and no "
+        "http.listeners is https: it would have no effect; remove them, or add a TLS listener",
+    ):
+        BrokerConfig({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/etc/logway/server.pem"})
+    with pytest.raises(ConfigError, match="ssl.client.auth is set but no listener uses SSL"):
+        BrokerConfig({**SASL_LISTENER, "ssl.client.auth": "required"})
+    # Kafka's defaults spelled out change nothing, and are accepted.
+    BrokerConfig({"ssl.keystore.type": "JKS", "ssl.client.auth": "none", "ssl.endpoint.identification.algorithm": "https"})
+
+
+def test_ssl_keys_serve_an_https_http_listener():
+    c = BrokerConfig({"http.listeners": "https://:8443", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem"})
+    assert c.ssl_settings("HTTPS")["ssl.keystore.location"] == "/k.pem"
+    with pytest.raises(ConfigError, match="ssl.keystore.type, ssl.keystore.location are set but no listener uses SSL"):
+        BrokerConfig({"http.listeners": "http://:8082", "ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem"})
+
+
+def test_a_listener_prefixed_ssl_key_on_a_listener_without_tls_is_refused():
+    with pytest.raises(
+        ConfigError,
+        match="listener.name.plaintext.ssl.client.auth is set but listener PLAINTEXT uses PLAINTEXT, not SSL or "
+        "SASL_SSL: it would have no effect; remove it, or map PLAINTEXT to SSL or SASL_SSL",
+    ):
+        BrokerConfig({**SSL_LISTENER, "listener.name.plaintext.ssl.client.auth": "required"})
+
+
+def test_a_broker_wide_ssl_key_every_tls_listener_overrides_is_refused():
+    with pytest.raises(ConfigError, match="ssl.enabled.protocols is set but no TLS listener takes it \\(SSL takes "
+                       "listener.name.ssl.ssl.enabled.protocols\\): it would have no effect"):
+        BrokerConfig({
+            **SSL_LISTENER, "ssl.enabled.protocols": "TLSv1.3", "listener.name.ssl.ssl.enabled.protocols": "TLSv1.2",
+        })
+    # Keystores and truststores are exempt: Kafka's renewal sets listener.name.<l>.ssl.keystore.location
+    # at run time over the server.properties one (broker/dynamic_config.py).
+    BrokerConfig({**SSL_LISTENER, "listener.name.ssl.ssl.keystore.location": "/etc/logway/renewed.pem"})
+    # KIP-684: a SASL_SSL listener takes only its own listener.name.<l>.ssl.client.auth.
+    sasl_ssl = {
+        **SASL_LISTENER, **SSL_LISTENER, "listeners": "SASL_SSL://:9094",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": _PLAIN_JAAS,
+    }
+    del sasl_ssl["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    with pytest.raises(ConfigError, match="ssl.client.auth is set but no TLS listener takes it \\(SASL_SSL is "
+                       "SASL_SSL, which asks for client certificates only through listener.name.sasl_ssl.ssl.client.auth"):
+        BrokerConfig({**sasl_ssl, "ssl.client.auth": "required"})
+    assert BrokerConfig({**sasl_ssl, "listener.name.sasl_ssl.ssl.client.auth": "required"}).ssl_settings("SASL_SSL")[
+        "ssl.client.auth"] == "required"
+
+
+@pytest.mark.parametrize("key, value", [("sasl.enabled.mechanisms", "PLAIN"), ("connections.max.reauth.ms", "3600000")])
+def test_sasl_keys_without_a_sasl_listener_are_refused(key, value):
+    with pytest.raises(
+        ConfigError,
+        match=f"{key} is set but no listener uses SASL_PLAINTEXT or SASL_SSL: it would have no effect; remove it, "
+        "or add a SASL_PLAINTEXT or SASL_SSL listener",
+    ):
+        BrokerConfig({**SSL_LISTENER, key: value})
+    BrokerConfig({**SASL_LISTENER, key: value})
+
+
+def test_sasl_keys_every_sasl_listener_overrides_are_refused():
+    with pytest.raises(ConfigError, match="sasl.enabled.mechanisms is set but every SASL listener takes its own"):
+        BrokerConfig({**SASL_LISTENER, "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN"})
+    with pytest.raises(ConfigError, match="connections.max.reauth.ms is set but every SASL listener takes its own"):
+        BrokerConfig({
+            **SASL_LISTENER, "connections.max.reauth.ms": "1000",
+            "listener.name.sasl_plaintext.connections.max.reauth.ms": "2000",
+        })
+    with pytest.raises(ConfigError, match="listener.name.sasl_plaintext.connections.max.reauth.ms is set but every "
+                       "mechanism of listener SASL_PLAINTEXT takes its own"):
+        BrokerConfig({
+            **SASL_LISTENER, "listener.name.sasl_plaintext.connections.max.reauth.ms": "2000",
+            "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "3000",
+        })
+
+
+def test_sasl_mechanism_inter_broker_protocol_without_sasl_between_brokers_is_refused():
+    cluster = {**SASL_LISTENER, "zookeeper.connect": "127.0.0.1:2181", "sasl.mechanism.inter.broker.protocol": "PLAIN"}
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol is set but this broker is standalone "
+                       "\\(no zookeeper.connect\\): no broker logs in to another"):
+        BrokerConfig({**cluster, "zookeeper.connect": "", "inter.broker.listener.name": "SASL_PLAINTEXT"})
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol is set but the inter-broker listener "
+                       "PLAINTEXT does not use SASL: it would have no effect"):
+        BrokerConfig({**cluster, "inter.broker.listener.name": "PLAINTEXT"})
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="b" password="s" user_b="s";'
+    c = BrokerConfig({
+        **cluster, "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+    })
+    assert c.inter_broker_sasl.mechanism == "PLAIN"
+
+
+def test_a_jaas_config_of_a_mechanism_not_enabled_on_its_listener_is_refused():
+    with pytest.raises(
+        ConfigError,
+        match="listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config is set but SASL mechanism SCRAM-SHA-256 "
+        "is not enabled on listener SASL_PLAINTEXT \\(it serves PLAIN\\): it would have no effect; remove it, or "
+        "enable SCRAM-SHA-256",
+    ):
+        BrokerConfig({**SASL_LISTENER, "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": _SCRAM_JAAS})
+    with pytest.raises(ConfigError, match="listener.name.sasl_plaintext.gssapi.connections.max.reauth.ms is set but "
+                       "SASL mechanism GSSAPI is not enabled"):
+        BrokerConfig({**SASL_LISTENER, "listener.name.sasl_plaintext.gssapi.connections.max.reauth.ms": "1000"})

@@ -182,6 +182,19 @@ def test_refused_changes_change_nothing(tmp_path):
     run(tmp_path, scenario)
 
 
+def test_a_keystore_set_at_run_time_on_a_broker_without_tls_is_refused_as_at_start(tmp_path):
+    async def scenario(admin):
+        code, message = await change(
+            admin, "0", ("ssl.keystore.type", SET, "PEM"), ("ssl.keystore.location", SET, "/etc/logway/server.pem")
+        )
+        assert code == ErrorCode.invalid_config
+        assert "ssl.keystore.type, ssl.keystore.location are set but no listener uses SSL or SASL_SSL" in message
+        assert "it would have no effect" in message
+        assert admin.broker.dynamic_config.own == {}
+
+    run(tmp_path, scenario)
+
+
 def test_alter_configs_replaces_the_whole_level(tmp_path):
     async def scenario(admin):
         await admin.create_topic("t")

@@ -40,19 +40,26 @@ def test_a_mechanism_without_jaas_config_is_refused_with_kafkas_message():
 
 
 def test_the_listener_may_override_the_mechanisms():
-    config = sasl_config(**{
+    config = BrokerConfig({
+        "listeners": "SASL_PLAINTEXT://:9092,OTHER://:9093",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,OTHER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.other.plain.sasl.jaas.config": PLAIN_JAAS,
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
     })
     assert config.sasl_listener("SASL_PLAINTEXT").mechanisms == ("SCRAM-SHA-512",)
+    assert config.sasl_listener("OTHER").mechanisms == ("PLAIN",)
 
 
 def test_connections_max_reauth_ms_per_listener_and_mechanism():
     config = sasl_config(**{
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
         "connections.max.reauth.ms": "1000",
         "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "5000",
     })
-    assert config.sasl_listener("SASL_PLAINTEXT").max_reauth_ms == {"PLAIN": 5000}
+    assert config.sasl_listener("SASL_PLAINTEXT").max_reauth_ms == {"PLAIN": 5000, "SCRAM-SHA-256": 1000}
     assert sasl_config(**{"connections.max.reauth.ms": "1000"}).sasl_listener("SASL_PLAINTEXT").max_reauth_ms == {"PLAIN": 1000}
 
 
