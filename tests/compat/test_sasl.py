@@ -226,21 +226,19 @@ def test_kafka_python_reports_a_wrong_password(sasl_broker):
         KafkaProducer(bootstrap_servers=sasl_broker.bootstrap, max_block_ms=5000, **settings).send("t", b"x").get(timeout=10)
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", *SCRAM_MECHANISMS])
-def test_aiokafka_produces_and_consumes_with_each_mechanism(sasl_broker, mechanism):
+def aiokafka_round_trip(topic: str, **settings) -> bytes:
+    """What an aiokafka consumer reads back of one record an aiokafka producer wrote to
+    partition 0 of `topic`, both with `settings` (bootstrap servers and security)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    topic = unique_topic("sasl-aio")
-    create_topic(sasl_broker, topic)
-
     async def scenario():
-        producer = AIOKafkaProducer(bootstrap_servers=sasl_broker.bootstrap, **python_client_settings(mechanism))
+        producer = AIOKafkaProducer(**settings)
         await producer.start()
         try:
             await producer.send_and_wait(topic, b"hello")
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=sasl_broker.bootstrap, **python_client_settings(mechanism))
+        consumer = AIOKafkaConsumer(**settings)
         await consumer.start()
         try:
             consumer.assign([TopicPartition(topic, 0)])
@@ -249,7 +247,15 @@ def test_aiokafka_produces_and_consumes_with_each_mechanism(sasl_broker, mechani
         finally:
             await consumer.stop()
 
-    assert asyncio.run(scenario()) == b"hello"
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", *SCRAM_MECHANISMS])
+def test_aiokafka_produces_and_consumes_with_each_mechanism(sasl_broker, mechanism):
+    topic = unique_topic("sasl-aio")
+    create_topic(sasl_broker, topic)
+    settings = python_client_settings(mechanism)
+    assert aiokafka_round_trip(topic, bootstrap_servers=sasl_broker.bootstrap, **settings) == b"hello"
 
 
 def unsecured_jws(subject: str) -> str:

@@ -4,7 +4,6 @@ kafka-python with SCRAM, aiokafka and KafkaJS with PLAIN and SCRAM, a wrong pass
 with Kafka's message through TLS before the connection closes, and a client that does not trust
 the broker's certificate."""
 
-import asyncio
 import shutil
 import time
 
@@ -19,6 +18,7 @@ from tests.compat.test_sasl import (
     PLAIN_USER,
     SCRAM_USER,
     TIMEOUT_S,
+    aiokafka_round_trip,
     create_scram_user,
     python_client_settings,
     sasl_overrides,
@@ -181,33 +181,15 @@ def create_topic(broker, ca_pem, topic: str) -> None:
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_aiokafka_over_sasl_ssl(sasl_ssl_broker, ca_pem, mechanism):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
 
     topic = unique_topic("sasl-ssl-aio")
     create_topic(sasl_ssl_broker, ca_pem, topic)
-
-    async def scenario():
-        common = {
-            "bootstrap_servers": sasl_ssl_broker.bootstrap, **python_client_settings(mechanism),
-            "security_protocol": "SASL_SSL", "ssl_context": create_ssl_context(cafile=str(ca_pem / "ca.pem")),
-        }
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"hello")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**common)
-        await consumer.start()
-        try:
-            consumer.assign([TopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            return (await asyncio.wait_for(consumer.getone(), TIMEOUT_S)).value
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(scenario()) == b"hello"
+    settings = {
+        "bootstrap_servers": sasl_ssl_broker.bootstrap, **python_client_settings(mechanism),
+        "security_protocol": "SASL_SSL", "ssl_context": create_ssl_context(cafile=str(ca_pem / "ca.pem")),
+    }
+    assert aiokafka_round_trip(topic, **settings) == b"hello"
 
 
 @KAFKAJS_MARKS[1]  # node installed
