@@ -3,9 +3,10 @@ SaslServerAuthenticator as a state machine, with no I/O.
 
 Until authentication completes only these requests are served, in this order (anything else
 ends the connection, as in Kafka):
-- ApiVersions, at most once, before the handshake; then SaslHandshake. Any other request closes
-  the connection without an answer (Kafka: "Unexpected Kafka request of type X during SASL
-  handshake").
+- ApiVersions, at most once, before the handshake; then SaslHandshake. Any other request is
+  answered with its error response (ILLEGAL_SASL_STATE) and the connection closes ("Unexpected
+  Kafka request of type X during SASL handshake"; Kafka closes without the answer, the issue
+  asks for it: a misconfigured client learns why).
 - After SaslHandshake v1: SaslAuthenticate requests carry the mechanism's tokens. Any other
   request is answered with its error response (ILLEGAL_SASL_STATE) and the connection closes.
 - After SaslHandshake v0: the tokens come raw, size-prefixed without request headers, and the
@@ -127,7 +128,7 @@ class SaslAuthenticator:
             return Admission.SERVE
         name = ApiKey(api_key).name if api_key in ApiKey._value2member_map_ else str(api_key)
         self._fail(f"Unexpected Kafka request of type {name} during SASL handshake.")
-        return Admission.CLOSE
+        return Admission.ILLEGAL_STATE
 
     def _may_reauthenticate(self, now_ns: int) -> bool:
         if self.session_expiry_ns is None:

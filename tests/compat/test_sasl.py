@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -357,9 +358,10 @@ class RawConnection:
 METADATA = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
 
 
-def test_a_request_before_authentication_gets_the_connection_closed_unanswered(sasl_broker):
+def test_a_request_before_authentication_is_answered_illegal_sasl_state_then_closed(sasl_broker):
     connection = RawConnection(sasl_broker)
-    connection.sock.sendall(encode_request(ApiKey.METADATA, 12, METADATA))
+    answer = connection.call(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, DescribeUserScramCredentialsRequest(users=None))
+    assert answer.error_code is ErrorCode.illegal_sasl_state
     assert connection.closed_by_broker()
 
 

@@ -20,7 +20,7 @@ from broker.network import CloseAfterResponse
 from broker.security import scram
 from broker.session import ANONYMOUS, KafkaPrincipal, Session
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode
 from protocol.primitives import INT32
 from tests.in_process import CLIENT_SESSION, running_broker
 from tests.kafka_wire import decode_response, encode_request
@@ -85,10 +85,13 @@ def test_api_versions_handshake_and_plain_authentication_make_the_principal(tmp_
     with_sasl_broker(tmp_path, scenario)
 
 
-def test_a_request_before_authentication_closes_the_connection_unanswered(tmp_path):
+def test_a_request_before_the_handshake_is_answered_illegal_sasl_state_then_closed(tmp_path):
     async def scenario(broker):
-        with pytest.raises(ProtocolError, match="Unexpected Kafka request of type METADATA during SASL handshake"):
-            await send(broker, sasl_session(broker), ApiKey.METADATA, 12, MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        request = DescribeUserScramCredentialsRequest(users=None)
+        with pytest.raises(CloseAfterResponse, match="type DESCRIBE_USER_SCRAM_CREDENTIALS during SASL handshake") as failure:
+            await send(broker, sasl_session(broker), ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, request)
+        answer = closing_answer(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, failure)
+        assert answer.error_code is ErrorCode.illegal_sasl_state
 
     with_sasl_broker(tmp_path, scenario)
 

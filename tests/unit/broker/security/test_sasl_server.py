@@ -50,16 +50,16 @@ def test_api_versions_then_handshake_then_authenticate_completes_with_the_users_
 
 
 @pytest.mark.parametrize("api_key", [ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.SASL_AUTHENTICATE])
-def test_any_other_request_before_the_handshake_closes_the_connection_unanswered(api_key):
+def test_any_other_request_before_the_handshake_is_answered_illegal_sasl_state(api_key):
     sasl = authenticator()
-    assert sasl.admit(api_key) is Admission.CLOSE
+    assert sasl.admit(api_key) is Admission.ILLEGAL_STATE
     assert sasl.failed and "during SASL handshake" in sasl.failure
 
 
-def test_a_second_api_versions_before_the_handshake_closes_the_connection():
+def test_a_second_api_versions_before_the_handshake_is_answered_illegal_sasl_state():
     sasl = authenticator()
     sasl.admit(ApiKey.API_VERSIONS)
-    assert sasl.admit(ApiKey.API_VERSIONS) is Admission.CLOSE
+    assert sasl.admit(ApiKey.API_VERSIONS) is Admission.ILLEGAL_STATE
 
 
 def test_another_request_during_the_exchange_is_answered_illegal_sasl_state():
