@@ -62,14 +62,17 @@ class ZkTopicAdmin:
         assignments: Mapping[int, Sequence[int]],
         configs: Mapping[str, str],
     ) -> TopicInfo:
-        if await self._zk.exists(znodes.topic_path(name)) is not None:
-            # Before the assignment: a broker whose view of the live brokers is short (just
-            # restarted) would answer an existing topic INVALID_REPLICATION_FACTOR.
-            raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.topic_already_exists)
         if assignments:
             replicas = {p: tuple(r) for p, r in assignments.items()}
         else:
-            replicas = assignment.assign_replicas(partitions, replication_factor, self._live_brokers())
+            try:
+                replicas = assignment.assign_replicas(partitions, replication_factor, self._live_brokers())
+            except KafkaError:
+                # A broker whose view of the live brokers is short (just restarted) must not
+                # answer an existing topic INVALID_REPLICATION_FACTOR.
+                if await self._zk.exists(znodes.topic_path(name)) is not None:
+                    raise KafkaError(f"Topic '{name}' already exists.", ErrorCode.topic_already_exists) from None
+                raise
         topic_id = uuid.uuid4()
         try:
             await self._zk.multi([
