@@ -5,6 +5,7 @@ Every workload is bounded by a record count and a deadline, starts with an untim
 Client settings are the module constants below, printed by benchmarks.run.
 """
 
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -214,6 +215,82 @@ def ck_produce_latency(
     client_cpu, broker_cpu = meter.stop()
     result = Measurement(label, len(samples), len(samples) * record_size, seconds, client_cpu, broker_cpu,
                          timed_out or bool(errors))
+    if samples:
+        result.latency_ms = percentiles(samples)
+        result.notes.append("latency ms: " + ", ".join(f"{k} {v:.3f}" for k, v in result.latency_ms.items()))
+    if errors:
+        result.notes.append(f"client errors: {errors[:3]}")
+    return result
+
+
+def ck_end_to_end(
+    label: str,
+    bootstrap: str,
+    topic: str,
+    count: int,
+    record_size: int,
+    meter: CpuMeter,
+    deadline_s: float,
+    interval_s: float = 0.001,
+) -> Measurement:
+    """A steady trickle read as it comes: one record every `interval_s` (linger.ms=0, acks=1,
+    paced by the clock, not by acknowledgements), and a consumer tailing the partition with
+    librdkafka's default fetch settings (fetch.wait.max.ms 500, so its fetches long-poll). Each
+    record carries its send time: the percentiles of send to consume, and the broker's CPU over
+    the run."""
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    config = producer_config(bootstrap, "1", record_size)
+    config["linger.ms"] = 0
+    padding = b"v" * max(0, record_size - 8)
+    producer = _warmed_up_producer(label, config, topic, struct.pack(">d", 0.0) + padding)
+    consumer = Consumer({**consumer_config(bootstrap), "fetch.wait.max.ms": 500, "fetch.queue.backoff.ms": 1000})
+    _, start_offset = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    consumer.assign([TopicPartition(topic, 0, start_offset)])
+    samples: list[float] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def tail() -> None:
+        while len(samples) < count and not stop.is_set():
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            if message.error():
+                errors.append(str(message.error()))
+                continue
+            (sent_at,) = struct.unpack_from(">d", message.value())
+            samples.append((time.perf_counter() - sent_at) * 1000)
+
+    reader = threading.Thread(target=tail, name="end-to-end consumer")
+    reader.start()
+    time.sleep(0.5)  # the consumer's first fetch is out, as a tailing consumer's always is
+    meter.start()
+    start = time.perf_counter()
+    deadline = start + deadline_s
+    timed_out = False
+    for sent in range(count):
+        now = time.perf_counter()
+        if now > deadline:
+            timed_out = True
+            break
+        pause = start + sent * interval_s - now
+        if pause > 0:
+            time.sleep(pause)
+        producer.produce(topic, struct.pack(">d", time.perf_counter()) + padding, partition=0)
+        producer.poll(0)
+    if producer.flush(max(0.1, deadline - time.perf_counter())) != 0:
+        timed_out = True
+    reader.join(max(0.1, deadline - time.perf_counter()))
+    seconds = time.perf_counter() - start
+    client_cpu, broker_cpu = meter.stop()
+    stop.set()
+    reader.join(5)
+    consumer.close()
+    result = Measurement(label, len(samples), len(samples) * record_size, seconds, client_cpu, broker_cpu,
+                         timed_out or bool(errors) or len(samples) < count)
     if samples:
         result.latency_ms = percentiles(samples)
         result.notes.append("latency ms: " + ", ".join(f"{k} {v:.3f}" for k, v in result.latency_ms.items()))

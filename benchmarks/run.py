@@ -60,6 +60,11 @@ wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers)
   latency           confluent-kafka produce of --latency-records S-byte records one at a time
                     (linger.ms=0, each acknowledged before the next), acks=1 and acks=all: the
                     percentiles of their round trips (benchmarks.clients.ck_produce_latency).
+  end-to-end        one S-byte record every millisecond for --e2e-records records (linger.ms=0,
+                    acks=1, paced by the clock) while a confluent-kafka consumer tails the
+                    partition with librdkafka's default long poll (fetch.wait.max.ms 500): the
+                    percentiles of send to consume, and the broker's CPU, whose logway / mock
+                    ratio issue 19 wants at most 2 (benchmarks.clients.ck_end_to_end).
 
 Charts: every run writes PNG charts of its figures (benchmarks/charts.py, matplotlib from the
 bench extra) and the JSON they are drawn from (run.json) to --charts DIR, benchmarks/charts/
@@ -101,7 +106,7 @@ from benchmarks.cpu import CpuMeter, machine_idle
 
 ALL_PARTS = ("crc", "machine", "mock", "logway", "kafka-python", "zerocopy", "tls", "metrics", "connections",
              "many-clients", "scale", "cluster-scale")
-ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch", "latency")
+ALL_WORKLOADS = ("ck", "wire-produce", "wire-produce-16k", "wire-fetch", "latency", "end-to-end")
 MiB = 1024 * 1024
 CHARTS_DIR = Path(__file__).resolve().parent / "charts"
 # recycled beyond a run's record bytes: batch framing, index entries, other processes' allocations
@@ -121,6 +126,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large-records", type=int, help="how many large records (default 256; quick 32)")
     parser.add_argument("--wire-mb", type=int, help="MiB per protocol-level produce and page-cache append, twice that per fetch and sendfile run (default 512; quick 64)")
     parser.add_argument("--latency-records", type=int, help="records produced one at a time by the latency workload (default 2,000; quick 500)")
+    parser.add_argument("--e2e-records", type=int, help="records of the end-to-end workload, one per ms (default 5,000; quick 1,000)")
     parser.add_argument("--kp-records", type=int, help="records for kafka-python (default 100,000; quick 20,000)")
     parser.add_argument("--idle-connections", type=int, help="idle connections of the connections part (default 10,000; quick 2,000)")
     parser.add_argument("--many-producers", type=int, help="producers of the many-clients part, with a tenth as many consumers (default 1,000; quick 200)")
@@ -142,6 +148,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.wire_mb = args.wire_mb or (64 if quick else 512)
     args.kp_records = args.kp_records or (20_000 if quick else 100_000)
     args.latency_records = args.latency_records or (500 if quick else 2_000)
+    args.e2e_records = args.e2e_records or (1_000 if quick else 5_000)
     args.idle_connections = args.idle_connections or (2_000 if quick else 10_000)
     args.many_producers = args.many_producers or (200 if quick else 1_000)
     args.deadline = args.deadline or (20.0 if quick else 60.0)
@@ -519,6 +526,8 @@ class Bench:
             self.wire_produce_16k_round(number, order)
         if order and self.wants("latency"):
             self.latency_round(number, order)
+        if order and self.wants("end-to-end"):
+            self.end_to_end_round(number, order)
         if "machine" in a.parts:
             self.machine_round(number)
         if self.wants("wire-fetch") and self.logway is not None and self.large_range is not None:
@@ -607,6 +616,16 @@ class Bench:
                 report.add(f"latency_produce_a{acks}", t.name, clients.ck_produce_latency(
                     f"{t.name}: ck produce {a.size} B one at a time, acks={acks}", t.bootstrap, topic,
                     a.latency_records, a.size, acks, t.meter(), a.deadline))
+
+    def end_to_end_round(self, number: int, order: list[Target]) -> None:
+        """A record a millisecond, consumed as it comes: latency, and what the broker spends."""
+        a, report = self.args, self.report
+        for t in order:
+            topic = f"{t.name[0]}-e2e-r{number}"
+            t.create_topic(topic)
+            report.add("end_to_end", t.name, clients.ck_end_to_end(
+                f"{t.name}: ck {a.size} B a millisecond, tailed", t.bootstrap, topic, a.e2e_records, a.size,
+                t.meter(), a.deadline))
 
     def machine_round(self, number: int) -> None:
         """The machine next to logway's own runs."""
@@ -881,6 +900,7 @@ RATIOS = [
     ("produce 1 MiB batches, wire: logway / raw append (recycled pages)", ("wire_produce", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
+    ("broker CPU, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu", None),
     ("consume 100 B (same window), kafka-python: logway / mock", ("kp_consume", "logway"), ("kp_consume", "mock"), "records", None),
     ("produce 100 B acks=1, confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_produce_small", "SSL"), ("tls_produce_small", "PLAINTEXT"), "records", None),
     ("consume 100 B (same records), confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_consume_small", "SSL"), ("tls_consume_small", "PLAINTEXT"), "records", None),
@@ -902,6 +922,8 @@ SINGLE_RATIOS = [
 
 
 def _value(m: Measurement, by: str) -> float:
+    if by == "broker_cpu":
+        return m.broker_cpu or 0.0
     return m.records_per_s if by == "records" else m.mb_per_s
 
 

@@ -47,3 +47,16 @@ def test_tls_ratios_are_ssl_over_plaintext_per_round():
     row = rows["produce 100 B acks=1, confluent-kafka: SSL / PLAINTEXT (tls)"]
     assert row["rounds"] == [2.0, 4.0 / 3.0, 1.0]
     assert row["value"] == 4.0 / 3.0
+
+
+def test_the_end_to_end_ratio_is_the_brokers_cpu_share_per_round():
+    report = Report()
+    for logway, mock in ((0.40, 0.08), (0.45, 0.05)):
+        report.add("end_to_end", "logway", Measurement("l", 5000, 500_000, 5.0, broker_cpu=logway))
+        report.add("end_to_end", "mock", Measurement("m", 5000, 500_000, 5.0, broker_cpu=mock))
+
+    rows = {row["label"]: row for row in compute_ratios(report)}
+
+    row = rows["broker CPU, a record a ms tailed (lower is better): logway / mock"]
+    assert row["rounds"] == pytest.approx([5.0, 9.0])
+    assert parse_args(["--workloads", "end-to-end", "--quick"]).e2e_records == 1_000
