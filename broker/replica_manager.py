@@ -600,15 +600,22 @@ class ReplicaManager:
     async def wait_for_appends(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
         """Return when any of `partitions` gets new records or a new HW, after `timeout_s` at
         the latest."""
+        await self.watch_appends(partitions, timeout_s)
+
+    def watch_appends(self, partitions: Iterable[TopicPartition], timeout_s: float) -> asyncio.Future:
+        """A future done when any of `partitions` gets new records or a new HW, after
+        `timeout_s` at the latest. It watches from this call on: a caller that reads, then
+        returns a coroutine to wait (a long-poll Fetch, which its connection starts on a later
+        turn of the loop), misses no append made in between. Done or cancelled, it stops
+        watching."""
         loop = asyncio.get_running_loop()
         woken = loop.create_future()
         watched = list(partitions)
         for tp in watched:
             self._append_waiters.setdefault(tp, set()).add(woken)
         timer = loop.call_later(timeout_s, _resolve, woken)
-        try:
-            await woken
-        finally:
+
+        def stop_watching(_: asyncio.Future) -> None:
             timer.cancel()
             for tp in watched:
                 waiters = self._append_waiters.get(tp)
@@ -616,6 +623,9 @@ class ReplicaManager:
                     waiters.discard(woken)
                     if not waiters:
                         del self._append_waiters[tp]
+
+        woken.add_done_callback(stop_watching)
+        return woken
 
     def wake_all(self) -> None:
         """Release every waiting fetch and delayed produce (shutdown)."""

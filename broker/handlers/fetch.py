@@ -53,6 +53,7 @@ leader.replication.throttled.rate is exceeded; the bytes sent to followers for t
 partitions are counted against that rate.
 """
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -112,7 +113,11 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _answer_with_remote(ctx, request, read)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _answer(ctx, request, read.topics)
-    return _long_poll(ctx, request, denied, time.monotonic() + max_wait_s, min_bytes, max_bytes)
+    # Watched from now: the connection starts the long poll on a later turn of the loop, and an
+    # append served meanwhile must end its wait.
+    watched = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    woken = ctx.broker.replica_manager.watch_appends(watched, max_wait_s)
+    return _long_poll(ctx, request, denied, time.monotonic() + max_wait_s, min_bytes, max_bytes, watched, woken)
 
 
 def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
@@ -125,20 +130,27 @@ def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
 
 
 async def _long_poll(
-    ctx: RequestContext, request: FetchRequest, denied: set[str], deadline: float, min_bytes: int, max_bytes: int
+    ctx: RequestContext,
+    request: FetchRequest,
+    denied: set[str],
+    deadline: float,
+    min_bytes: int,
+    max_bytes: int,
+    watched: list[TopicPartition],
+    woken: asyncio.Future,
 ) -> EncodedResponse:
-    watched = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    try:
+        await woken
+    finally:
+        woken.cancel()  # stops watching if this task was cancelled or closed first
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining > 0:
-            await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
         read = _read(ctx, request, denied, max_bytes)
         if read.remote:
             return await _answer_with_remote(ctx, request, read)
-        if read.total_bytes >= min_bytes or read.answer_now or time.monotonic() >= deadline:
+        remaining = deadline - time.monotonic()
+        if read.total_bytes >= min_bytes or read.answer_now or remaining <= 0 or ctx.broker.shutting_down:
             return _answer(ctx, request, read.topics)
-        if ctx.broker.shutting_down:
-            return _answer(ctx, request, read.topics)
+        await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
 
 
 def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_bytes: int) -> _Read:
