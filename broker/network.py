@@ -162,7 +162,6 @@ class Connection:
         self._reading = False
         self._writing = False
         self._draining = False
-        self._peer_done = False  # the client closed its side: close once its requests are served
         self._muted: asyncio.TimerHandle | None = None
         self.closed = False
         self.last_active = loop.time()
@@ -185,15 +184,6 @@ class Connection:
             self._reject(exc)
             return
         if received == 0:
-            if self._requests:
-                # The client closed after requests it did not wait for (acks=0 produces queued
-                # behind one being written): they are served first, as Kafka serves what it
-                # read. With none queued, the one in progress is cancelled as before: its
-                # answer has nobody to go to.
-                self._peer_done = True
-                self._draining = True
-                self._pause_reading()
-                return
             self.close(None)
             return
         now = self.last_active = self._loop.time()
@@ -287,9 +277,6 @@ class Connection:
                 self._in_progress.add_done_callback(self._on_response_ready)
         if not self._requests and self._in_progress is None:
             self._frames.release()
-            if self._peer_done:
-                self.close(None)
-                return
         self._flush()
         self._apply_back_pressure()
 

@@ -294,37 +294,6 @@ def test_reading_pauses_while_the_request_memory_pool_is_used_up_and_nothing_is_
     asyncio.run(scenario())
 
 
-def test_requests_queued_when_the_client_closes_are_served_before_the_connection_closes():
-    # An acks=0 producer that closes right after sending: its requests behind one still being
-    # written must not be dropped.
-    async def scenario():
-        served = []
-        release = asyncio.Event()
-
-        async def written_later(payload):
-            await release.wait()
-            served.append(payload)
-
-        def dispatch(view):
-            payload = bytes(view)
-            if payload == b"1":
-                return written_later(payload)
-            served.append(payload)
-            return None
-
-        h = Harness(dispatch)
-        h.client.sendall(b"".join(frame(str(i).encode()) for i in range(1, 4)))
-        await asyncio.sleep(0.05)
-        h.client.close()
-        await asyncio.sleep(0.05)
-        assert served == [] and not h.closed.is_set()
-        release.set()
-        await asyncio.wait_for(h.closed.wait(), 5)
-        return served
-
-    assert asyncio.run(scenario()) == [b"1", b"2", b"3"]
-
-
 def test_a_closed_connection_gives_its_pool_memory_back():
     async def scenario():
         never = asyncio.Event()
