@@ -12,6 +12,24 @@ pytest.register_assert_rewrite("tests.topic_lifecycle")
 from tests.harness import BrokerProcess  # noqa: E402 (after the rewrite is registered)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Name each xdist_group test's group at the end of its node id, as pytest-xdist does for
+    `--dist loadgroup`: pytest 9.2 builds node ids from `_id` and ignores the `_nodeid` that
+    pytest-xdist 3.8 sets (pytest-xdist #1386), so without this the Spark tests spread over
+    both workers and each starts its own Spark session. Workers only: the scheduler reads the
+    node ids they report."""
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = {mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+                  for mark in item.iter_markers("xdist_group")}
+        if groups and not item.nodeid.endswith("@" + "_".join(sorted(groups))):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(sorted(groups))}")
+
+
 @pytest.fixture
 def broker_factory(tmp_path):
     """Start brokers on demand (each with its own data dir); all are stopped at the end."""

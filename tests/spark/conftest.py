@@ -3,9 +3,9 @@
 One SparkSession serves every Spark test of a pytest process: a session costs 6-11 s to start,
 so the fixture is session-scoped, and the tests carry xdist_group("spark") so that with
 `--dist loadgroup` (pyproject addopts) pytest-xdist runs them all in one worker, one JVM.
-With pytest 9.2 and pytest-xdist 3.8 that grouping silently does not happen (xdist still
-renames node ids, which pytest 9.2 no longer reads: pytest-xdist issue #1386), so each worker
-that gets Spark tests starts its own session: two on a 2-core machine. The session binds to
+With pytest 9.2 and pytest-xdist 3.8 that grouping needs tests/conftest.py's
+pytest_collection_modifyitems (xdist renames node ids the old way, which pytest 9.2 no longer
+reads: pytest-xdist issue #1386). The session binds to
 loopback and runs its Python workers with this interpreter; nothing is downloaded.
 """
 
