@@ -18,10 +18,17 @@ def pytest_collection_modifyitems(config, items):
     `--dist loadgroup`: pytest 9.2 builds node ids from `_id` and ignores the `_nodeid` that
     pytest-xdist 3.8 sets (pytest-xdist #1386), so without this the Spark tests spread over
     both workers and each starts its own Spark session. Workers only: the scheduler reads the
-    node ids they report."""
+    node ids they report.
+
+    Tests marked slow go first (a stable sort: modules stay together; every slow module is slow
+    throughout), so that no test of minutes is handed out last: in a full run the 3-4 minute
+    tests/property/test_topic_lifecycle.py, collected after tests/compat, was still running on
+    one worker after the other had finished (their test times differed by about two minutes)."""
     if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")):
         return
     from _pytest.nodeid import NodeId
+
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
     for item in items:
         groups = {mark.args[0] if mark.args else mark.kwargs.get("name", "default")
