@@ -215,12 +215,7 @@ def ck_produce_latency(
     client_cpu, broker_cpu = meter.stop()
     result = Measurement(label, len(samples), len(samples) * record_size, seconds, client_cpu, broker_cpu,
                          timed_out or bool(errors))
-    if samples:
-        result.latency_ms = percentiles(samples)
-        result.notes.append("latency ms: " + ", ".join(f"{k} {v:.3f}" for k, v in result.latency_ms.items()))
-    if errors:
-        result.notes.append(f"client errors: {errors[:3]}")
-    return result
+    return _with_latencies(result, samples, errors)
 
 
 def ck_end_to_end(
@@ -291,6 +286,11 @@ def ck_end_to_end(
     consumer.close()
     result = Measurement(label, len(samples), len(samples) * record_size, seconds, client_cpu, broker_cpu,
                          timed_out or bool(errors) or len(samples) < count)
+    return _with_latencies(result, samples, errors)
+
+
+def _with_latencies(result: Measurement, samples: list[float], errors: list[str]) -> Measurement:
+    """`result` with the percentiles of `samples` (milliseconds) and the first client errors."""
     if samples:
         result.latency_ms = percentiles(samples)
         result.notes.append("latency ms: " + ", ".join(f"{k} {v:.3f}" for k, v in result.latency_ms.items()))

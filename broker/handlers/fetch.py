@@ -139,10 +139,9 @@ async def _long_poll(
     watched: list[TopicPartition],
     woken: asyncio.Future,
 ) -> EncodedResponse:
-    try:
-        await woken
-    finally:
-        woken.cancel()  # stops watching if this task was cancelled or closed first
+    # Cancelling this task cancels `woken`, and a task closed before it started leaves it to its
+    # timer: either way the watch ends (ReplicaManager.watch_appends).
+    await woken
     while True:
         read = _read(ctx, request, denied, max_bytes)
         if read.remote:
