@@ -1,51 +1,117 @@
-"""The broker's CPU per Produce request without the socket, in process (issue 19).
+"""The broker's CPU per Produce or Fetch request without the socket, in process (issue 19).
 
-    python -m benchmarks.request_cost [--requests 3000] [--repeats 15] [--batch-bytes 16384] [--calls]
+    python -m benchmarks.request_cost [--api produce|fetch] [--requests 3000] [--repeats 15]
+                                      [--batch-bytes 16384] [--calls] [--instructions]
 
 A standalone broker runs in this process (tests.in_process.running_broker, uvloop) with a
-one-partition topic; the wire benchmark's Produce v3 request (one batch of 100 B records, about
-`batch-bytes` long, acks=1) is handed to `Dispatcher.dispatch` `requests` times in a row, as a
-connection would hand it (the same bytes each time: the broker patches baseOffset in place), and
-the response's send time is recorded as the connection records it. Each repetition measures the
-thread's CPU time (user and system: the append's pwrite included) per request; the minimum and
-quartiles over `repeats` repetitions are printed. That covers the header, parsing, the handler,
-validation, the append, the index entry, the request metrics and the response encoding; not
-reading the socket, framing or sending (benchmarks.run's wire-produce-16k has those).
+one-partition topic, and one request is handed to `Dispatcher.dispatch` `requests` times in a
+row, as a connection would hand it, the response's send time recorded as the connection records
+it:
+- produce: the wire benchmark's Produce v3 (one batch of 100 B records, about `batch-bytes`
+  long, acks=1; the same bytes each time: the broker patches baseOffset in place);
+- fetch: a consumer's Fetch v12 (what librdkafka sends) for the newest of 100 one-record
+  batches, answered at once with that batch: what a tailing consumer asks for each record (the
+  end-to-end workload). Its answer's bytes and file region are built, not sent.
+Each repetition measures the thread's CPU time (user and system: the append's pwrite included)
+per request; the minimum and quartiles over `repeats` repetitions are printed. That covers the
+header, parsing, the handler, validation, the append or read, the index, the request metrics and
+the response encoding; not reading the socket, framing or sending (benchmarks.run's
+wire-produce-16k and end-to-end have those).
 
 `--calls` also counts the Python function calls one request makes (cProfile; slows that pass
-down, its time is not reported): a steady measure of per-request Python work when the machine is
-too loaded for timings to agree. Bounded by the request and repetition counts.
+down, its time is not reported).
+
+`--instructions` counts the user-space instructions one request executes instead (valgrind's
+callgrind: this program run twice under it, with `repeats` 1 and 3, and the difference divided by
+2 x `requests`, so start-up and warm-up cancel out). The count does not move with the machine's
+load, where the timings of this shared machine swing by half: it is the measure to compare two
+trees by when a change is small. It leaves out the kernel's work (the pwrite, the page cache).
+About two minutes at the default counts (the two runs in parallel).
+
+Bounded by the request and repetition counts.
 """
 
 import argparse
 import asyncio
 import cProfile
 import pstats
+import re
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import uvloop
 
 from benchmarks import wire
+from protocol.api_keys import ApiKey
 from tests.in_process import CLIENT_SESSION, running_broker
+from tests.kafka_wire import encode_request
 
 _TOPIC = "request-cost"
 _WARM_UP = 2000
+_TAILED_BATCHES = 100
+_FETCH_VERSION = 12
 
 
-async def measure(data_dir: Path, requests: int, repeats: int, batch_bytes: int, calls: bool) -> dict:
+def _fetch_frame(offset: int) -> memoryview:
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.static.primitive import i32, i32Timedelta, i64
+    from kio.schema.types import BrokerId, TopicName
+
+    request = FetchRequest(
+        replica_id=BrokerId(-1),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=500)),
+        min_bytes=i32(1),
+        max_bytes=i32(52_428_800),
+        isolation_level=0,
+        session_id=i32(0),
+        session_epoch=i32(-1),
+        topics=(
+            FetchTopic(
+                topic=TopicName(_TOPIC),
+                partitions=(
+                    FetchPartition(
+                        partition=i32(0),
+                        current_leader_epoch=i32(-1),
+                        fetch_offset=i64(offset),
+                        last_fetched_epoch=i32(-1),
+                        log_start_offset=i64(-1),
+                        partition_max_bytes=i32(1_048_576),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+    return memoryview(encode_request(ApiKey.FETCH, _FETCH_VERSION, request, client_id="rdkafka"))[4:]
+
+
+async def measure(
+    data_dir: Path, requests: int, repeats: int, batch_bytes: int, calls: bool, api: str = "produce"
+) -> dict:
     async with running_broker(data_dir, None) as broker:
         await broker.topics.create(_TOPIC, 1, {})
-        batch, _ = wire.make_batch(100, batch_bytes)
-        frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
         dispatch = broker.dispatcher.dispatch
         session = CLIENT_SESSION
+        if api == "produce":
+            batch, _ = wire.make_batch(100, batch_bytes)
+            frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
+        else:
+            one_record, _ = wire.make_batch(100, 100)
+            append = memoryview(wire.produce_request(_TOPIC, 0, one_record))[4:]
+            for _ in range(_TAILED_BATCHES):
+                dispatch(append, session)
+            frame = _fetch_frame(_TAILED_BATCHES - 1)
 
         def serve_one() -> None:
             chunks = dispatch(frame, session)
             if chunks is None or not isinstance(chunks, list):
-                raise RuntimeError(f"produce was not answered at once: {chunks!r}")
+                raise RuntimeError(f"{api} was not answered at once: {chunks!r}")
             if session.send_timer is not None:  # as the connection does once the answer is out
                 session.send_timer.sent(0.0)
                 session.send_timer = None
@@ -74,17 +140,56 @@ async def measure(data_dir: Path, requests: int, repeats: int, batch_bytes: int,
         return result
 
 
+def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float:
+    """User-space instructions per request, from two callgrind runs of this program."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind (apt install valgrind)")
+    with tempfile.TemporaryDirectory(prefix="logway-request-cost-") as scratch:
+        runs = {
+            repeats: subprocess.Popen(
+                [
+                    valgrind, "--tool=callgrind", f"--callgrind-out-file={scratch}/callgrind.{repeats}",
+                    sys.executable, "-m", "benchmarks.request_cost", "--api", api, "--requests", str(requests),
+                    "--repeats", str(repeats), "--batch-bytes", str(batch_bytes),
+                ],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            )
+            for repeats in (1, 3)
+        }
+        collected = {}
+        for repeats, run in runs.items():
+            _, errors = run.communicate()
+            found = re.search(r"Collected : (\d+)", errors)
+            if run.returncode != 0 or found is None:
+                raise SystemExit(f"the callgrind run failed:\n{errors[-2000:]}")
+            collected[repeats] = int(found.group(1))
+    return (collected[3] - collected[1]) / (2 * requests)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--api", choices=("produce", "fetch"), default="produce")
     parser.add_argument("--requests", type=int, default=3000, help="requests per repetition")
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--batch-bytes", type=int, default=16 * 1024)
+    parser.add_argument("--batch-bytes", type=int, default=16 * 1024, help="the produced batch's size")
     parser.add_argument("--calls", action="store_true", help="also count Python calls per request")
+    parser.add_argument("--instructions", action="store_true", help="count instructions per request instead")
     args = parser.parse_args()
+    what = (
+        f"Produce v3, one {args.batch_bytes // 1024} KiB batch" if args.api == "produce"
+        else f"Fetch v{_FETCH_VERSION} of the newest one-record batch"
+    )
+    if args.instructions:
+        count = instructions_per_request(args.api, args.requests, args.batch_bytes)
+        print(f"{what}, through Dispatcher.dispatch: {count:,.0f} user-space instructions per request")
+        return
     with tempfile.TemporaryDirectory(prefix="logway-request-cost-") as scratch:
-        result = uvloop.run(measure(Path(scratch), args.requests, args.repeats, args.batch_bytes, args.calls))
+        result = uvloop.run(
+            measure(Path(scratch), args.requests, args.repeats, args.batch_bytes, args.calls, args.api)
+        )
     print(
-        f"Produce v3, one {args.batch_bytes // 1024} KiB batch, through Dispatcher.dispatch: thread CPU per request "
+        f"{what}, through Dispatcher.dispatch: thread CPU per request "
         f"min {result['min_us']:.1f} us, q1 {result['q1_us']:.1f} us, median {result['median_us']:.1f} us "
         f"({args.repeats} x {args.requests} requests)"
     )

@@ -1,12 +1,15 @@
-"""benchmarks.request_cost: Produce requests served in process, their CPU and Python calls counted."""
+"""benchmarks.request_cost: Produce and Fetch requests served in process, their CPU and Python calls counted."""
 
 import asyncio
+
+import pytest
 
 from benchmarks.request_cost import measure
 
 
-def test_every_request_is_answered_and_its_cost_and_calls_counted(tmp_path):
-    result = asyncio.run(measure(tmp_path, requests=20, repeats=3, batch_bytes=4096, calls=True))
+@pytest.mark.parametrize("api", ["produce", "fetch"])
+def test_every_request_is_answered_and_its_cost_and_calls_counted(tmp_path, api):
+    result = asyncio.run(measure(tmp_path, requests=20, repeats=3, batch_bytes=4096, calls=True, api=api))
 
     assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"]
     assert result["python_calls"] > 10  # a request goes through dispatch, handler and log
