@@ -58,11 +58,17 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from kio.schema.fetch.v12.request import FetchRequest
-
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
-from protocol.fetch import MAX_VERSION, MIN_VERSION, PartitionResult, TopicResult, encode_fetch_response
+from protocol.fetch import (
+    MAX_VERSION,
+    MIN_VERSION,
+    FetchRequest,
+    PartitionResult,
+    TopicResult,
+    encode_fetch_response,
+    parse_fetch_request,
+)
 from storage.errors import OffsetMovedToTieredStorageError
 from storage.topic_partition import TopicPartition
 
@@ -96,7 +102,7 @@ class _Read:
     remote: list[_RemoteRead] = field(default_factory=list)
 
 
-@api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION))
+@api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION), parse=parse_fetch_request)
 def handle_fetch(ctx: RequestContext, request: FetchRequest):
     if request.session_id != 0:
         return _response(ctx, [], ErrorCode.fetch_session_id_not_found)

@@ -1,8 +1,11 @@
-import pytest
+from datetime import timedelta
 
-from protocol import schemas
+import pytest
+from kio.schema.fetch.v12.request import FetchPartition, FetchTopic, ForgottenTopic
+
+from protocol import fetch, schemas
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.fetch import PartitionResult, TopicResult, encode_fetch_response
 
 
@@ -54,3 +57,94 @@ def test_top_level_error_and_null_aborted_transactions():
     chunks = encode_fetch_response(11, response(b""))
     decoded = schemas.decode(schemas.response_type(ApiKey.FETCH, 11), memoryview(flatten(chunks)))
     assert decoded.responses[0].partitions[0].aborted_transactions is None
+
+
+def fetch_request_body(version, topics, *, forgotten=(), rack_id="r1", cluster_id=None, session_id=0):
+    """A Fetch request body of `version` as kio writes it: topics as (name, [(partition,
+    fetch_offset)]), every other partition field set apart so a swapped field shows."""
+    request = schemas.request_type(ApiKey.FETCH, 12)(
+        cluster_id=cluster_id,
+        replica_id=3,
+        max_wait=timedelta(milliseconds=500),
+        min_bytes=7,
+        max_bytes=52_428_800,
+        isolation_level=1,
+        session_id=session_id,
+        session_epoch=-1,
+        topics=tuple(
+            FetchTopic(
+                topic=name,
+                partitions=tuple(
+                    FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=5,
+                        fetch_offset=offset,
+                        last_fetched_epoch=4,
+                        log_start_offset=2,
+                        partition_max_bytes=1_048_576,
+                    )
+                    for partition, offset in partitions
+                ),
+            )
+            for name, partitions in topics
+        ),
+        forgotten_topics_data=tuple(ForgottenTopic(topic=name, partitions=tuple(ps)) for name, ps in forgotten),
+        rack_id=rack_id,
+    )
+    return memoryview(schemas.encode(schemas.adapt(request, schemas.request_type(ApiKey.FETCH, version))))
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_a_fetch_request_is_parsed_by_hand_as_kio_reads_it(version):
+    body = fetch_request_body(
+        version, [("orders", [(0, 10), (3, 2**40)]), ("é-topic", [(1, 0)])], forgotten=[("old", [1, 2])]
+    )
+
+    by_hand = fetch._parse_by_hand(version, body)
+
+    assert by_hand == fetch._parse_with_kio(version, body)
+    assert (by_hand.replica_id, by_hand.max_wait, by_hand.min_bytes, by_hand.isolation_level) == (
+        3, timedelta(milliseconds=500), 7, 1
+    )
+    first = by_hand.topics[0].partitions[1]
+    assert (first.partition, first.fetch_offset, first.partition_max_bytes) == (3, 2**40, 1_048_576)
+    assert first.current_leader_epoch == (5 if version >= 9 else -1)
+    assert first.last_fetched_epoch == (4 if version >= 12 else -1)
+    assert first.log_start_offset == (2 if version >= 5 else -1)
+    assert by_hand.rack_id == ("r1" if version >= 11 else "")
+
+
+def test_a_follower_fetch_of_hundreds_of_partitions_is_parsed_by_hand():
+    # 300 partitions: a compact array length of two bytes in v12.
+    body = fetch_request_body(12, [("t", [(p, p * 10) for p in range(300)])])
+
+    parsed = fetch._parse_by_hand(12, body)
+
+    assert [(p.partition, p.fetch_offset) for p in parsed.topics[0].partitions] == [(p, p * 10) for p in range(300)]
+
+
+def test_what_the_hand_parser_leaves_to_kio_is_still_read():
+    # A tagged field (cluster_id) is kio's to read.
+    body = fetch_request_body(12, [("t", [(0, 5)])], cluster_id="the-cluster")
+    with pytest.raises(fetch._Malformed):
+        fetch._parse_by_hand(12, body)
+
+    parsed = fetch.parse_fetch_request(12, body)
+
+    assert [(t.topic, [(p.partition, p.fetch_offset) for p in t.partitions]) for t in parsed.topics] == [("t", [(0, 5)])]
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_a_truncated_fetch_request_is_refused_with_a_protocol_error(version):
+    body = fetch_request_body(version, [("t", [(0, 5)])], forgotten=[("old", [1, 2])])
+    for cut in (5, len(body) // 2, len(body) - 1):
+        with pytest.raises(ProtocolError):
+            fetch.parse_fetch_request(version, body[:cut])
+
+
+def test_an_array_longer_than_the_request_is_refused_with_a_protocol_error():
+    body = bytearray(fetch_request_body(11, [("t", [(0, 5)])]))
+    body[25:29] = (1_000_000).to_bytes(4, "big")  # the topics array's count (after 25 bytes of fields)
+
+    with pytest.raises(ProtocolError):
+        fetch.parse_fetch_request(11, memoryview(body))
