@@ -46,11 +46,13 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
-# How many of the last appended batches a segment remembers (last offset, position) of: a
+# How many of the last appended batches a segment remembers (last offset, position, size) of: a
 # consumer tailing the log asks for one of them, which is then found without reading the batch
-# headers between the sparse index's entry and it (a dozen per fetch for small batches; issue 19).
+# headers between the sparse index's entry and it (a dozen per fetch for small batches; issue 19),
+# and read without reading its own header.
 _RECENT_BATCHES = 32
 _last_offset_of = itemgetter(0)
+_NOT_RECENT = object()  # an offset before a segment's recent batches
 
 
 def segment_path(directory: str, base_offset: int, suffix: str) -> str:
@@ -84,8 +86,8 @@ class LogSegment:
         self.txn_index = txn_index
         self._index_interval_bytes = config.index_interval_bytes
         self._bytes_since_last_index_entry = 0
-        # (last offset, position) of the batches appended last, oldest first; consecutive
-        self._recent: deque[tuple[int, int]] = deque(maxlen=_RECENT_BATCHES)
+        # (last offset, position, size) of the batches appended last, oldest first; consecutive
+        self._recent: deque[tuple[int, int, int]] = deque(maxlen=_RECENT_BATCHES)
         self.max_timestamp, self._offset_of_max_timestamp = time_index.last_entry
         self._first_batch_timestamp: int | None = None
         self.created_ms = int(time.time() * 1000)
@@ -146,7 +148,7 @@ class LogSegment:
             position += batch.size
 
     def _index_batch(self, position: int, batch: AppendedBatch) -> None:
-        self._recent.append((batch.last_offset, position))
+        self._recent.append((batch.last_offset, position, batch.size))
         if batch.max_timestamp > self.max_timestamp:
             self.max_timestamp = batch.max_timestamp
             self._offset_of_max_timestamp = batch.last_offset
@@ -161,19 +163,28 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
         """The first batch holding `offset` or a later one, if the segment has any."""
-        recent = self._recent
-        if recent and offset > recent[0][0]:
-            # It is one of the recent batches, which follow each other, or there is none.
-            found = bisect_left(recent, offset, key=_last_offset_of)
-            if found == len(recent):
-                return None
-            position = recent[found][1]
-        else:
+        recent = self._recent_batch(offset)
+        if recent is _NOT_RECENT:
             _, position = self.offset_index.lookup(offset)
+        elif recent is None:
+            return None
+        else:
+            position = recent[1]
         for location in self.records.batches(max(position, starting_position)):
             if location.header.last_offset >= offset:
                 return location
         return None
+
+    def _recent_batch(self, offset: int) -> tuple[int, int, int] | None | object:
+        """The recent batch holding `offset` or the next one; None when `offset` is past the
+        last; _NOT_RECENT when it comes before the recent batches."""
+        recent = self._recent
+        if not recent or offset <= recent[0][0]:
+            return _NOT_RECENT
+        # The recent batches follow each other: the first ending at or after `offset` holds it,
+        # or is the next batch.
+        found = bisect_left(recent, offset, key=_last_offset_of)
+        return recent[found] if found < len(recent) else None
 
     def read(
         self, start_offset: int, max_size: int, max_position: int, min_one_batch: bool
@@ -186,17 +197,26 @@ class LogSegment:
         inside a batch, which clients drop and fetch again; ending at the last whole batch sends
         up to a third less for the same records (benchmarks/RESULTS.md).
         """
-        location = self.translate_offset(start_offset)
-        if location is None or location.position >= max_position:
+        recent = self._recent_batch(start_offset)
+        if recent is _NOT_RECENT:
+            location = self.translate_offset(start_offset)
+            if location is None:
+                return None
+            position, size = location.position, location.size
+        elif recent is None:
             return None
-        end = min(location.position + max_size, max_position)
+        else:
+            _, position, size = recent
+        if position >= max_position:
+            return None
+        end = min(position + max_size, max_position)
         if end < max_position:
-            end = self._last_batch_end(location.position, end)
+            end = self._last_batch_end(position, end)
         if min_one_batch:
-            end = max(end, location.position + location.size)
-        if end <= location.position:
+            end = max(end, position + size)
+        if end <= position:
             return None
-        return self.records.region(location.position, end - location.position)
+        return self.records.region(position, end - position)
 
     def _last_batch_end(self, start: int, limit: int) -> int:
         """End of the last whole batch between `start` (a batch start) and `limit`; `start`

@@ -33,6 +33,33 @@ def test_offsets_are_found_alike_through_the_recent_batches_and_the_sparse_index
     segment.close()
 
 
+def span(region) -> tuple[int, int] | None:
+    return None if region is None else (region.position, region.length)
+
+
+def test_reads_through_the_recent_batches_return_the_regions_the_index_finds(tmp_path):
+    # The same segment twice: one that remembers its recent batches, one reopened without them.
+    config = LogConfig(index_interval_bytes=1 << 20)
+    segment = LogSegment.open(str(tmp_path), 100, config, active=True)
+    append_batches(segment, 100, _RECENT_BATCHES * 2)
+    end = 100 + 4 * _RECENT_BATCHES
+    reopened = LogSegment.open(str(tmp_path), 100, config, active=False)
+    assert not reopened._recent
+    for offset in range(90, end + 3):
+        # one batch past max_size or not, ending before the last batch or not, many batches
+        for max_size, max_position, min_one_batch in (
+            (1, segment.size, True),
+            (1, segment.size, False),
+            (200, segment.size - 10, True),
+            (10**6, segment.size, False),
+        ):
+            remembered = segment.read(offset, max_size, max_position, min_one_batch)
+            indexed = reopened.read(offset, max_size, max_position, min_one_batch)
+            assert span(remembered) == span(indexed), (offset, max_size, max_position, min_one_batch)
+    reopened.close()
+    segment.close()
+
+
 def test_a_truncation_forgets_the_recent_batches_it_cut(tmp_path):
     config = LogConfig()
     segment = LogSegment.open(str(tmp_path), 0, config, active=True)
