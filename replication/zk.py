@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import EventType, KeeperState
+from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ _ERRORS: dict[type, type[ZkError]] = {
     kazoo_errors.ConnectionLoss: ConnectionLossError,
 }
 _RETRY_BACKOFF_S = 0.1
+_RECONNECT_MAX_DELAY_S = 1.0
 
 
 def _translate(exc: BaseException) -> BaseException:
@@ -148,7 +150,14 @@ class ZkClient:
         self._hosts, self._chroot = split_connect_string(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        self._kazoo = KazooClient(hosts=self._hosts, timeout=session_timeout_ms / 1000)
+        self._kazoo = KazooClient(
+            hosts=self._hosts,
+            timeout=session_timeout_ms / 1000,
+            # As ZooKeeper's own client (Kafka's), a lost connection is tried again at most a
+            # second apart however long ZooKeeper was away; kazoo's default doubles the pause up
+            # to an hour, so a broker came back minutes after a long outage had ended.
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=_RECONNECT_MAX_DELAY_S),
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session_listeners: list[Callable[[SessionEvent], None]] = []
         self._connected = asyncio.Event()
