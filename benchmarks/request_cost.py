@@ -1,6 +1,6 @@
 """The broker's CPU per Produce or Fetch request without the socket, in process (issue 19).
 
-    python -m benchmarks.request_cost [--api produce|fetch] [--requests 3000] [--repeats 15]
+    python -m benchmarks.request_cost [--api produce|fetch|tail] [--requests 3000] [--repeats 15]
                                       [--batch-bytes 16384] [--calls] [--instructions]
 
 A standalone broker runs in this process (tests.in_process.running_broker, uvloop) with a
@@ -10,8 +10,12 @@ it:
 - produce: the wire benchmark's Produce v3 (one batch of 100 B records, about `batch-bytes`
   long, acks=1; the same bytes each time: the broker patches baseOffset in place);
 - fetch: a consumer's Fetch v12 (what librdkafka sends) for the newest of 100 one-record
-  batches, answered at once with that batch: what a tailing consumer asks for each record (the
-  end-to-end workload). Its answer's bytes and file region are built, not sent.
+  batches, answered at once with that batch. Its answer's bytes and file region are built, not
+  sent.
+- tail: a record a time, as the end-to-end workload sends them: a consumer's Fetch v12 for the
+  next offset, which waits (librdkafka's 500 ms long poll), started as its connection starts it
+  on a later turn of the loop; then a Produce v3 of one 100 B record, which wakes it; the
+  Fetch's answer awaited. A "request" here is that pair.
 Each repetition measures the thread's CPU time (user and system: the append's pwrite included)
 per request; the minimum and quartiles over `repeats` repetitions are printed. That covers the
 header, parsing, the handler, validation, the append or read, the index, the request metrics and
@@ -48,6 +52,7 @@ import uvloop
 
 from benchmarks import wire
 from protocol.api_keys import ApiKey
+from protocol.primitives import INT64
 from tests.in_process import CLIENT_SESSION, running_broker
 from tests.kafka_wire import encode_request
 
@@ -88,7 +93,7 @@ def _fetch_frame(offset: int) -> memoryview:
         forgotten_topics_data=(),
         rack_id="",
     )
-    return memoryview(encode_request(ApiKey.FETCH, _FETCH_VERSION, request, client_id="rdkafka"))[4:]
+    return memoryview(bytearray(encode_request(ApiKey.FETCH, _FETCH_VERSION, request, client_id="rdkafka")))[4:]
 
 
 async def measure(
@@ -98,31 +103,47 @@ async def measure(
         await broker.topics.create(_TOPIC, 1, {})
         dispatch = broker.dispatcher.dispatch
         session = CLIENT_SESSION
+        one_record, _ = wire.make_batch(100, 100)
+        append = memoryview(wire.produce_request(_TOPIC, 0, one_record))[4:]
         if api == "produce":
             batch, _ = wire.make_batch(100, batch_bytes)
             frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
         else:
-            one_record, _ = wire.make_batch(100, 100)
-            append = memoryview(wire.produce_request(_TOPIC, 0, one_record))[4:]
             for _ in range(_TAILED_BATCHES):
                 dispatch(append, session)
             frame = _fetch_frame(_TAILED_BATCHES - 1)
+            fetch_offset_at = bytes(frame).index(INT64.pack(_TAILED_BATCHES - 1))
+        next_offset = _TAILED_BATCHES
 
-        def serve_one() -> None:
-            chunks = dispatch(frame, session)
+        def answered(chunks) -> None:
             if chunks is None or not isinstance(chunks, list):
-                raise RuntimeError(f"{api} was not answered at once: {chunks!r}")
+                raise RuntimeError(f"{api} was not answered: {chunks!r}")
             if session.send_timer is not None:  # as the connection does once the answer is out
                 session.send_timer.sent(0.0)
                 session.send_timer = None
 
+        async def serve_one() -> None:
+            nonlocal next_offset
+            if api != "tail":
+                answered(dispatch(frame, session))
+                return
+            INT64.pack_into(frame, fetch_offset_at, next_offset)
+            waiting = dispatch(frame, session)
+            if isinstance(waiting, list):
+                raise RuntimeError("the tailing fetch was answered before its record came")
+            fetch = asyncio.ensure_future(waiting)
+            await asyncio.sleep(0)  # the connection starts the long poll on a later turn
+            answered(dispatch(append, session))
+            answered(await fetch)
+            next_offset += 1
+
         for _ in range(_WARM_UP):
-            serve_one()
+            await serve_one()
         per_request = []
         for _ in range(repeats):
             started = time.thread_time()
             for _ in range(requests):
-                serve_one()
+                await serve_one()
             per_request.append((time.thread_time() - started) / requests * 1e6)
         per_request.sort()
         result = {
@@ -134,7 +155,7 @@ async def measure(
             profile = cProfile.Profile()
             profile.enable()
             for _ in range(requests):
-                serve_one()
+                await serve_one()
             profile.disable()
             result["python_calls"] = pstats.Stats(profile).total_calls / requests
         return result
@@ -169,17 +190,18 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--api", choices=("produce", "fetch"), default="produce")
+    parser.add_argument("--api", choices=("produce", "fetch", "tail"), default="produce")
     parser.add_argument("--requests", type=int, default=3000, help="requests per repetition")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--batch-bytes", type=int, default=16 * 1024, help="the produced batch's size")
     parser.add_argument("--calls", action="store_true", help="also count Python calls per request")
     parser.add_argument("--instructions", action="store_true", help="count instructions per request instead")
     args = parser.parse_args()
-    what = (
-        f"Produce v3, one {args.batch_bytes // 1024} KiB batch" if args.api == "produce"
-        else f"Fetch v{_FETCH_VERSION} of the newest one-record batch"
-    )
+    what = {
+        "produce": f"Produce v3, one {args.batch_bytes // 1024} KiB batch",
+        "fetch": f"Fetch v{_FETCH_VERSION} of the newest one-record batch",
+        "tail": f"A record a time: a waiting Fetch v{_FETCH_VERSION} woken by a one-record Produce v3",
+    }[args.api]
     if args.instructions:
         count = instructions_per_request(args.api, args.requests, args.batch_bytes)
         print(f"{what}, through Dispatcher.dispatch: {count:,.0f} user-space instructions per request")

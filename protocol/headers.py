@@ -55,9 +55,12 @@ def parse_request_header(frame: memoryview, flexible: bool) -> tuple[RequestHead
     except UnicodeDecodeError:
         raise ProtocolError("string is not valid UTF-8") from None
     if flexible:
-        reader = Reader(frame, end)
-        reader.skip_tagged_fields()
-        end = reader.pos
+        if end < len(frame) and frame[end] == 0:  # no tagged fields, as nearly always
+            end += 1
+        else:
+            reader = Reader(frame, end)
+            reader.skip_tagged_fields()
+            end = reader.pos
     return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), end
 
 
