@@ -8,8 +8,9 @@ as a memoryview slice of the received frame.
 
 Requests are parsed by hand too, since a tailing consumer sends one per record: one struct call
 per field group into named tuples. Through kio's generic reader a tailing consumer's Fetch took
-13% more instructions (benchmarks.request_cost --api fetch --instructions). Whatever the hand parser does not take (a
-tagged field, a null array, a malformed message) is read again by kio, which judges it.
+13% more instructions (benchmarks.request_cost --api fetch --instructions). Whatever the hand
+parser does not take (a tagged field, a null array, a malformed message) is read again by kio,
+which judges it.
 
 Request: replica_id INT32, max_wait_ms INT32, min_bytes INT32, max_bytes INT32, isolation_level
 INT8, [v7+] session_id INT32, [v7+] session_epoch INT32, topics ARRAY(topic STRING, partitions
@@ -88,8 +89,6 @@ class _Malformed(Exception):
 
 
 _new_tuple = tuple.__new__
-
-
 _REQUEST_FIXED = struct.Struct(">iiiib")
 _SESSION = struct.Struct(">ii")
 _INT32 = struct.Struct(">i")
@@ -131,16 +130,22 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
         partitions = []
         for _ in range(partition_count):
             if version >= 12:
-                partition, leader_epoch, offset, last_epoch, log_start, partition_max = _PARTITION_V12.unpack_from(body, pos)
+                partition, leader_epoch, offset, last_epoch, log_start, partition_max = (
+                    _PARTITION_V12.unpack_from(body, pos)
+                )
                 pos += _PARTITION_V12.size
                 if body[pos]:
                     raise _Malformed  # tagged fields
                 pos += 1
-                partitions.append(_new_tuple(FetchPartition, (partition, offset, partition_max, leader_epoch, last_epoch, log_start)))
+                partitions.append(
+                    _new_tuple(FetchPartition, (partition, offset, partition_max, leader_epoch, last_epoch, log_start))
+                )
             elif version >= 9:
                 partition, leader_epoch, offset, log_start, partition_max = _PARTITION_V9.unpack_from(body, pos)
                 pos += _PARTITION_V9.size
-                partitions.append(_new_tuple(FetchPartition, (partition, offset, partition_max, leader_epoch, -1, log_start)))
+                partitions.append(
+                    _new_tuple(FetchPartition, (partition, offset, partition_max, leader_epoch, -1, log_start))
+                )
             elif version >= 5:
                 partition, offset, log_start, partition_max = _PARTITION_V5.unpack_from(body, pos)
                 pos += _PARTITION_V5.size
@@ -163,9 +168,9 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
         rack_id, pos = _string(body, pos, flexible)
     if _no_tagged_fields(body, pos, flexible) > end:
         raise _Malformed  # the forgotten topics' partitions run past the end
+    max_wait = timedelta(milliseconds=max_wait_ms)
     return _new_tuple(
-        FetchRequest,
-        (replica_id, timedelta(milliseconds=max_wait_ms), min_bytes, max_bytes, isolation_level, topics, session_id, rack_id),
+        FetchRequest, (replica_id, max_wait, min_bytes, max_bytes, isolation_level, topics, session_id, rack_id)
     )
 
 

@@ -131,7 +131,8 @@ def test_what_the_hand_parser_leaves_to_kio_is_still_read():
 
     parsed = fetch.parse_fetch_request(12, body)
 
-    assert [(t.topic, [(p.partition, p.fetch_offset) for p in t.partitions]) for t in parsed.topics] == [("t", [(0, 5)])]
+    read = [(t.topic, [(p.partition, p.fetch_offset) for p in t.partitions]) for t in parsed.topics]
+    assert read == [("t", [(0, 5)])]
 
 
 @pytest.mark.parametrize("version", [4, 11, 12])
