@@ -375,6 +375,19 @@ def _epoch_bumps(eos_log: Path) -> list[str]:
     return bumps + causes or ["no epoch bump in librdkafka's log"]
 
 
+def _eos_evidence(eos_logs: dict[str, Path]) -> list[str]:
+    """For a schedule that failed before its verdict: each librdkafka producer's fatal errors and
+    epoch bumps from its debug=eos log, in the failure's own output (CI keeps nothing else)."""
+    found = []
+    for name, path in eos_logs.items():
+        if not path.exists():
+            continue
+        fatal = [line for line in path.read_text(errors="replace").splitlines() if "FATAL" in line.upper()]
+        found += [f"{name} (librdkafka, debug=eos):", *(f"  {line[:300]}" for line in fatal[:5])]
+        found += [f"  {line}" for line in _epoch_bumps(path)[:10]]
+    return found
+
+
 def _copy_epochs(cluster: Cluster, topic: str, verdict) -> dict[bytes, list[int]]:
     """The producer epoch of each copy of every duplicated value ("?" where it is not found)."""
     epochs = {}
@@ -572,7 +585,7 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
         except TimeoutError:
             notes.append(f"no writes after the heal: {[stalled(name) for name in committers if not progress[name]()]}")
     except (TimeoutError, AssertionError) as error:
-        raise AssertionError("\n".join([*problems, str(error), context()])) from None
+        raise AssertionError("\n".join([*problems, str(error), context(), *_eos_evidence(eos_logs)])) from None
     finally:
         for workload in workloads:
             workload.request_stop()
