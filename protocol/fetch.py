@@ -177,11 +177,7 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
 def _array_length(body: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     """(count, position after it) of a non-null array whose items can fit what is left."""
     if flexible:
-        count = body[pos] - 1
-        pos += 1
-        if count >= 0x7F:
-            count, pos = read_uvarint(body, pos - 1)
-            count -= 1
+        count, pos = _compact_length(body, pos)
     else:
         (count,) = _INT32.unpack_from(body, pos)
         pos += 4
@@ -192,17 +188,22 @@ def _array_length(body: memoryview, pos: int, flexible: bool) -> tuple[int, int]
 
 def _string(body: memoryview, pos: int, flexible: bool) -> tuple[str, int]:
     if flexible:
-        length = body[pos] - 1
-        pos += 1
-        if length >= 0x7F:
-            length, pos = read_uvarint(body, pos - 1)
-            length -= 1
+        length, pos = _compact_length(body, pos)
     else:
         (length,) = _INT16.unpack_from(body, pos)
         pos += 2
     if not 0 <= length <= len(body) - pos:
         raise _Malformed
     return str(body[pos : pos + length], "utf-8"), pos + length
+
+
+def _compact_length(body: memoryview, pos: int) -> tuple[int, int]:
+    """A compact count or length (stored plus one, -1 for null) and the position after it."""
+    length = body[pos] - 1
+    if length < 0x7F:  # one byte, as nearly always
+        return length, pos + 1
+    length, pos = read_uvarint(body, pos)
+    return length - 1, pos
 
 
 def _no_tagged_fields(body: memoryview, pos: int, flexible: bool) -> int:

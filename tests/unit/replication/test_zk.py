@@ -141,14 +141,22 @@ def _expire(connect: str, session: tuple[int, bytes]) -> None:
     other.close()
 
 
-def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(tmp_path):
-    """kazoo drops every watch when its connection goes and does not set them again on the
-    new connection: the owner must hear that its znode may have changed meanwhile."""
-    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=1500)  # max session timeout 20 ticks: 30 s
+@pytest.fixture
+def own_zookeeper(tmp_path):
+    """A ZooKeeper of the test's own, to stop and start: sessions up to 30 s (20 ticks)."""
+    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=1500)
     try:
         server.start()
     except ZooKeeperUnavailable as exc:
         pytest.skip(str(exc))
+    yield server
+    server.kill()
+
+
+def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(own_zookeeper):
+    """kazoo drops every watch when its connection goes and does not set them again on the
+    new connection: the owner must hear that its znode may have changed meanwhile."""
+    server = own_zookeeper
 
     async def scenario():
         client = ZkClient(server.connect_string, 30000)  # outlives a JVM restart on a loaded machine
@@ -173,21 +181,14 @@ def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(
         finally:
             await client.close()
 
-    try:
-        run(scenario())
-    finally:
-        server.kill()
+    run(scenario())
 
 
-def test_the_session_reconnects_within_seconds_of_zookeeper_coming_back_after_a_long_outage(tmp_path):
+def test_the_session_reconnects_within_seconds_of_zookeeper_coming_back_after_a_long_outage(own_zookeeper):
     """kazoo's default retry doubles its pause after each failed connect, up to an hour: after
     a 15 s outage the session came back 17 s after ZooKeeper did (minutes after a longer one).
     Kafka's ZooKeeper client tries again within a second; so does ours (0.8 s here)."""
-    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=1500)  # sessions up to 30 s
-    try:
-        server.start()
-    except ZooKeeperUnavailable as exc:
-        pytest.skip(str(exc))
+    server = own_zookeeper
 
     async def scenario():
         client = ZkClient(server.connect_string, 30000)
@@ -206,10 +207,7 @@ def test_the_session_reconnects_within_seconds_of_zookeeper_coming_back_after_a_
         finally:
             await client.close()
 
-    try:
-        run(scenario())
-    finally:
-        server.kill()
+    run(scenario())
 
 
 def test_fired_watches_leave_no_wrapper_behind(zookeeper):
