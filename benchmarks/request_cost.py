@@ -49,6 +49,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import uvloop
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i32, i32Timedelta, i64
 
 from benchmarks import wire
 from protocol.api_keys import ApiKey
@@ -63,10 +66,6 @@ _FETCH_VERSION = 12
 
 
 def _fetch_frame(offset: int) -> memoryview:
-    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
-    from kio.static.primitive import i32, i32Timedelta, i64
-    from kio.schema.types import BrokerId, TopicName
-
     request = FetchRequest(
         replica_id=BrokerId(-1),
         max_wait=i32Timedelta.parse(timedelta(milliseconds=500)),
