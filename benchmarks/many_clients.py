@@ -7,7 +7,7 @@ topic's partitions, spread over `processes` client processes (asyncio on uvloop,
 spoken directly as in benchmarks.wire).
 
     python -m benchmarks.many_clients [--producers 1000] [--consumers 100] [--processes 4]
-                                      [--seconds 20] [--partitions 12]
+                                      [--seconds 20] [--partitions 12] [--no-pin]
 
 Reported: produce requests offered (producers x 1000 / interval_ms a second) and answered, fetch
 answers, the broker's CPU per request (its CPU seconds over the window / every answer, produce
@@ -16,6 +16,14 @@ process's own delays count too: its CPU share is printed beside), and the starva
 the issue: the share of produce answers slower than 100 ms and the p99.9. On a 2-core machine
 the client processes and the broker share the cores, so the answered rate is bounded by both;
 the per-request CPU and the latency tail are the figures to compare between runs.
+
+With two CPUs or more the broker's event loop gets the first CPU to itself and the client
+processes the others (--no-pin leaves placement to the kernel), and a CoreSpeedProbe times a fixed
+loop on the broker's CPU every 50 ms. On this shared virtual machine that loop runs up to 1.8
+times slower for seconds at a time, and the saturated broker's answers per second follow it, so
+the whole run's latency tail is mostly the machine's slow seconds. Printed beside: the answers
+per second and the latencies in the quarter-seconds at full speed (every loop in them within
+15 % of the fastest loops), where only the broker sets the pace.
 """
 
 import argparse
@@ -30,19 +38,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.clients import percentiles
-from benchmarks.cpu import process_cpu
+from benchmarks.cpu import CoreSpeedProbe, full_speed_windows, process_cpu
 from benchmarks.wire import WireError, check_produce_response, fetch_request, make_batch, produce_request, walk_fetch_response
 
 _FETCH_MAX_WAIT_MS = 500
 _FETCH_PARTITION_BYTES = 256 * 1024
 _CONNECT_TIMEOUT_S = 30
 _STARVED_S = 0.100
+_SPEED_WINDOW_S = 0.25
+_FULL_SPEED_TOLERANCE = 1.15
 _SIZE = struct.Struct(">i")
 
 
 @dataclass
 class ProcessResult:
     produce_latencies: bytes  # array("d") of seconds
+    produce_answered_at: bytes  # array("d"), time.time() of each answer
     fetches: int
     fetch_records: int
     late_fetches: int  # answered more than 100 ms after their max_wait
@@ -66,6 +77,13 @@ class ManyClientsResult:
     client_cpu_s: float
     latencies_ms: dict[str, float]
     starved_share: float
+    speed_spread: float = float("nan")  # the broker CPU's slowest quarter-second over its fastest
+    full_speed_seconds: float = 0.0  # the quarter-seconds at full speed, in all
+    full_speed_answers: int = 0  # produce answers received within them
+    full_speed_latencies_ms: dict[str, float] | None = None
+    # Pearson's r between each quarter-second's produce answers and its median loop time
+    # (near -1: the broker's pace is the CPU's).
+    speed_correlation: float = float("nan")
 
     @property
     def offered_per_s(self) -> float:
@@ -88,7 +106,20 @@ class ManyClientsResult:
             f"produce latency ms: p50 {lat['p50']:.1f}, p99 {lat['p99']:.1f}, p99.9 {lat['p99.9']:.1f}, max "
             f"{lat['max']:.1f}; answers over 100 ms: {self.starved_share:.2%}; fetches answered over 100 ms "
             f"past their max_wait: {self.late_fetches}",
-        ]
+        ] + self._speed_lines()
+
+    def _speed_lines(self) -> list[str]:
+        if self.full_speed_latencies_ms is None:
+            return []
+        lines = [f"the broker's CPU: a fixed loop's slowest quarter-second took {self.speed_spread:.2f}x its fastest; "
+                 f"{self.full_speed_seconds:.1f} s of {self.seconds:.1f} at full speed; answers per quarter-second "
+                 f"against its loop time: r = {self.speed_correlation:.2f}"]
+        if self.full_speed_latencies_ms:
+            fast = self.full_speed_latencies_ms
+            lines.append(
+                f"at full speed: produce answered {self.full_speed_answers / self.full_speed_seconds:,.0f}/s; latency ms "
+                f"(sent and answered at full speed) p50 {fast['p50']:.1f}, p99 {fast['p99']:.1f}, p99.9 {fast['p99.9']:.1f}, max {fast['max']:.1f}")
+        return lines
 
 
 async def _connect(address: tuple[str, int]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -105,6 +136,7 @@ async def _answer(reader: asyncio.StreamReader) -> bytes:
 class _Stats:
     def __init__(self) -> None:
         self.latencies = array("d")
+        self.answered_at = array("d")
         self.fetches = self.fetch_records = self.late_fetches = self.errors = 0
 
 
@@ -123,6 +155,7 @@ async def _producer(address, topic: str, request: bytes, interval_s: float, star
             writer.write(request)
             frame = await _answer(reader)
             stats.latencies.append(loop.time() - sent)
+            stats.answered_at.append(time.time())
             try:
                 check_produce_response(frame, topic)
             except WireError:
@@ -159,8 +192,12 @@ async def _consumer(address, topic: str, partition: int, start_at: float, stop_a
 
 
 def _client_process(address, topic: str, partitions: int, producer_ids: list[int], consumer_ids: list[int],
-                    batch: bytes, interval_s: float, start_at: float, stop_at: float, results) -> None:
+                    batch: bytes, interval_s: float, start_at: float, stop_at: float, cpus: set[int] | None,
+                    results) -> None:
     import uvloop
+
+    if cpus:
+        os.sched_setaffinity(0, cpus)
 
     async def main() -> _Stats:
         stats = _Stats()
@@ -174,18 +211,25 @@ def _client_process(address, topic: str, partitions: int, producer_ids: list[int
 
     cpu0 = process_cpu()
     stats = uvloop.run(main())
-    results.put(ProcessResult(stats.latencies.tobytes(), stats.fetches, stats.fetch_records, stats.late_fetches,
+    results.put(ProcessResult(stats.latencies.tobytes(), stats.answered_at.tobytes(), stats.fetches, stats.fetch_records, stats.late_fetches,
                               stats.errors, process_cpu() - cpu0))
 
 
 def many_clients(scratch: Path, producers: int = 1000, consumers: int = 100, processes: int = 4,
                  seconds: float = 20.0, partitions: int = 12, interval_ms: float = 10.0, record_size: int = 100,
-                 records_per_batch: int = 1) -> ManyClientsResult:
+                 records_per_batch: int = 1, pin: bool = True) -> ManyClientsResult:
     from benchmarks.connections import _create_topics
     from tests.harness import BrokerProcess
 
     broker = BrokerProcess(scratch / "many-clients-data", max_open_files=producers + consumers + 2048)
     broker.start()
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = pin and len(cpus) >= 2
+    # The loop's thread, which does the broker's work (threads it starts later inherit this).
+    broker_cpu_id, client_cpus = (cpus[0], set(cpus[1:])) if pin else (cpus[0], None)
+    if pin:
+        os.sched_setaffinity(broker.process.pid, {broker_cpu_id})
+    probe = CoreSpeedProbe(broker_cpu_id, period_s=0.05) if pin else None
     try:
         topic = "many-clients"
         _create_topics(broker.bootstrap, [topic], partitions)
@@ -198,15 +242,19 @@ def many_clients(scratch: Path, producers: int = 1000, consumers: int = 100, pro
         workers = [
             context.Process(target=_client_process, args=(
                 ("127.0.0.1", broker.port), topic, partitions, list(range(producers))[n::processes],
-                list(range(consumers))[n::processes], batch, interval_ms / 1000, start_at, stop_at, results))
+                list(range(consumers))[n::processes], batch, interval_ms / 1000, start_at, stop_at, client_cpus,
+                results))
             for n in range(processes)
         ]
         for worker in workers:
             worker.start()
         time.sleep(max(0.0, start_at - time.time()))
         broker_cpu0 = process_cpu(broker.process.pid)
+        if probe is not None:
+            probe.start()
         time.sleep(max(0.0, stop_at - time.time()))
         broker_cpu = process_cpu(broker.process.pid) - broker_cpu0
+        speed = probe.stop() if probe is not None else None
         gathered = [results.get(timeout=seconds + 120) for _ in workers]
         for worker in workers:
             worker.join(30)
@@ -214,17 +262,49 @@ def many_clients(scratch: Path, producers: int = 1000, consumers: int = 100, pro
         broker.stop()
         if "Traceback" in broker.log():
             print("\nWARNING: the broker logged a traceback:\n" + broker.log()[-3000:])
-    latencies = array("d")
+    latencies, answered_at = array("d"), array("d")
     for result in gathered:
         latencies.frombytes(result.produce_latencies)
+        answered_at.frombytes(result.produce_answered_at)
     starved = sum(1 for latency in latencies if latency > _STARVED_S)
     latencies_ms = percentiles([1000 * latency for latency in latencies]) if latencies else {}
-    return ManyClientsResult(
+    result = ManyClientsResult(
         producers, consumers, processes, interval_ms, seconds, len(latencies),
         sum(r.fetches for r in gathered), sum(r.fetch_records for r in gathered),
         sum(r.late_fetches for r in gathered), sum(r.errors for r in gathered), broker_cpu,
         sum(r.cpu_s for r in gathered), latencies_ms, starved / max(1, len(latencies)),
     )
+    if speed is not None:
+        fast_windows, result.speed_spread = full_speed_windows(speed, _SPEED_WINDOW_S, _FULL_SPEED_TOLERANCE)
+        in_fast = [(latency, at) for latency, at in zip(latencies, answered_at) if int(at / _SPEED_WINDOW_S) in fast_windows]
+        # Latencies of the requests also sent at full speed: their whole wait was at that pace.
+        fast = [1000 * latency for latency, at in in_fast if int((at - latency) / _SPEED_WINDOW_S) in fast_windows]
+        result.full_speed_seconds = len(fast_windows) * _SPEED_WINDOW_S
+        result.full_speed_answers = len(in_fast)
+        result.full_speed_latencies_ms = percentiles(fast) if fast else {}
+        result.speed_correlation = _answers_against_speed(answered_at, speed, start_at, stop_at)
+    return result
+
+
+def _answers_against_speed(answered_at: array, speed: list[tuple[float, float]], start_at: float,
+                           stop_at: float) -> float:
+    """Pearson's r between the produce answers received in each whole quarter-second of the
+    window and the median time of the probe's loops in it."""
+    from statistics import StatisticsError, correlation, median
+
+    answers: dict[int, int] = {}
+    for at in answered_at:
+        window = int(at / _SPEED_WINDOW_S)
+        answers[window] = answers.get(window, 0) + 1
+    loops: dict[int, list[float]] = {}
+    for wall, seconds in speed:
+        loops.setdefault(int(wall / _SPEED_WINDOW_S), []).append(seconds)
+    first, last = int(start_at / _SPEED_WINDOW_S) + 1, int(stop_at / _SPEED_WINDOW_S) - 1
+    windows = [w for w in range(first, last) if w in loops]
+    try:
+        return correlation([answers.get(w, 0) for w in windows], [median(loops[w]) for w in windows])
+    except StatisticsError:  # too few windows, or a constant series
+        return float("nan")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -235,6 +315,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--interval-ms", type=float, default=10.0)
+    parser.add_argument("--no-pin", action="store_true",
+                        help="leave the broker and the client processes where the kernel puts them")
     parser.add_argument("--dir", default=None, help="scratch directory (default: a new temp dir, removed after)")
     args = parser.parse_args(argv)
     import shutil
@@ -243,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="logway-many-clients-"))
     try:
         result = many_clients(scratch, args.producers, args.consumers, args.processes, args.seconds, args.partitions,
-                              args.interval_ms)
+                              args.interval_ms, pin=not args.no_pin)
     finally:
         if not args.dir:
             shutil.rmtree(scratch, ignore_errors=True)

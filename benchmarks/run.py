@@ -819,6 +819,8 @@ class Bench:
             many_p99_ms=result.latencies_ms.get("p99", float("nan")),
             many_p999_ms=result.latencies_ms.get("p99.9", float("nan")),
             many_starved_share=result.starved_share,
+            many_speed_spread=result.speed_spread, many_speed_correlation=result.speed_correlation,
+            many_full_speed_p999_ms=(result.full_speed_latencies_ms or {}).get("p99.9", float("nan")),
         )
         for line in result.lines():
             print(line)
