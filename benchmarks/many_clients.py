@@ -7,7 +7,7 @@ topic's partitions, spread over `processes` client processes (asyncio on uvloop,
 spoken directly as in benchmarks.wire).
 
     python -m benchmarks.many_clients [--producers 1000] [--consumers 100] [--processes 4]
-                                      [--seconds 20] [--partitions 12] [--no-pin]
+                                      [--seconds 20] [--partitions 12] [--no-pin] [--chart PNG]
 
 Reported: produce requests offered (producers x 1000 / interval_ms a second) and answered, fetch
 answers, the broker's CPU per request (its CPU seconds over the window / every answer, produce
@@ -23,7 +23,8 @@ loop on the broker's CPU every 50 ms. On this shared virtual machine that loop r
 times slower for seconds at a time, and the saturated broker's answers per second follow it, so
 the whole run's latency tail is mostly the machine's slow seconds. Printed beside: the answers
 per second and the latencies in the quarter-seconds at full speed (every loop in them within
-15 % of the fastest loops), where only the broker sets the pace.
+15 % of the fastest loops), where only the broker sets the pace, and Pearson's r between each
+quarter-second's answers and its loop time; --chart draws the three by quarter-second.
 """
 
 import argparse
@@ -34,7 +35,7 @@ import socket
 import struct
 import time
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.clients import percentiles
@@ -84,6 +85,7 @@ class ManyClientsResult:
     # Pearson's r between each quarter-second's produce answers and its median loop time
     # (near -1: the broker's pace is the CPU's).
     speed_correlation: float = float("nan")
+    timeline: list["Quarter"] = field(default_factory=list)
 
     @property
     def offered_per_s(self) -> float:
@@ -282,29 +284,81 @@ def many_clients(scratch: Path, producers: int = 1000, consumers: int = 100, pro
         result.full_speed_seconds = len(fast_windows) * _SPEED_WINDOW_S
         result.full_speed_answers = len(in_fast)
         result.full_speed_latencies_ms = percentiles(fast) if fast else {}
-        result.speed_correlation = _answers_against_speed(answered_at, speed, start_at, stop_at)
+        result.timeline = speed_timeline(latencies, answered_at, speed, start_at, stop_at)
+        result.speed_correlation = answers_against_speed(result.timeline)
     return result
 
 
-def _answers_against_speed(answered_at: array, speed: list[tuple[float, float]], start_at: float,
-                           stop_at: float) -> float:
-    """Pearson's r between the produce answers received in each whole quarter-second of the
-    window and the median time of the probe's loops in it."""
-    from statistics import StatisticsError, correlation, median
+@dataclass
+class Quarter:
+    """One whole quarter-second of the window: when (seconds from its start), the median time
+    of the probe's loops in it, and the produce answers received in it."""
 
-    answers: dict[int, int] = {}
-    for at in answered_at:
-        window = int(at / _SPEED_WINDOW_S)
-        answers[window] = answers.get(window, 0) + 1
+    at_s: float
+    loop_ms: float
+    answers: int
+    p50_ms: float
+    max_ms: float
+
+
+def speed_timeline(latencies: array, answered_at: array, speed: list[tuple[float, float]], start_at: float,
+                   stop_at: float) -> list[Quarter]:
+    """The quarter-seconds of the window that the probe measured, in order."""
+    from statistics import median
+
+    answers: dict[int, list[float]] = {}
+    for latency, at in zip(latencies, answered_at):
+        answers.setdefault(int(at / _SPEED_WINDOW_S), []).append(1000 * latency)
     loops: dict[int, list[float]] = {}
     for wall, seconds in speed:
         loops.setdefault(int(wall / _SPEED_WINDOW_S), []).append(seconds)
     first, last = int(start_at / _SPEED_WINDOW_S) + 1, int(stop_at / _SPEED_WINDOW_S) - 1
-    windows = [w for w in range(first, last) if w in loops]
+    timeline = []
+    for window in range(first, last):
+        if window not in loops:
+            continue
+        got = answers.get(window, [])
+        timeline.append(Quarter(
+            (window - first) * _SPEED_WINDOW_S, 1000 * median(loops[window]), len(got),
+            median(got) if got else float("nan"), max(got, default=float("nan"))))
+    return timeline
+
+
+def answers_against_speed(timeline: list[Quarter]) -> float:
+    """Pearson's r between the quarter-seconds' produce answers and their loop times."""
+    from statistics import StatisticsError, correlation
+
     try:
-        return correlation([answers.get(w, 0) for w in windows], [median(loops[w]) for w in windows])
-    except StatisticsError:  # too few windows, or a constant series
+        return correlation([q.answers for q in timeline], [q.loop_ms for q in timeline])
+    except StatisticsError:  # too few quarter-seconds, or a constant series
         return float("nan")
+
+
+def draw_timeline(result: ManyClientsResult, path: Path) -> None:
+    """The probe's loop time, the produce answers a second and their latencies, by
+    quarter-second (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timeline = result.timeline
+    at = [q.at_s for q in timeline]
+    figure, (loop_axes, answers_axes, latency_axes) = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    loop_axes.plot(at, [q.loop_ms for q in timeline], color="tab:red")
+    loop_axes.set_ylabel("fixed loop on the\nbroker's CPU, ms")
+    loop_axes.set_title(f"many-clients: the broker's pace and its CPU's speed (r = {result.speed_correlation:.2f})")
+    answers_axes.plot(at, [q.answers / _SPEED_WINDOW_S for q in timeline], color="tab:blue")
+    answers_axes.set_ylabel("produce answers/s")
+    latency_axes.plot(at, [q.p50_ms for q in timeline], label="p50")
+    latency_axes.plot(at, [q.max_ms for q in timeline], label="max")
+    latency_axes.axhline(1000 * _STARVED_S, color="grey", linestyle=":")
+    latency_axes.set_ylabel("produce latency, ms")
+    latency_axes.set_xlabel("seconds into the window (quarter-seconds)")
+    latency_axes.legend(loc="upper right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -317,6 +371,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval-ms", type=float, default=10.0)
     parser.add_argument("--no-pin", action="store_true",
                         help="leave the broker and the client processes where the kernel puts them")
+    parser.add_argument("--chart", type=Path, default=None,
+                        help="draw the broker CPU's speed, the answers and their latencies by quarter-second here")
     parser.add_argument("--dir", default=None, help="scratch directory (default: a new temp dir, removed after)")
     args = parser.parse_args(argv)
     import shutil
@@ -331,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(scratch, ignore_errors=True)
     print(f"load average {os.getloadavg()[0]:.1f}")
     print("\n".join(result.lines()))
+    if args.chart and result.timeline:
+        draw_timeline(result, args.chart)
 
 
 if __name__ == "__main__":
