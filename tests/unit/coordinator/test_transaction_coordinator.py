@@ -33,7 +33,7 @@ from coordinator.transaction_coordinator import TRANSACTION_STATE_TOPIC
 from coordinator.transaction_log import TxnState
 from protocol import schemas
 from protocol.api_keys import ApiKey
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.primitives import Reader
 from protocol.record_batch import iter_batches
 from protocol.records import ControlRecordType, Record, build_batch, control_record_type, iter_records
@@ -307,6 +307,38 @@ async def test_timed_out_transactions_are_aborted_by_the_coordinator(tmp_path):
         description = await settled(broker, TxnState.COMPLETE_ABORT)
         assert description.producer_epoch == epoch + 1
         assert await end(client, pid, epoch, commit=True) is ErrorCode.producer_fenced
+
+
+@in_loop
+async def test_after_a_timeout_abort_that_could_not_be_written_the_producers_bump_gives_a_new_epoch(tmp_path):
+    """The coordinator's timeout abort fails to reach __transaction_state (its ISR below
+    min.insync.replicas, as in a Jepsen schedule), the producer aborts, then bumps its epoch as
+    librdkafka does after an error that needs one (KIP-360: InitProducerId with its producer id
+    and epoch). It must get a new epoch: with the old one back, its sequences restarted at 0
+    where its partitions expected more, and every transaction after failed with
+    OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    async with running_broker(tmp_path, FAST) as broker:
+        client, pid, epoch = await begun(broker)
+        coordinator = broker.transaction_coordinator
+        append_committed = broker.replica_manager.append_committed
+
+        async def not_enough_replicas(tp, records):
+            if tp.topic == TRANSACTION_STATE_TOPIC:
+                raise KafkaError("1 in-sync replica, min.insync.replicas is 2", ErrorCode.not_enough_replicas)
+            return await append_committed(tp, records)
+
+        broker.replica_manager.append_committed = not_enough_replicas
+        now = coordinator.clock()
+        real_clock = coordinator.clock
+        coordinator.clock = lambda: now + MINUTE // datetime.timedelta(milliseconds=1) + 1000
+        await coordinator.abort_timed_out_transactions()
+        broker.replica_manager.append_committed = append_committed
+        coordinator.clock = real_clock
+        assert coordinator.describe("tx").state is TxnState.ONGOING  # the abort left no trace
+
+        assert await end(client, pid, epoch, commit=False) is ErrorCode.none
+        await settled(broker, TxnState.COMPLETE_ABORT)
+        assert await init(client, producer_id=pid, epoch=epoch) == (ErrorCode.none, pid, epoch + 1)
 
 
 @in_loop

@@ -109,6 +109,27 @@ def test_a_failed_fence_restores_the_epoch():
     assert (txn.state, txn.producer_epoch) == (TxnState.ONGOING, 0)
 
 
+def test_after_a_failed_fence_the_producers_own_bump_still_bumps():
+    # The coordinator's timeout fence fails to write (its log partition below min.insync), the
+    # client aborts, then asks for a new epoch with its current one (KIP-360), as librdkafka
+    # does after an abortable error that "requires epoch bump". Taking that for a retry of the
+    # fence that never happened answered the same epoch: the client reset its sequences to 0
+    # under an epoch whose partitions expect more, and every later transaction failed with
+    # OUT_OF_ORDER_SEQUENCE_NUMBER (a Jepsen schedule, seed 4087283495).
+    txn = ongoing()
+    assert txn.fence(1).error is ErrorCode.concurrent_transactions
+    txn.abandon()
+    assert (txn.state, txn.producer_epoch, txn.last_producer_epoch) == (TxnState.ONGOING, 0, -1)
+    written(txn, txn.end_transaction(2, PID, 0, commit=False))
+    written(txn, txn.complete_transaction(3))
+
+    decision = txn.init_producer(4, 60_000, lambda: None, PID, 0)
+
+    assert decision.target is not None and decision.target.producer_epoch == 1
+    written(txn, decision)
+    assert (txn.producer_epoch, txn.last_producer_epoch) == (1, 0)
+
+
 def test_expected_producer_and_epoch_are_checked():
     txn = initialized()
     assert txn.init_producer(1, 1000, lambda: None, PID, 5).error is ErrorCode.producer_fenced
