@@ -1,6 +1,6 @@
 """The broker's CPU per Produce or Fetch request without the socket, in process (issue 19).
 
-    python -m benchmarks.request_cost [--api produce|fetch|tail] [--requests 3000] [--repeats 15]
+    python -m benchmarks.request_cost [--api produce|fetch|tail|wire] [--requests 3000] [--repeats 15]
                                       [--batch-bytes 16384] [--calls] [--instructions]
 
 A standalone broker runs in this process (tests.in_process.running_broker, uvloop) with a
@@ -16,6 +16,10 @@ it:
   next offset, which waits (librdkafka's 500 ms long poll), started as its connection starts it
   on a later turn of the loop; then a Produce v3 of one 100 B record, which wakes it; the
   Fetch's answer awaited. A "request" here is that pair.
+- wire: the produce request over a loopback TCP connection to the broker's listener, written
+  and its answer read by this same loop (loop.sock_sendall, loop.sock_recv_into): the
+  connection's read, framing, back-pressure checks, send and send-time metrics are counted too,
+  with the kernel's side of both ends and this client's own few calls (the same in every tree).
 Each repetition measures the thread's CPU time (user and system: the append's pwrite included)
 per request; the minimum and quartiles over `repeats` repetitions are printed. That covers the
 header, parsing, the handler, validation, the append or read, the index, the request metrics and
@@ -41,6 +45,7 @@ import cProfile
 import pstats
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -104,7 +109,7 @@ async def measure(
         session = CLIENT_SESSION
         one_record, _ = wire.make_batch(100, 100)
         append = memoryview(wire.produce_request(_TOPIC, 0, one_record))[4:]
-        if api == "produce":
+        if api in ("produce", "wire"):
             batch, _ = wire.make_batch(100, batch_bytes)
             frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
         else:
@@ -121,8 +126,25 @@ async def measure(
                 session.send_timer.sent(0.0)
                 session.send_timer = None
 
+        loop = asyncio.get_running_loop()
+        if api == "wire":
+            client = socket.create_connection(("127.0.0.1", broker.port))
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client.setblocking(False)
+            framed = bytes(wire.produce_request(_TOPIC, 0, batch))
+            answer = bytearray(1024)
+
         async def serve_one() -> None:
             nonlocal next_offset
+            if api == "wire":
+                await loop.sock_sendall(client, framed)
+                got = 0
+                while got < 4 or got < 4 + int.from_bytes(answer[:4], "big"):
+                    received = await loop.sock_recv_into(client, memoryview(answer)[got:])
+                    if not received:
+                        raise RuntimeError("the broker closed the connection")
+                    got += received
+                return
             if api != "tail":
                 answered(dispatch(frame, session))
                 return
@@ -157,6 +179,8 @@ async def measure(
                 await serve_one()
             profile.disable()
             result["python_calls"] = pstats.Stats(profile).total_calls / requests
+        if api == "wire":
+            client.close()
         return result
 
 
@@ -189,7 +213,7 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--api", choices=("produce", "fetch", "tail"), default="produce")
+    parser.add_argument("--api", choices=("produce", "fetch", "tail", "wire"), default="produce")
     parser.add_argument("--requests", type=int, default=3000, help="requests per repetition")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--batch-bytes", type=int, default=16 * 1024, help="the produced batch's size")
@@ -200,17 +224,19 @@ def main() -> None:
         "produce": f"Produce v3, one {args.batch_bytes // 1024} KiB batch",
         "fetch": f"Fetch v{_FETCH_VERSION} of the newest one-record batch",
         "tail": f"A record a time: a waiting Fetch v{_FETCH_VERSION} woken by a one-record Produce v3",
+        "wire": f"Produce v3, one {args.batch_bytes // 1024} KiB batch, over a loopback connection",
     }[args.api]
+    path = "its connection" if args.api == "wire" else "Dispatcher.dispatch"
     if args.instructions:
         count = instructions_per_request(args.api, args.requests, args.batch_bytes)
-        print(f"{what}, through Dispatcher.dispatch: {count:,.0f} user-space instructions per request")
+        print(f"{what}, through {path}: {count:,.0f} user-space instructions per request")
         return
     with tempfile.TemporaryDirectory(prefix="logway-request-cost-") as scratch:
         result = uvloop.run(
             measure(Path(scratch), args.requests, args.repeats, args.batch_bytes, args.calls, args.api)
         )
     print(
-        f"{what}, through Dispatcher.dispatch: thread CPU per request "
+        f"{what}, through {path}: thread CPU per request "
         f"min {result['min_us']:.1f} us, q1 {result['q1_us']:.1f} us, median {result['median_us']:.1f} us "
         f"({args.repeats} x {args.requests} requests)"
     )
