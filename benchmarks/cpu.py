@@ -1,6 +1,9 @@
 """CPU time of processes and threads from /proc, to tell who was busy during a measurement."""
 
 import os
+import threading
+import time
+from statistics import median, quantiles
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -71,7 +74,6 @@ class CpuMeter:
 
 def machine_idle(seconds: float = 1.0) -> float:
     """Share of all CPUs idle over `seconds` (from /proc/stat): how quiet the machine is."""
-    import time
 
     def sample() -> tuple[int, int]:
         with open("/proc/stat") as f:
@@ -94,8 +96,6 @@ class CoreSpeedProbe:
     _LOOP = 20_000
 
     def __init__(self, cpu: int, period_s: float = 0.1) -> None:
-        import threading
-
         self.cpu = cpu
         self.period_s = period_s
         self.samples: list[tuple[float, float]] = []  # (wall time, CPU seconds of one loop)
@@ -112,8 +112,6 @@ class CoreSpeedProbe:
         return self.samples
 
     def _run(self) -> None:
-        import time
-
         os.sched_setaffinity(0, {self.cpu})  # this thread only
         while not self._stop.wait(self.period_s):
             wall, cpu = time.time(), time.thread_time()
@@ -129,8 +127,6 @@ def full_speed_windows(samples: list[tuple[float, float]], window_s: float = 0.5
     took at most `tolerance` times the fastest loops' time (their 5th percentile), as the speed
     changes within a window too; and the slowest window's median loop time over the fastest
     window's (1.0: a steady CPU)."""
-    from statistics import median, quantiles
-
     by_window: dict[int, list[float]] = {}
     for wall, cpu in samples:
         by_window.setdefault(int(wall / window_s), []).append(cpu)

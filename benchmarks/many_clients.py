@@ -19,7 +19,7 @@ the per-request CPU and the latency tail are the figures to compare between runs
 
 With two CPUs or more the broker's event loop gets the first CPU to itself and the client
 processes the others (--no-pin leaves placement to the kernel), and a CoreSpeedProbe times a fixed
-loop on the broker's CPU every 50 ms. On this shared virtual machine that loop runs up to 1.8
+loop on the broker's CPU every 50 ms. On this shared virtual machine that loop runs up to 1.9
 times slower for seconds at a time, and the saturated broker's answers per second follow it, so
 the whole run's latency tail is mostly the machine's slow seconds. Printed beside: the answers
 per second and the latencies in the quarter-seconds at full speed (every loop in them within
@@ -37,6 +37,7 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import StatisticsError, correlation, median
 
 from benchmarks.clients import percentiles
 from benchmarks.cpu import CoreSpeedProbe, full_speed_windows, process_cpu
@@ -304,8 +305,6 @@ class Quarter:
 def speed_timeline(latencies: array, answered_at: array, speed: list[tuple[float, float]], start_at: float,
                    stop_at: float) -> list[Quarter]:
     """The quarter-seconds of the window that the probe measured, in order."""
-    from statistics import median
-
     answers: dict[int, list[float]] = {}
     for latency, at in zip(latencies, answered_at):
         answers.setdefault(int(at / _SPEED_WINDOW_S), []).append(1000 * latency)
@@ -326,8 +325,6 @@ def speed_timeline(latencies: array, answered_at: array, speed: list[tuple[float
 
 def answers_against_speed(timeline: list[Quarter]) -> float:
     """Pearson's r between the quarter-seconds' produce answers and their loop times."""
-    from statistics import StatisticsError, correlation
-
     try:
         return correlation([q.answers for q in timeline], [q.loop_ms for q in timeline])
     except StatisticsError:  # too few quarter-seconds, or a constant series
