@@ -42,7 +42,9 @@ Parts (all by default):
   many-clients  a broker of its own under --many-producers connections each sending one small
                 Produce every 10 ms (acks=1, linger 0) and a tenth as many long-polling
                 consumers, from four client processes (benchmarks/many_clients.py): broker CPU
-                per request, produce latency percentiles, the share of answers over 100 ms.
+                per request, produce latency percentiles, the share of answers over 100 ms;
+                with two CPUs, the broker's loop on one of its own, its speed probed, and the
+                same figures at full speed beside.
   scale         one broker at Kafka's defaults with --scale-partitions one-replica partitions:
                 CreateTopics, clean restart and restart after kill -9 to a complete Metadata
                 answer, RSS, open descriptors, allocated disk (benchmarks/scale.py).
