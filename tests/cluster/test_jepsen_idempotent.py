@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kazoo.retry import KazooRetry
 
 from protocol.errors import ErrorCode
 from tests.cluster.checker import (
@@ -187,6 +188,9 @@ class _Nemesis:
         self.active: list[_Fault] = []
         self.log: list[str] = []
         self.start = time.monotonic()
+        # The nemesis's own ZooKeeper session can drop for a moment on this loaded two-core
+        # machine (a CI run failed on a ConnectionLoss here): its reads wait for the reconnect.
+        self._zookeeper_retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0, deadline=30)
 
     def note(self, line: str) -> None:
         self.log.append(f"{time.monotonic() - self.start:5.1f}s {line}")
@@ -216,7 +220,8 @@ class _Nemesis:
         partition = self.rng.randrange(PARTITIONS)
         leader_role = self.rng.random() < 0.75
         pick, hold = self.rng.random(), self.rng.uniform(*CUT_FOR_S)
-        state = json.loads(zk.get(f"/brokers/topics/{self.topic}/partitions/{partition}/state")[0])
+        path = f"/brokers/topics/{self.topic}/partitions/{partition}/state"
+        state = json.loads(self._zookeeper_retry(zk.get, path)[0])
         faulty = {fault.broker for fault in self.active}
         if leader_role:
             role, candidates = "leader", [state["leader"]]
