@@ -228,12 +228,12 @@ def many_clients(scratch: Path, producers: int = 1000, consumers: int = 100, pro
     broker.start()
     cpus = sorted(os.sched_getaffinity(0))
     pin = pin and len(cpus) >= 2
-    # The loop's thread, which does the broker's work (threads it starts later inherit this).
-    broker_cpu_id, client_cpus = (cpus[0], set(cpus[1:])) if pin else (cpus[0], None)
-    if pin:
-        os.sched_setaffinity(broker.process.pid, {broker_cpu_id})
-    probe = CoreSpeedProbe(broker_cpu_id, period_s=0.05) if pin else None
+    client_cpus, probe = None, None
     try:
+        if pin:
+            # The loop's thread, which does the broker's work (threads it starts later inherit it).
+            os.sched_setaffinity(broker.process.pid, {cpus[0]})
+            client_cpus, probe = set(cpus[1:]), CoreSpeedProbe(cpus[0], period_s=0.05)
         topic = "many-clients"
         _create_topics(broker.bootstrap, [topic], partitions)
         batch, _ = make_batch(record_size, records_per_batch * (record_size + 8))

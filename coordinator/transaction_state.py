@@ -73,9 +73,9 @@ class TransactionMetadata:
         self.start_ms = start_ms
         self.last_update_ms = last_update_ms
         self.pending: TransactionLogValue | None = None
-        # (producer epoch, last producer epoch) before a fence in progress, for abandon() to
-        # put back: a fence whose write fails leaves no trace.
-        self._before_fence: tuple[int, int] | None = None
+        # The last producer epoch before a fence in progress (the epoch before it is the last
+        # epoch during it), for abandon() to put back: a fence whose write fails leaves no trace.
+        self._last_epoch_before_fence = NO_PRODUCER_EPOCH
 
     @classmethod
     def new(cls, transactional_id: str, producer_id: int, timeout_ms: int, now: int) -> "TransactionMetadata":
@@ -128,18 +128,17 @@ class TransactionMetadata:
         self.start_ms = target.start_ms
         self.last_update_ms = target.last_update_ms
         self.pending = None
-        self._before_fence = None
 
     def abandon(self) -> None:
         """The pending write failed: the state stays as it was."""
         self.pending = None
-        if self.state is TxnState.PREPARE_EPOCH_FENCE and self._before_fence is not None:
+        if self.state is TxnState.PREPARE_EPOCH_FENCE:
             # The fence was only in memory; the abort it led to did not happen. The last epoch
             # goes back too: left at the current one, the producer's own bump from it would
             # pass for a retry of a bump that never happened, and get the same epoch back.
             self.state = TxnState.ONGOING
-            self.producer_epoch, self.last_producer_epoch = self._before_fence
-            self._before_fence = None
+            self.producer_epoch = self.last_producer_epoch
+            self.last_producer_epoch = self._last_epoch_before_fence
 
     # -------------------------------------------------------------------------- requests
 
@@ -200,7 +199,7 @@ class TransactionMetadata:
     def fence(self, now: int) -> Decision:
         """Abort the open transaction under a bumped epoch, so its producer can no longer write
         (a newer producer's InitProducerId, or the transaction timing out)."""
-        self._before_fence = (self.producer_epoch, self.last_producer_epoch)
+        self._last_epoch_before_fence = self.last_producer_epoch
         self.last_producer_epoch = self.producer_epoch
         self.producer_epoch += 1
         self.state = TxnState.PREPARE_EPOCH_FENCE
