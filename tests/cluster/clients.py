@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.exceptions import NoNodeError
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 
 from protocol.api_keys import ApiKey
@@ -127,10 +128,11 @@ def agreed_view(cluster, topic: str, broker_ids, partitions: int):
     return first
 
 
-def zk_controller_or_none(cluster):
+def zk_controller_or_none(cluster) -> tuple[int, int] | None:
+    """zk_controller, or None between controllers (the ephemeral /controller is gone)."""
     try:
         return zk_controller(cluster)
-    except Exception:  # noqa: BLE001 (the znode is gone between controllers)
+    except NoNodeError:
         return None
 
 
