@@ -9,9 +9,11 @@ Start, in two steps. `connect` (before the logs load): check the broker id again
 meta.properties (a different stored id stops the start, as Kafka's InconsistentBrokerIdException),
 connect to ZooKeeper (chroot created if missing), create the persistent paths, agree on the
 cluster id (/cluster/id, created by the first broker; a broker whose log dirs already belong to
-another cluster refuses to start, as Kafka's InconsistentClusterIdException), then write
-meta.properties to every log dir. `join` (once listening): follow the topics (below), register
-/brokers/ids/<id> (ephemeral; the broker epoch is its czxid), then run for controller. A
+another cluster refuses to start, as Kafka's InconsistentClusterIdException), read the dynamic
+broker configs and SCRAM credentials, then write meta.properties to every log dir. `join` (once
+listening): follow the topics (below), register /brokers/ids/<id> (ephemeral; the broker epoch is
+its czxid), then run for controller. The ZooKeeper work of either step starts over in the new
+session when the session expires midway (a broker paused while it starts). A
 registration of the same id by another session is waited out for 1.5 session timeouts (a broker
 restarted right after a crash finds its old one until that session expires; Kafka refuses to
 start at once), then stops the start.
@@ -141,7 +143,9 @@ class ClusterMember:
         self.admin = ZkTopicAdmin(self.zk, broker.metadata_cache)
         self.isr_writer = ZkIsrWriter(self.zk, self.broker_id, lambda: self.controller_epoch)
         self._registered = False
+        self._joined = False
         self._session_expired = False
+        self._rejoining: asyncio.Task | None = None
         self._last_config_change = ""
         self.config_change_expiration_ms = CONFIG_CHANGE_EXPIRATION_MS
         self._watched_topics: set[str] = set()
@@ -168,17 +172,37 @@ class ClusterMember:
         except ZkError as exc:
             raise ClusterStartError(str(exc)) from exc
         self.zk.add_session_listener(self._on_session_event)
+        try:
+            await self.zk.in_one_session(self._prepare)
+        except ZkError as exc:
+            raise ClusterStartError(f"cannot prepare ZooKeeper: {exc}") from exc
+        await asyncio.to_thread(meta_properties.write_broker_id, log_dirs, self.broker_id)
+
+    async def _prepare(self) -> None:
         for path in znodes.PERSISTENT_PATHS:
             await self.zk.ensure_path(path)
         await self._agree_on_cluster_id()
-        await asyncio.to_thread(meta_properties.write_broker_id, log_dirs, self.broker_id)
+        # The dynamic configs before the logs load (log dir settings among them).
+        await self.broker.dynamic_config.load()
+        await self.broker.scram_credentials.load()
 
     async def join(self) -> None:
-        """Follow the topics, register and run for controller (once listening)."""
+        """Follow the topics, register and run for controller (once listening). A session that
+        expires midway (the broker paused, say) takes the watches and the registration made so
+        far with it: the steps start over in the new session."""
         topics = self.broker.topics
         topics.cluster_admin = self.admin
         topics.live_brokers = self.broker.metadata_cache.live_broker_ids
         topics.marked_for_deletion = self.controller.marked_for_deletion
+        try:
+            await self.zk.in_one_session(self._join_session)
+        except ZkError as exc:
+            raise ClusterStartError(f"cannot join the cluster: {exc}") from exc
+        self._joined = True  # from now on a new session is joined by _rejoin
+        self.isr_writer.start()
+        self.controller.start()
+
+    async def _join_session(self) -> None:
         await self._follow_topics()
         await self._follow_config_changes(initial=True)
         # Read again now that changes are followed: none made since the start is missed.
@@ -186,8 +210,6 @@ class ClusterMember:
         await self.broker.quota_configs.load()
         await self.broker.scram_credentials.load()
         await self._register()
-        self.isr_writer.start()
-        self.controller.start()
 
     async def _agree_on_cluster_id(self) -> None:
         store = self.broker.topic_store
@@ -310,20 +332,26 @@ class ClusterMember:
             self.broker.metadata_cache.forget_leaderships_of(self.broker_id)
         elif event is SessionEvent.CONNECTED and self._session_expired:
             self._session_expired = False
-            asyncio.get_running_loop().create_task(self._rejoin())
+            # Before joined, join() starts over itself; a rejoin under way does likewise.
+            if self._joined and (self._rejoining is None or self._rejoining.done()):
+                self._rejoining = asyncio.get_running_loop().create_task(self._rejoin())
 
     async def _rejoin(self) -> None:
         try:
-            await self._register()
-            await self._follow_topics()
-            await self._follow_config_changes()
-            await self.broker.dynamic_config.load()
-            await self.broker.quota_configs.load()
-            await self.broker.scram_credentials.load()
+            await self.zk.in_one_session(self._rejoin_session)
         except ZkError as exc:
             log.error("cannot rejoin the cluster after session expiry: %s", exc)
             return
         self.controller.on_new_session()
+
+    async def _rejoin_session(self) -> None:
+        # Registered first: the controller takes this broker for dead until it is.
+        await self._register()
+        await self._follow_topics()
+        await self._follow_config_changes()
+        await self.broker.dynamic_config.load()
+        await self.broker.quota_configs.load()
+        await self.broker.scram_credentials.load()
 
     # ------------------------------------------------------------------ log dir failures
 

@@ -246,9 +246,7 @@ class Broker:
         await asyncio.to_thread(self.topic_store.load)
         self._refuse_tiered_topics_without_remote_storage()
         if self.cluster is not None:
-            await self.cluster.connect()
-            await self.dynamic_config.load()
-            await self.scram_credentials.load()
+            await self.cluster.connect()  # reads the dynamic configs and SCRAM credentials too
             if self.authorizer is not None:
                 await self.authorizer.start()
             await self.log_manager.startup()

@@ -16,9 +16,11 @@ with its ephemeral znodes and watches; kazoo opens a new one and CONNECTED follo
 the owner must re-register its ephemeral znodes and re-arm its watches).
 
 Errors are this module's own (`NoNodeError`, `NodeExistsError`, `BadVersionError`,
-`NotEmptyError`, and `ZkError` for the rest), so no caller imports kazoo. An operation cut by a
-connection loss is retried once the client has reconnected (in the same session or a new one),
-as Kafka's ZooKeeper client does; a session expiry fails it.
+`NotEmptyError`, `SessionExpiredError`, and `ZkError` for the rest), so no caller imports kazoo.
+An operation cut by a connection loss is retried once the client has reconnected (in the same
+session or a new one), as Kafka's ZooKeeper client does; a session expiry fails it. Work that
+sets ephemeral znodes or watches runs through `in_one_session`, which starts it over in the new
+session when the old one expires midway.
 
 Thread-safety: call from the event loop only; callbacks run on it.
 """
@@ -28,9 +30,9 @@ import enum
 import logging
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient, KazooState
@@ -38,6 +40,8 @@ from kazoo.protocol.states import EventType, KeeperState
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class ZkError(Exception):
@@ -64,12 +68,17 @@ class ConnectionLossError(ZkError):
     """The connection went before the answer came; operations retry this themselves."""
 
 
+class SessionExpiredError(ZkError):
+    """The session ended (its ephemeral znodes and watches with it) before the answer came."""
+
+
 _ERRORS: dict[type, type[ZkError]] = {
     kazoo_errors.NoNodeError: NoNodeError,
     kazoo_errors.NodeExistsError: NodeExistsError,
     kazoo_errors.BadVersionError: BadVersionError,
     kazoo_errors.NotEmptyError: NotEmptyError,
     kazoo_errors.ConnectionLoss: ConnectionLossError,
+    kazoo_errors.SessionExpiredError: SessionExpiredError,
 }
 _RETRY_BACKOFF_S = 0.1
 _RECONNECT_MAX_DELAY_S = 1.0
@@ -166,6 +175,7 @@ class ZkClient:
         self._wrapped: weakref.WeakValueDictionary[Watch, Callable] = weakref.WeakValueDictionary()
         self._lost_watches: list[tuple[Watch, str]] = []  # dropped with the connection, in the session
         self._closed = False
+        self._sessions_ended = 0
         # Told the seconds each request took, retries after a connection loss included (the
         # broker's ZooKeeperRequestLatencyMs); on the loop.
         self.on_request_latency: Callable[[float], None] = lambda seconds: None
@@ -228,6 +238,8 @@ class ZkClient:
             self._connected.set()
         else:
             self._connected.clear()
+        if event is SessionEvent.EXPIRED:
+            self._sessions_ended += 1
         for listener in list(self._session_listeners):
             try:
                 listener(event)
@@ -239,6 +251,29 @@ class ZkClient:
             lost, self._lost_watches = self._lost_watches, []
             for watch, path in lost:
                 _call_watch(watch, WatchEvent(WatchKind.RECONNECTED, path))
+
+    async def in_one_session(self, steps: Callable[[], Awaitable[T]]) -> T:
+        """Run `steps` until one run of them falls wholly within one session; returns what that
+        run returned. A session that expires midway fails the run's operations from then on
+        (SessionExpiredError), or, when the new session came quickly, lets them go on in it; either
+        way the ephemeral znodes and watches the run set before went with the old session, so
+        the steps run again from the start once the new session is connected. The steps must
+        therefore be safe to repeat. Any other error ends the run and is raised."""
+        while True:
+            ended = self._sessions_ended
+            try:
+                result = await steps()
+            except SessionExpiredError:
+                pass
+            else:
+                if ended == self._sessions_ended:
+                    return result
+            log.warning("the ZooKeeper session expired midway: starting over in the new session")
+            # The expiry may not have reached the loop yet (kazoo fails the operations first).
+            await asyncio.sleep(_RETRY_BACKOFF_S)
+            await self._connected.wait()
+            if self._closed:
+                raise ZkError("the ZooKeeper client is closed")
 
     def _on_watch_lost(self, watch: Watch, path: str) -> None:
         if self._closed:

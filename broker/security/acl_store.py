@@ -160,12 +160,17 @@ class ZkAclStore:
 
     async def load(self) -> dict[ResourcePattern, Acls]:
         """Create Kafka's ACL paths, arm the change watches, then read every ACL (watches
-        first, so no change falls between the read and the watch)."""
+        first, so no change falls between the read and the watch); all over again in the new
+        session when the session expires midway (the watches went with it)."""
+        found = await self._zk.in_one_session(self._load)
+        self._zk.add_session_listener(self._on_session_event)
+        return found
+
+    async def _load(self) -> dict[ResourcePattern, Acls]:
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             for resource_type in STORED_TYPES:
                 await self._zk.ensure_path(f"{store_root(pattern_type)}/{resource_type.stored_name}")
             await self._zk.ensure_path(changes_path(pattern_type))
-        self._zk.add_session_listener(self._on_session_event)
         async with self._lock:
             for changes in (LITERAL_CHANGES, EXTENDED_CHANGES):
                 names = sorted(await self._zk.get_children(changes, self._watch(changes)))

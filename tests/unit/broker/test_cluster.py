@@ -10,6 +10,7 @@ from broker.cluster import ClusterStartError, resolve_broker_id
 from broker.server import Broker
 from replication import znodes
 from tests.in_process import broker_config
+from tests.zookeeper_sessions import expire_session
 
 
 def _cluster_config(log_dir, zookeeper, chroot: str, extra: dict | None = None):
@@ -122,3 +123,33 @@ def test_unclean_election_follows_the_brokers_setting_in_effect_unless_the_topic
             await broker.stop()
 
     _run(scenario())
+
+
+def test_a_broker_whose_session_expires_while_it_joins_joins_in_the_new_session(tmp_path, zookeeper):
+    """A broker paused while it starts finds its session expired: what it set so far (the
+    topic watches) went with the session, so it joins again in the new one rather than die."""
+    config = _cluster_config(tmp_path / "a", zookeeper, tmp_path.name, {"broker.id": "1"})
+
+    async def scenario():
+        broker = Broker(config)
+        cluster = broker.cluster
+        follow_topics = cluster._follow_topics
+        sessions = []
+
+        async def follow_topics_after_an_expiry_the_first_time():
+            sessions.append(cluster.zk.session_id[0])
+            if len(sessions) == 1:
+                await asyncio.to_thread(expire_session, zookeeper.connect_string, cluster.zk.session_id)
+            await follow_topics()
+
+        cluster._follow_topics = follow_topics_after_an_expiry_the_first_time
+        await broker.start()
+        try:
+            _, stat = await cluster.zk.get(znodes.broker_path(1))
+            return sessions, stat.ephemeral_owner, cluster.zk.session_id[0], cluster.registered
+        finally:
+            await broker.stop()
+
+    sessions, owner, session, registered = _run(scenario())
+    assert len(sessions) == 2 and sessions[0] != sessions[1]
+    assert owner == session == sessions[1] and registered

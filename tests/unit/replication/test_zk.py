@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-from kazoo.client import KazooClient
 
 from broker.local_cluster import ZooKeeperServer, ZooKeeperUnavailable
 from replication.zk import (
@@ -19,6 +18,7 @@ from replication.zk import (
     ZkClient,
     split_connect_string,
 )
+from tests.zookeeper_sessions import expire_session
 
 _WAIT_S = 20
 _OUTAGE_S = 15
@@ -122,7 +122,7 @@ def test_session_expiry_is_reported_and_ephemerals_can_be_registered_again(zooke
             await register()
             registered.clear()
             reaction = asyncio.create_task(react())
-            await asyncio.to_thread(_expire, zookeeper.connect_string, client.session_id)
+            await asyncio.to_thread(expire_session, zookeeper.connect_string, client.session_id)
             await asyncio.wait_for(reaction, _WAIT_S)
             assert registered.is_set()
             data, stat = await client.get("/eph")
@@ -133,12 +133,34 @@ def test_session_expiry_is_reported_and_ephemerals_can_be_registered_again(zooke
     run(scenario())
 
 
-def _expire(connect: str, session: tuple[int, bytes]) -> None:
-    """ZooKeeper's way to expire a session from outside: open it again elsewhere and close it."""
-    other = KazooClient(hosts=connect, client_id=session, timeout=4)
-    other.start(10)
-    other.stop()
-    other.close()
+def test_steps_run_in_one_session_start_over_when_the_session_expires_midway(zookeeper):
+    """The first run registers an ephemeral znode, then the session expires: the registration
+    went with it, so the steps run again in the new session and the znode is the new session's."""
+
+    async def scenario():
+        client = ZkClient(zookeeper.connect_string, 4000)
+        await client.start()
+        runs = []
+
+        async def steps():
+            runs.append(client.session_id[0])
+            path = await client.create("/in-one-session-", b"", ephemeral=True, sequence=True)
+            if len(runs) == 1:
+                await asyncio.to_thread(expire_session, zookeeper.connect_string, client.session_id)
+            # Fails (SessionExpiredError), or runs in a new session that came quickly.
+            await client.exists(path)
+            return path
+
+        try:
+            path = await client.in_one_session(steps)
+            _, stat = await client.get(path)
+            return runs, stat.ephemeral_owner, client.session_id[0]
+        finally:
+            await client.close()
+
+    runs, owner, session = run(scenario())
+    assert len(runs) == 2 and runs[0] != runs[1]
+    assert owner == session == runs[1]
 
 
 @pytest.fixture

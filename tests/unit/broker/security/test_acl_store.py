@@ -6,8 +6,6 @@ import asyncio
 import json
 import os
 
-from kazoo.client import KazooClient
-
 from broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -22,6 +20,7 @@ from broker.security.acl_store import ACL_FILE, FileAclStore, ZkAclStore, decode
 from broker.security.authorizer import AclAuthorizer
 from broker.session import KafkaPrincipal, Session
 from replication.zk import ZkClient
+from tests.zookeeper_sessions import expire_session
 
 ALICE = Session("10.0.0.1:5000", "PLAINTEXT", principal=KafkaPrincipal("User", "alice"))
 READ = AccessControlEntry("User:alice", "*", Op.READ, AclPermissionType.ALLOW)
@@ -184,14 +183,6 @@ def test_change_notifications_past_their_expiry_are_deleted_as_they_are_read(zoo
     run(scenario())
 
 
-def _expire(connect: str, session: tuple[int, bytes]) -> None:
-    """ZooKeeper's way to expire a session from outside: open it again elsewhere and close it."""
-    other = KazooClient(hosts=connect, client_id=session, timeout=4)
-    other.start(10)
-    other.stop()
-    other.close()
-
-
 def test_after_a_session_expiry_every_acl_is_read_again_and_changes_followed(zookeeper):
     async def scenario():
         connect = zookeeper.connect_string + "/expiry"
@@ -202,7 +193,7 @@ def test_after_a_session_expiry_every_acl_is_read_again_and_changes_followed(zoo
             await eventually(lambda: b.authorize(ALICE, Op.READ, TOPIC))
             # removed without a notification: only a full read can tell
             await client_a.delete("/kafka-acl/Topic/orders")
-            await asyncio.to_thread(_expire, zookeeper.connect_string + "/expiry", client_b.session_id)
+            await asyncio.to_thread(expire_session, zookeeper.connect_string + "/expiry", client_b.session_id)
             await eventually(lambda: not b.authorize(ALICE, Op.READ, TOPIC))
             # and the watches are armed again in the new session
             await a.create_acls([AclBinding(TXN, READ)])
@@ -212,3 +203,37 @@ def test_after_a_session_expiry_every_acl_is_read_again_and_changes_followed(zoo
             await client_b.close()
 
     run(scenario())
+
+
+def test_a_session_that_expires_while_the_acls_load_is_followed_by_a_load_in_the_new_session(zookeeper):
+    """The change watches armed before the expiry went with the session: the load starts over,
+    so a change made afterwards still reaches the authorizer."""
+
+    async def scenario():
+        connect = zookeeper.connect_string + "/expiry-at-load"
+        client_a, a = await started(connect)
+        client_b = ZkClient(connect, 6000)
+        await client_b.start()
+        store = ZkAclStore(client_b)
+        read_all = store._read_all
+        reads = []
+
+        async def read_all_after_an_expiry_the_first_time():
+            reads.append(client_b.session_id[0])
+            if len(reads) == 1:
+                await asyncio.to_thread(expire_session, connect, client_b.session_id)
+            return await read_all()
+
+        store._read_all = read_all_after_an_expiry_the_first_time
+        b = AclAuthorizer(store)
+        try:
+            await b.start()
+            await a.create_acls([AclBinding(TOPIC, READ)])
+            await eventually(lambda: b.authorize(ALICE, Op.READ, TOPIC))
+            return reads
+        finally:
+            await client_a.close()
+            await client_b.close()
+
+    reads = run(scenario())
+    assert len(reads) == 2 and reads[0] != reads[1]
