@@ -6,7 +6,9 @@ them when the request asks for none: an empty list in v0, a null list from v1) w
 partition's leader, leader epoch, replicas, ISR and offline replicas. In cluster mode that is the
 whole cluster as the controller last told this broker, topics hosted elsewhere included. A
 partition without a live leader is LEADER_NOT_AVAILABLE; one led here whose log dir failed is
-reported with LEADER_NOT_AVAILABLE, no leader and this replica offline.
+reported with LEADER_NOT_AVAILABLE, no leader and this replica offline. A partition whose live
+leader has no endpoint on the request's listener (brokers configured with different listener
+names) is LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before), with no leader, as Kafka's.
 
 A requested topic that does not exist is created when the request allows it (v4+; always before
 that) and auto.create.topics.enable is true, with num.partitions partitions and the broker's
@@ -228,8 +230,16 @@ def _partition(ctx: RequestContext, topic: str, index: int, info: PartitionInfo)
                 isr_nodes=tuple(r for r in info.isr if r != leader),
                 offline_replicas=tuple(sorted({*info.offline_replicas, leader})),
             )
+    error_code = ErrorCode.none
+    if leader is None:
+        error_code = ErrorCode.leader_not_available
+    elif broker.metadata_cache.endpoint(leader, ctx.listener) is None:
+        # A live leader without this listener (brokers configured with different listener
+        # names): Kafka's v6+ answer, so the client is not sent to a broker it cannot reach.
+        error_code = ErrorCode.listener_not_found if ctx.api_version >= 6 else ErrorCode.leader_not_available
+        leader = None
     return MetadataResponsePartition(
-        error_code=ErrorCode.none if leader is not None else ErrorCode.leader_not_available,
+        error_code=error_code,
         partition_index=index,
         leader_id=leader if leader is not None else -1,
         leader_epoch=info.leader_epoch,

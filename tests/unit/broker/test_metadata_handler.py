@@ -4,7 +4,7 @@ import asyncio
 
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
-from broker.metadata_cache import LEADER_DURING_DELETE, MetadataCache, PartitionInfo
+from broker.metadata_cache import LEADER_DURING_DELETE, BrokerNode, MetadataCache, PartitionInfo
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from storage.topic_partition import TopicPartition
@@ -58,3 +58,36 @@ def test_a_broker_no_controller_has_filled_yet_creates_no_topic(tmp_path):
             return errors, "orders" in broker.topics.topics
 
     assert asyncio.run(main()) == ({"orders": ErrorCode.leader_not_available}, False)
+
+
+def test_a_leader_without_the_requests_listener_is_listener_not_found_and_no_leader(tmp_path):
+    """Brokers configured with different listener names: the client must not be sent to a
+    leader it has no address for (Kafka: LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE
+    before)."""
+
+    async def main():
+        async with running_broker(tmp_path, _NO_AUTO_CREATE) as broker:
+            await broker.topics.create("orders", 2, {}, 1)
+            cache = broker.metadata_cache
+            elsewhere = BrokerNode(2, {"OTHER": ("127.0.0.1", 1)}, None)
+            cache.update(cache.controller_id, cache.controller_epoch, [*cache.brokers.values(), elsewhere], {
+                TopicPartition("orders", 0): PartitionInfo(broker.broker_id, 3, (broker.broker_id,), (broker.broker_id,)),
+                TopicPartition("orders", 1): PartitionInfo(2, 5, (2,), (2,)),
+            })
+            answers = {}
+            for version in (12, 5):
+                request = MetadataRequest(
+                    topics=(MetadataRequestTopic(topic_id=None, name="orders"),),
+                    allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+                )
+                response = await Client(broker).call(ApiKey.METADATA, version, request)
+                answers[version] = sorted(
+                    (p.partition_index, ErrorCode(p.error_code), p.leader_id) for p in response.topics[0].partitions
+                )
+            return broker.broker_id, answers
+
+    own, answers = asyncio.run(main())
+    assert answers == {
+        12: [(0, ErrorCode.none, own), (1, ErrorCode.listener_not_found, -1)],
+        5: [(0, ErrorCode.none, own), (1, ErrorCode.leader_not_available, -1)],
+    }
