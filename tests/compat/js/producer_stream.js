@@ -15,7 +15,37 @@
 
 const readline = require('readline');
 const { Kafka, logLevel } = require('kafkajs');
+const Cluster = require('kafkajs/src/cluster');
 const { toStderr } = require('./script');
+
+// KafkaJS can acknowledge a message without sending it (send resolves to []): when its cached
+// metadata lacks the partition, or when the broker it picked for the leader is filed under
+// another node id. The producer's cluster is kept here (its prototype's method is wrapped, as
+// the producer does not expose it) so that such an answer logs KafkaJS's view, at most once a
+// second.
+let producerCluster = null;
+const findLeaderForPartitions = Cluster.prototype.findLeaderForPartitions;
+Cluster.prototype.findLeaderForPartitions = function keepCluster(topic, partitions) {
+  producerCluster = this;
+  return findLeaderForPartitions.call(this, topic, partitions);
+};
+let viewLoggedAt = 0;
+const logView = (topic, partition) => {
+  if (producerCluster === null || Date.now() - viewLoggedAt < 1000) return;
+  viewLoggedAt = Date.now();
+  const pool = producerCluster.brokerPool;
+  process.stderr.write(`${JSON.stringify({
+    level: 1,
+    timestamp: new Date().toISOString(),
+    message: 'KafkaJS acknowledged nothing: its view',
+    topic,
+    partition,
+    cached: producerCluster.findTopicPartitionMetadata(topic).map((p) => [p.partitionId, p.leader]),
+    metadataBrokers: ((pool.metadata || {}).brokers || []).map((b) => [b.nodeId, `${b.host}:${b.port}`]),
+    pool: Object.entries(pool.brokers).map(([key, b]) => [key, b.nodeId, `${b.connectionPool.host}:${b.connectionPool.port}`]),
+    seed: pool.seedBroker ? [pool.seedBroker.nodeId, `${pool.seedBroker.connectionPool.host}`] : null,
+  })}\n`);
+};
 
 async function main() {
   const [bootstrap, configArg] = process.argv.slice(2);
@@ -36,6 +66,11 @@ async function main() {
   const send = async (topic, value, partition) => {
     try {
       const [result] = await producer.send({ topic, acks: -1, messages: [{ partition, value }] });
+      if (result === undefined) {
+        logView(topic, partition);
+        report({ value, error: 'KafkaJS acknowledged nothing' });
+        return;
+      }
       report({ value, partition: result.partition, offset: Number(result.baseOffset) });
     } catch (error) {
       report({ value, error: `${error.name}: ${error.message}` });
