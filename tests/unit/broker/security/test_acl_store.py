@@ -33,10 +33,15 @@ def run(coroutine):
     return asyncio.run(asyncio.wait_for(coroutine, 60))
 
 
-async def started(connect: str) -> tuple[ZkClient, AclAuthorizer]:
+async def connected_store(connect: str) -> tuple[ZkClient, ZkAclStore]:
     client = ZkClient(connect, 6000)
     await client.start()
-    authorizer = AclAuthorizer(ZkAclStore(client))
+    return client, ZkAclStore(client)
+
+
+async def started(connect: str) -> tuple[ZkClient, AclAuthorizer]:
+    client, store = await connected_store(connect)
+    authorizer = AclAuthorizer(store)
     await authorizer.start()
     return client, authorizer
 
@@ -160,9 +165,7 @@ def test_change_notifications_past_their_expiry_are_deleted_as_they_are_read(zoo
     async def scenario():
         connect = zookeeper.connect_string + "/purge"
         client_a, a = await started(connect)
-        client_b = ZkClient(connect, 6000)
-        await client_b.start()
-        store_b = ZkAclStore(client_b)
+        client_b, store_b = await connected_store(connect)
         store_b.change_expiration_ms = 0  # every notification read is already old
         b = AclAuthorizer(store_b)
         await b.start()
@@ -212,9 +215,7 @@ def test_a_session_that_expires_while_the_acls_load_is_followed_by_a_load_in_the
     async def scenario():
         connect = zookeeper.connect_string + "/expiry-at-load"
         client_a, a = await started(connect)
-        client_b = ZkClient(connect, 6000)
-        await client_b.start()
-        store = ZkAclStore(client_b)
+        client_b, store = await connected_store(connect)
         read_all = store._read_all
         reads = []
 
