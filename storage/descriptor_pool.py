@@ -38,6 +38,20 @@ class Descriptor:
         self._close = weakref.finalize(self, os.close, fd)
 
 
+class _Slot:
+    """What the pool knows of one file: the descriptor it holds, if any, and whether it was let
+    go. The file owns its slot and the pool refers to the slot weakly, so a file that dies takes
+    its pool entry with it. The pool never refers to the file itself: the compiled builds of
+    RecordsFile and the indexes (setup.py) cannot be weakly referenced safely, since mypyc's
+    classes with a Python base class do not clear their weak references when they die."""
+
+    __slots__ = ("descriptor", "let_go", "__weakref__")
+
+    def __init__(self) -> None:
+        self.descriptor: Descriptor | None = None
+        self.let_go = False
+
+
 class PooledFile:
     """A file that holds a descriptor only while among the most recently used of the process.
 
@@ -48,12 +62,15 @@ class PooledFile:
 
     def __init__(self, read_only: bool = False) -> None:
         self._read_only = read_only
-        self._descriptor: Descriptor | None = None
-        self._let_go_already = False
+        self._slot = _Slot()
 
     @property
     def path(self) -> str | os.PathLike[str]:
         raise NotImplementedError
+
+    @property
+    def holds_descriptor(self) -> bool:
+        return self._slot.descriptor is not None
 
     def _fd_holder(self) -> Descriptor:
         """The file's descriptor (opened now if the pool had dropped it), held by the caller for
@@ -62,20 +79,20 @@ class PooledFile:
 
     def _adopt(self, descriptor: Descriptor) -> None:
         """Take a descriptor the subclass opened itself (creating the file)."""
-        self._descriptor = descriptor
+        self._slot.descriptor = descriptor
         _pool.use(self)
 
     def _drop_descriptor(self) -> None:
         """Give the descriptor back now (the file will not be used for a while); the next use
         opens it again."""
         with _pool.lock:
-            self._descriptor = None
+            self._slot.descriptor = None
             _pool.forget(self)
 
     def _let_go(self) -> None:
         with _pool.lock:
-            self._let_go_already = True
-            self._descriptor = None
+            self._slot.let_go = True
+            self._slot.descriptor = None
             _pool.forget(self)
 
 
@@ -83,28 +100,29 @@ class _Pool:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.lock = threading.Lock()
-        self._files: OrderedDict[int, weakref.ref[PooledFile]] = OrderedDict()
+        self._files: OrderedDict[int, weakref.ref[_Slot]] = OrderedDict()
 
     def use(self, file: PooledFile) -> Descriptor:
         with self.lock:
-            descriptor = file._descriptor
+            slot = file._slot
+            descriptor = slot.descriptor
             if descriptor is None:
-                if file._let_go_already:
+                if slot.let_go:
                     raise OSError(errno.EBADF, "file is closed", str(file.path))
                 flags = os.O_RDONLY if file._read_only else os.O_RDWR
-                descriptor = file._descriptor = Descriptor(os.open(file.path, flags))
-            key = id(file)
+                descriptor = slot.descriptor = Descriptor(os.open(file.path, flags))
+            key = id(slot)
             if key in self._files:
                 self._files.move_to_end(key)
             else:
-                # A dead file's entry goes with it, before its id can be reused.
-                self._files[key] = weakref.ref(file, lambda _, key=key: self._files.pop(key, None))
+                # A dead file's entry goes with its slot, before the slot's id can be reused.
+                self._files[key] = weakref.ref(slot, lambda _, key=key: self._files.pop(key, None))
                 self._shrink()
             return descriptor
 
     def forget(self, file: PooledFile) -> None:
         """Drop `file`'s entry; the caller holds the lock."""
-        self._files.pop(id(file), None)
+        self._files.pop(id(file._slot), None)
 
     def resize(self, capacity: int) -> None:
         with self.lock:
@@ -114,9 +132,9 @@ class _Pool:
     def _shrink(self) -> None:
         while len(self._files) > self.capacity:
             _, oldest = self._files.popitem(last=False)
-            file = oldest()
-            if file is not None:
-                file._descriptor = None
+            slot = oldest()
+            if slot is not None:
+                slot.descriptor = None
 
     def __len__(self) -> int:
         return len(self._files)

@@ -41,8 +41,8 @@ def test_the_most_recently_used_files_keep_their_descriptors(tmp_path, at_most):
     first, second, third = (RecordsFile.open(str(tmp_path / f"{n}.log")) for n in range(3))
     first.append(b"a")  # first is now the most recent, second the least
 
-    assert first._descriptor is not None and third._descriptor is not None
-    assert second._descriptor is None
+    assert first.holds_descriptor and third.holds_descriptor
+    assert not second.holds_descriptor
     for file in (first, second, third):
         file.close()
 
@@ -56,7 +56,7 @@ def test_a_region_keeps_its_descriptor_after_the_pool_and_the_file_let_go(tmp_pa
     records.close()
     os.unlink(tmp_path / "0.log")
 
-    assert records._descriptor is None
+    assert not records.holds_descriptor
     assert region.read() == b"23456"
     os.fstat(region.fd)  # still open
 
@@ -68,7 +68,7 @@ def test_a_renamed_file_reopens_by_its_new_path(tmp_path, at_most):
     records.rename(str(tmp_path / "0.log.deleted"))
     other = RecordsFile.open(str(tmp_path / "1.log"))
 
-    assert records._descriptor is None
+    assert not records.holds_descriptor
     assert records.read(0, 3) == b"abc"
     records.close()
     other.close()
