@@ -35,7 +35,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Sized
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -46,7 +46,7 @@ from storage.records_file import FileRegion
 
 from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
-from broker.metrics.stats import SendTimer, request_name
+from broker.metrics.stats import RequestTimes, SendTimer, request_name
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.network import CloseAfterResponse
 from broker.security.sasl_server import Admission
@@ -68,7 +68,7 @@ _request_log = logging.getLogger(REQUEST_LOGGER)
 
 Chunks = list[bytes | Sized]
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
-_REQUEST_NAMES = {key: request_name(key.name) for key in ApiKey}
+_REQUEST_NAMES: dict[int, str] = {key: request_name(key.name) for key in ApiKey}
 _monotonic = time.monotonic
 # RequestContext is a NamedTuple: tuple.__new__ with its fields in order builds the same object
 # without the generated __new__'s keyword handling, once per request (measured in the perf merge).
@@ -95,7 +95,8 @@ class Dispatcher:
         # Fetched records come as file regions (a connection sends them with sendfile): read on
         # a thread, as the log's other disk reads are, not on the loop.
         data = b"".join([
-            await asyncio.to_thread(chunk.read) if isinstance(chunk, FileRegion) else bytes(chunk) for chunk in chunks
+            await asyncio.to_thread(chunk.read) if isinstance(chunk, FileRegion) else bytes(chunk)  # type: ignore[call-overload]
+            for chunk in chunks
         ])
         return data[INT32.size :]
 
@@ -103,7 +104,7 @@ class Dispatcher:
         """The response frame's chunks, None when nothing is sent, or an awaitable of either."""
         sasl = session.sasl
         if sasl is not None and sasl.expects_raw_token:
-            return answer_raw_token(session, frame)
+            return cast(Chunks, answer_raw_token(session, frame))  # list[bytes] is a Chunks
         # One clock for the request log's latency, the quotas' handler time and the metrics'
         # times (loop time, as the connection's arrival stamps).
         started = dispatched = _monotonic()
@@ -120,7 +121,7 @@ class Dispatcher:
             )
         admission = Admission.SERVE if sasl is None else sasl.admit(api_key)
         if admission is Admission.CLOSE:
-            raise ProtocolError(sasl.failure or "SASL session expired")
+            raise ProtocolError(sasl.failure if sasl is not None and sasl.failure else "SASL session expired")
         flexible = schemas.is_flexible(api_key, version)
         header, body_start = parse_request_header(frame, flexible)
         request = self._parse(handler, version, frame, body_start)
@@ -130,12 +131,13 @@ class Dispatcher:
             response = schemas.error_response(
                 request, schemas.response_type(api_key, version), ErrorCode.illegal_sasl_state
             )
-            raise CloseAfterResponse(sasl.failure, _frame(response_header, [schemas.encode(response)]))
+            reason = sasl.failure if sasl is not None and sasl.failure else "illegal SASL state"
+            raise CloseAfterResponse(reason, _frame(response_header, [schemas.encode(response)]))
         if sasl is not None and api_key in _SASL_APIS:
             # Synchronous handlers: a failed exchange's answer is the connection's last.
             chunks = _encode(handler.handle(context, request), api_key, version, response_header)
             if sasl.failed:
-                raise CloseAfterResponse(sasl.failure or "SASL authentication failed", chunks)
+                raise CloseAfterResponse(sasl.failure or "SASL authentication failed", chunks or [])
             return _logged(chunks, context, started)
         try:
             result = handler.handle(context, request)
@@ -202,7 +204,9 @@ class Dispatcher:
         queue_ms = max(dispatched - session.received_at, 0.0) * 1000 if session.received_at else 0.0
         local_ms, remote_ms = local_s * 1000, remote_s * 1000
         requests = self._broker.metrics.requests
-        times = (requests.record(_REQUEST_NAMES[api_key], version, queue_ms, local_ms, remote_ms),)
+        times: tuple[RequestTimes, ...] = (
+            requests.record(_REQUEST_NAMES[api_key], version, queue_ms, local_ms, remote_ms),
+        )
         if api_key == ApiKey.FETCH:
             name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
             times += (requests.record(name, version, queue_ms, local_ms, remote_ms),)

@@ -19,7 +19,7 @@ import re
 import socket
 import ssl
 from collections import deque
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Awaitable, Callable, Mapping, Sized
 from typing import Any
 
 import asyncio
@@ -137,7 +137,7 @@ class Connection:
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
-        self._recv_into = sock.recv_into  # a TLS connection decrypts instead
+        self._recv_into: Callable[[memoryview], int] = sock.recv_into  # TLS decrypts instead
         self.address = address
         self._dispatch = dispatch
         self._on_close = on_close
@@ -417,7 +417,7 @@ class Connection:
         self._want_writable(False)
 
     def _send_bytes(self) -> int | None:
-        buffers = []
+        buffers: list[bytes | memoryview] = []
         for chunk in self._out:
             if not isinstance(chunk, (bytes, memoryview)) or len(buffers) == _MAX_IOV:
                 break
@@ -450,9 +450,10 @@ class Connection:
         except OSError as exc:
             if exc.errno not in (errno.EINVAL, errno.ENOSYS):
                 raise
-            sent = self._copy_region(region, left)
-            if sent is None:
+            copied = self._copy_region(region, left)
+            if copied is None:
                 return None
+            sent = copied
         if sent == 0:
             # The file is shorter than the region (truncated meanwhile): the response frame can
             # no longer be completed, so the stream is broken.
@@ -631,7 +632,7 @@ class TlsConnection(Connection):
         self._socket_drained = False
         while True:
             try:
-                return self._tls.read(len(space), space)
+                return self._tls.read(len(space), space)  # type: ignore[return-value]  # an int with a buffer
             except ssl.SSLWantReadError:
                 if self._peer_closed:
                     return 0

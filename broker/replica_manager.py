@@ -440,7 +440,7 @@ class ReplicaManager:
         it must wait."""
         partition = self.partitions.get(tp)
         min_insync = partition.min_insync_replicas if partition is not None else 1
-        return _commit_outcome(partition, _CommitWaiter(last_offset + 1, min_insync, None))
+        return _commit_outcome(partition, last_offset + 1, min_insync)
 
     def _complete_commits(self, tp: TopicPartition) -> None:
         waiters = self._commit_waiters.get(tp)
@@ -449,7 +449,7 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         remaining = []
         for waiter in waiters:
-            outcome = _commit_outcome(partition, waiter)
+            outcome = _commit_outcome(partition, waiter.required_offset, waiter.min_insync)
             if outcome is None:
                 remaining.append(waiter)
             elif not waiter.future.done():
@@ -549,19 +549,14 @@ class ReplicaManager:
         cache = self.metadata_cache
         if selector is None or cache is None or not partition.is_leader:
             return None
-        leader = ReplicaView(self.broker_id, self._rack(self.broker_id, listener), partition.log.log_end_offset, 0)
+        leader = ReplicaView(self.broker_id, _rack(cache, self.broker_id, listener), partition.log.log_end_offset, 0)
         replicas = [leader]
         for broker_id, log_end_offset, since_caught_up_ms in partition.read_replicas_holding(fetch_offset):
-            rack = self._rack(broker_id, listener)
+            rack = _rack(cache, broker_id, listener)
             if rack is not None:
                 replicas.append(ReplicaView(broker_id, rack, log_end_offset, since_caught_up_ms))
         selected = selector.select(client_rack, replicas, leader)
         return None if selected is leader else selected.broker_id
-
-    def _rack(self, broker_id: int, listener: str | None) -> str | None:
-        if self.metadata_cache.endpoint(broker_id, listener) is None:
-            return None
-        return self.metadata_cache.brokers[broker_id].rack
 
     def check_follower_read(self, partition: Partition) -> None:
         """A consumer may read a follower (KIP-392) while it is in the ISR; out of it (the
@@ -645,16 +640,22 @@ class ReplicaManager:
             _resolve(waiter)
 
 
-def _commit_outcome(partition: Partition | None, waiter: _CommitWaiter) -> ErrorCode | None:
-    """What a delayed produce answers now; None while it must wait (Kafka's
-    checkEnoughReplicasReachOffset)."""
+def _commit_outcome(partition: Partition | None, required_offset: int, min_insync: int) -> ErrorCode | None:
+    """What a delayed produce waiting for the HW to reach `required_offset` answers now; None
+    while it must wait (Kafka's checkEnoughReplicasReachOffset)."""
     if partition is None or not partition.is_leader:
         return ErrorCode.not_leader_or_follower
-    if partition.high_watermark < waiter.required_offset:
+    if partition.high_watermark < required_offset:
         return None
-    if len(partition.isr) < waiter.min_insync:
+    if len(partition.isr) < min_insync:
         return ErrorCode.not_enough_replicas_after_append
     return ErrorCode.none
+
+
+def _rack(cache: MetadataCache, broker_id: int, listener: str | None) -> str | None:
+    if cache.endpoint(broker_id, listener) is None:
+        return None
+    return cache.brokers[broker_id].rack
 
 
 def _resolve(future: asyncio.Future) -> None:

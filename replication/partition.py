@@ -331,8 +331,10 @@ class Partition:
 
     async def _store_isr(self, isr: tuple[int, ...], reason: str) -> None:
         epoch, version = self.leader_epoch, self.zk_version
+        writer = self.isr_writer
+        assert writer is not None, "_can_change_isr checked it"
         try:
-            new_version = await self.isr_writer.write_isr(self.topic_partition, epoch, isr, version)
+            new_version = await writer.write_isr(self.topic_partition, epoch, isr, version)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # ZooKeeper unreachable: the next check tries again

@@ -52,7 +52,6 @@ _INT32_MAX = 2**31 - 1
 # and read without reading its own header.
 _RECENT_BATCHES = 32
 _last_offset_of = itemgetter(0)
-_NOT_RECENT = object()  # an offset before a segment's recent batches
 
 
 def segment_path(directory: str, base_offset: int, suffix: str) -> str:
@@ -163,28 +162,27 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
         """The first batch holding `offset` or a later one, if the segment has any."""
-        recent = self._recent_batch(offset)
-        if recent is _NOT_RECENT:
+        found = self._recent_index(offset)
+        if found < 0:
             _, position = self.offset_index.lookup(offset)
-        elif recent is None:
+        elif found == len(self._recent):
             return None
         else:
-            position = recent[1]
+            position = self._recent[found][1]
         for location in self.records.batches(max(position, starting_position)):
             if location.header.last_offset >= offset:
                 return location
         return None
 
-    def _recent_batch(self, offset: int) -> tuple[int, int, int] | None | object:
-        """The recent batch holding `offset` or the next one; None when `offset` is past the
-        last; _NOT_RECENT when it comes before the recent batches."""
+    def _recent_index(self, offset: int) -> int:
+        """Where in the recent batches the one holding `offset` (or the next one) is: their
+        count when `offset` is past the last; -1 when it comes before them."""
         recent = self._recent
         if not recent or offset <= recent[0][0]:
-            return _NOT_RECENT
+            return -1
         # The recent batches follow each other: the first ending at or after `offset` holds it,
         # or is the next batch.
-        found = bisect_left(recent, offset, key=_last_offset_of)
-        return recent[found] if found < len(recent) else None
+        return bisect_left(recent, offset, key=_last_offset_of)
 
     def read(
         self, start_offset: int, max_size: int, max_position: int, min_one_batch: bool
@@ -197,16 +195,16 @@ class LogSegment:
         inside a batch, which clients drop and fetch again; ending at the last whole batch sends
         up to a third less for the same records (benchmarks/RESULTS.md).
         """
-        recent = self._recent_batch(start_offset)
-        if recent is _NOT_RECENT:
+        found = self._recent_index(start_offset)
+        if found < 0:
             location = self.translate_offset(start_offset)
             if location is None:
                 return None
             position, size = location.position, location.size
-        elif recent is None:
+        elif found == len(self._recent):
             return None
         else:
-            _, position, size = recent
+            _, position, size = self._recent[found]
         if position >= max_position:
             return None
         end = min(position + max_size, max_position)

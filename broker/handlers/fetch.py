@@ -56,6 +56,7 @@ partitions are counted against that rate.
 import asyncio
 import logging
 import time
+from collections.abc import Sized
 from dataclasses import dataclass, field
 
 from protocol.api_keys import ApiKey
@@ -185,10 +186,12 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
                 or result.preferred_read_replica >= 0
             ):
                 answer_now = True
-            elif len(result.records):
-                remaining = max(remaining - len(result.records), 0)
-                total += len(result.records)
-                min_one_batch = False
+            else:
+                size = _size(result.records)
+                if size:
+                    remaining = max(remaining - size, 0)
+                    total += size
+                    min_one_batch = False
             results.append(result)
         topics.append(TopicResult(topic.topic, results))
     return _Read(topics, total, answer_now, remote)
@@ -266,7 +269,7 @@ def _read_partition(
     result.log_start_offset = partition.log.log_start_offset
     if read_committed:
         result.aborted_transactions = (
-            replica_manager.aborted_transactions(partition, wanted.fetch_offset) if len(result.records) else []
+            replica_manager.aborted_transactions(partition, wanted.fetch_offset) if _size(result.records) else []
         )
     return result
 
@@ -275,8 +278,10 @@ async def _answer_with_remote(ctx: RequestContext, request: FetchRequest, read: 
     """Answer once the remote read of the first partition below its local log start is done."""
     wanted = read.remote[0]
     result = wanted.result
+    remote_log = ctx.broker.remote_log
+    assert remote_log is not None, "_read_partition reads remotely only with a remote log"
     try:
-        result.records, aborted = await ctx.broker.remote_log.read(
+        result.records, aborted = await remote_log.read(
             wanted.tp, wanted.offset, wanted.max_bytes, wanted.min_one_batch, wanted.read_committed
         )
         if wanted.read_committed:
@@ -307,12 +312,12 @@ def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult
         stats = ctx.broker.metrics.topics
         for topic in topics:
             for result in topic.partitions:
-                stats.fetched(topic.topic, len(result.records), result.error_code != ErrorCode.none)
+                stats.fetched(topic.topic, _size(result.records), result.error_code != ErrorCode.none)
     else:
         quota = ctx.broker.replication_quotas.leader
         if quota.throttles_any:
             throttled = sum(
-                len(result.records)
+                _size(result.records)
                 for topic in topics
                 for result in topic.partitions
                 if quota.is_throttled(TopicPartition(topic.topic, result.partition_index))
@@ -320,6 +325,10 @@ def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult
             if throttled:
                 quota.record(throttled)
     return _response(ctx, topics)
+
+
+def _size(records: Sized | None) -> int:
+    return 0 if records is None else len(records)
 
 
 def _response(
