@@ -22,6 +22,7 @@ import resource
 import signal
 import socket
 import ssl
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -280,10 +281,11 @@ class Broker:
         if self.http_api is not None:
             await self.http_api.start()
         log.info(
-            "broker %d of cluster %s serving %s",
+            "broker %d of cluster %s serving %s (%s)",
             self.broker_id,
             self.cluster_id,
             ", ".join(f"{l.name}://{l.host}:{p.port}" for l, p in zip(self.config.listeners, self._listeners)),
+            _build(),
         )
 
     def _refuse_tiered_topics_without_remote_storage(self) -> None:
@@ -640,3 +642,18 @@ def _cleaner_config(config: BrokerConfig) -> CleanerConfig:
         io_buffer_size=config.get("log.cleaner.io.buffer.size"),
         backoff_ms=config.get("log.cleaner.backoff.ms"),
     )
+
+
+_PACKAGES = ("broker", "protocol", "storage", "replication", "coordinator")
+
+
+def _build() -> str:
+    """Which build runs: how many of logway's modules are C extensions (setup.py compiles the
+    request path with mypyc when it can; an editable install or a machine without a compiler
+    runs them all as Python)."""
+    compiled = sum(
+        1
+        for name, module in list(sys.modules.items())
+        if name.partition(".")[0] in _PACKAGES and (getattr(module, "__file__", None) or "").endswith(".so")
+    )
+    return f"{compiled} modules compiled with mypyc" if compiled else "pure Python"

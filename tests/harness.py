@@ -1,6 +1,10 @@
 """Real broker processes for tests: started as `python -m broker` on a loopback port with their
 own data directory, stopped with SIGTERM (clean) or SIGKILL (crash), restarted on the same port
-and data so clients can reconnect to the same address."""
+and data so clients can reconnect to the same address.
+
+With LOGWAY_BROKER_PACKAGES set to a directory holding logway's packages (an install's
+site-packages, with the modules setup.py compiles), the brokers import them from there, not
+from this worktree: the benchmarks of the compiled build (benchmarks/RESULTS.md)."""
 
 import os
 import resource
@@ -64,12 +68,16 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        command = [sys.executable, "-m", "broker", "--config", str(SERVER_PROPERTIES), "--log-level", self.log_level, *self.args]
+        packages = os.environ.get("LOGWAY_BROKER_PACKAGES")
+        # -P: the worktree (the working directory) is not put first on the module path.
+        python = [sys.executable, "-P"] if packages else [sys.executable]
+        command = [*python, "-m", "broker", "--config", str(SERVER_PROPERTIES), "--log-level", self.log_level, *self.args]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
+        env = {**os.environ, "PYTHONPATH": packages} if packages else None
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._limit_descriptors
+            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._limit_descriptors, env=env
         )
         log.close()
         self._wait_until_listening()

@@ -732,6 +732,7 @@ def test_deleted_records_stay_deleted_after_a_crash_right_after_the_answer(tmp_p
     run(tmp_path, restarted)
 
 
+@pytest.mark.pure_python
 def test_delete_records_io_error_takes_the_log_dir_offline(tmp_path, monkeypatch):
     async def scenario(admin):
         await admin.create_topic("t")

@@ -5,6 +5,8 @@ import asyncio
 import datetime
 import threading
 
+import pytest
+
 from kio.schema.consumer_protocol_subscription.v0 import ConsumerProtocolSubscription
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
@@ -181,6 +183,7 @@ def test_the_offsets_topic_is_created_on_first_use_compacted_and_internal(tmp_pa
     run(scenario)
 
 
+@pytest.mark.pure_python
 def test_offset_commit_is_answered_only_once_the_records_are_in_the_log(tmp_path):
     async def scenario():
         async with running_broker(tmp_path, FAST) as broker:
@@ -309,6 +312,7 @@ class ThreadRecordingLog(Log):
         return super().__getattribute__(name)
 
 
+@pytest.mark.pure_python
 def test_loading_never_touches_the_partition_log_off_the_event_loop(tmp_path):
     """The event loop owns a Log: the loading thread reads a slice of its files, not the Log."""
 

@@ -6,6 +6,8 @@ import asyncio
 import datetime
 import functools
 
+import pytest
+
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
@@ -275,6 +277,7 @@ def hold_back_writes(broker, topic: str) -> tuple[asyncio.Event, asyncio.Event]:
 
 
 @in_loop
+@pytest.mark.pure_python
 async def test_a_request_cancelled_during_its_write_still_ends_the_transition(tmp_path):
     """A connection that closes cancels its request under way (broker.network). What the request
     began on the transaction must still be written and installed: left pending, every later
@@ -310,6 +313,7 @@ async def test_timed_out_transactions_are_aborted_by_the_coordinator(tmp_path):
 
 
 @in_loop
+@pytest.mark.pure_python
 async def test_after_a_timeout_abort_that_could_not_be_written_the_producers_bump_gives_a_new_epoch(tmp_path):
     """The coordinator's timeout abort fails to reach __transaction_state (its ISR below
     min.insync.replicas, as in a Jepsen schedule), the producer aborts, then bumps its epoch as
@@ -384,6 +388,7 @@ async def test_transactional_offsets_become_visible_on_commit_only(tmp_path):
 
 
 @in_loop
+@pytest.mark.pure_python
 async def test_transactional_offsets_cancelled_during_their_write_still_wait_for_the_marker(tmp_path):
     """TxnOffsetCommit whose connection closes while its offsets are written: they are in the
     log, so the commit marker must make them the group's offsets."""
