@@ -3,8 +3,8 @@
 The modules in COMPILED are the ones every Produce and Fetch goes through (issue 19: their cost
 is spread thin over the interpreter, so no one function is left to rewrite). mypyc compiles each
 to a C extension from the same source, and the wheel holds both: Python imports the extension
-when there is one, the `.py` otherwise, and the two behave alike (`bash .ci/check-compiled` runs
-the unit tests against the compiled modules).
+when there is one, the `.py` otherwise, and the two behave alike (`.ci/check-install` runs the
+unit and property tests against the compiled modules).
 
 The modules stay pure Python when
 - the install is editable (`pip install -e .`, the tests' venv): an extension beside its source
@@ -60,7 +60,7 @@ class OptionalBuildExt(build_ext):
                 if os.path.exists(built):
                     os.remove(built)
             self.extensions = []
-        self.distribution.ext_modules = []
+            self.distribution.ext_modules = []
 
 
 def _extensions() -> list:
