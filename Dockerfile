@@ -1,7 +1,7 @@
 # The logway broker image: `docker build -t logway .`, run by docker-compose.yml.
 #   docker run --network host logway --config /etc/logway/server.properties --override broker.id=1 ...
-# The wheel is built where gcc is (setup.py compiles the request path's modules with mypyc), and
-# installed into the slim image, which has no compiler.
+# The wheel is built where gcc is (LOGWAY_COMPILE=1: setup.py compiles the request path's modules
+# with mypyc), and installed into the slim image, which has no compiler.
 FROM python:3.11 AS build
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
@@ -10,7 +10,7 @@ COPY coordinator coordinator
 COPY protocol protocol
 COPY replication replication
 COPY storage storage
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN LOGWAY_COMPILE=1 pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
 COPY --from=build /wheels /wheels

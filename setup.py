@@ -1,4 +1,4 @@
-"""Builds logway, compiling the request path's modules to C with mypyc where it can.
+"""Builds logway; with LOGWAY_COMPILE=1, compiles the request path's modules to C with mypyc.
 
 The modules in COMPILED are the ones every Produce and Fetch goes through (issue 19: their cost
 is spread thin over the interpreter, so no one function is left to rewrite). mypyc compiles each
@@ -6,10 +6,12 @@ to a C extension from the same source, and the wheel holds both: Python imports 
 when there is one, the `.py` otherwise, and the two behave alike (`.ci/check-install` runs the
 unit and property tests against the compiled modules).
 
-The modules stay pure Python when
+Compiling is asked for, as mypy's own source build asks for MYPY_USE_MYPYC=1: it takes a minute
+or two and needs gcc and Python's headers, so a plain `pip install .` stays quick and pure
+Python. The Dockerfile and .ci/check-install set it. Even when asked, the modules stay pure
+Python when
 - the install is editable (`pip install -e .`, the tests' venv): an extension beside its source
   would be imported in place of that source after every later edit of it;
-- LOGWAY_COMPILE=0 is set;
 - mypyc cannot run or the C compiler fails (no gcc or Python headers on the machine): the build
   says so and carries on with the pure-Python modules alone.
 """
@@ -64,8 +66,7 @@ class OptionalBuildExt(build_ext):
 
 
 def _extensions() -> list:
-    if os.environ.get("LOGWAY_COMPILE", "1") == "0":
-        _say("LOGWAY_COMPILE=0: pure-Python modules only")
+    if os.environ.get("LOGWAY_COMPILE") != "1":
         return []
     if any(command in sys.argv for command in ("egg_info", "dist_info", "sdist")):
         return []  # the package's metadata or sources only: nothing is built
