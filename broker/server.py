@@ -649,8 +649,8 @@ _PACKAGES = ("broker", "protocol", "storage", "replication", "coordinator")
 
 def _build() -> str:
     """Which build runs: how many of logway's modules are C extensions (setup.py compiles the
-    request path with mypyc when it can; an editable install or a machine without a compiler
-    runs them all as Python)."""
+    request path with mypyc when LOGWAY_COMPILE=1 and a C compiler is there; otherwise they all
+    run as Python)."""
     compiled = sum(
         1
         for name, module in list(sys.modules.items())

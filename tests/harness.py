@@ -4,7 +4,8 @@ and data so clients can reconnect to the same address.
 
 With LOGWAY_BROKER_PACKAGES set to a directory holding logway's packages (an install's
 site-packages, with the modules setup.py compiles), the brokers import them from there, not
-from this worktree: the benchmarks of the compiled build (benchmarks/RESULTS.md)."""
+from this worktree: .ci/run-tests runs the suite's brokers on the compiled build this way, and
+benchmarks/RESULTS.md measured it so."""
 
 import os
 import resource
