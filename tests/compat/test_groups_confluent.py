@@ -31,6 +31,7 @@ from tests.compat.group_support import (
     member_assignments,
     poll_until,
     produce,
+    settle,
     value_of,
 )
 from tests.harness import unique_topic
@@ -86,6 +87,7 @@ def test_three_members_share_six_partitions_each_message_processed_once(group_br
     members = [GroupMember(bootstrap, group, topic, f"member-{i}", **config) for i in range(3)]
     try:
         poll_until(members, balanced(members, 6), "2 partitions each")
+        settle(members)
         assignments = [m.assignment for m in members]
         produce(bootstrap, topic, 6, 30)
 
@@ -128,6 +130,7 @@ def test_member_leaving_hands_its_partitions_over_at_its_commits(group_broker, a
     members = [leaver, *stayers]
     try:
         poll_until(members, balanced(members, 6), "2 partitions each")
+        settle(members)
         produce(bootstrap, topic, 6, 20)
         # The stayers process and commit all of theirs; the leaver commits 5 messages, then
         # processes 2 more without committing them.
@@ -145,6 +148,7 @@ def test_member_leaving_hands_its_partitions_over_at_its_commits(group_broker, a
         marks = [len(s.processed) for s in stayers]
         leaver.consumer.close()
         poll_until(stayers, balanced(stayers, 6), "rebalance", timeout_s=10)
+        settle(stayers)
         produce(bootstrap, topic, 6, 5, start=20)
         poll_until(stayers, read_to(stayers, dict.fromkeys(range(6), 25)), "every partition read")
 
@@ -207,6 +211,7 @@ def test_killed_member_expires_and_the_others_resume_at_its_commits(group_broker
             lambda: is_balanced([child.assignment, *(m.assignment for m in members)], 6),
             "2 partitions each",
         )
+        settle(members)
         produce(bootstrap, topic, 6, 20)
         survivors_read = read_to(members, {p: 20 for m in members for p in m.assignment})
         poll_until(
@@ -229,6 +234,7 @@ def test_killed_member_expires_and_the_others_resume_at_its_commits(group_broker
         )
         expired = rf"group {re.escape(group)}: removing member killed-member-\S+: its session timed"
         assert re.search(expired, group_broker.log())
+        settle(members)
         produce(bootstrap, topic, 6, 5, start=20)
         poll_until(members, read_to(members, dict.fromkeys(range(6), 25)), "every partition read")
 
@@ -250,6 +256,7 @@ def test_static_member_restarts_without_rebalance_and_gets_its_partitions_back(g
     to_close = [static, other]
     try:
         poll_until(to_close, balanced(to_close, 4), "2 partitions each")
+        settle(to_close)
         produce(bootstrap, topic, 4, 10)
         poll_until(to_close, read_to(to_close, dict.fromkeys(range(4), 10)), "the first 10 of each")
         other_before = (other.assignment, other.assign_calls, other.revoke_calls)
@@ -351,6 +358,7 @@ def test_members_carry_on_without_rebalance_across_a_broker_kill(broker_factory)
     members = [GroupMember(broker.bootstrap, group, topic, f"member-{i}") for i in range(2)]
     try:
         poll_until(members, balanced(members, 2), "a partition each")
+        settle(members)
         produce(broker.bootstrap, topic, 2, 10)
         poll_until(members, read_to(members, dict.fromkeys(range(2), 10)), "the first 10 of each")
         before = [(m.assignment, m.assign_calls, m.consumer.memberid()) for m in members]
