@@ -53,7 +53,22 @@ class _ConfluentClient:
     }
 
     def __init__(self, bootstrap: str, config: dict) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, **self.defaults, **config})
+        # librdkafka's statistics, the latest kept for state(): where a producer that stopped
+        # writing is stuck (its idempotence state, each partition's leader and queues, each
+        # broker connection), which its debug=eos log does not tell.
+        self._stats: str | None = None
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                **self.defaults,
+                "statistics.interval.ms": 1_000,
+                "stats_cb": self._keep_stats,
+                **config,
+            }
+        )
+
+    def _keep_stats(self, stats: str) -> None:
+        self._stats = stats
 
     def send(self, topic: str, value: bytes, partition: int, on_ack: OnAck, on_fail: OnFail) -> None:
         def report(err, msg) -> None:
@@ -75,7 +90,7 @@ class _ConfluentClient:
     def state(self) -> str:
         if self.producer is None:
             return "closed"
-        return f"{len(self.producer)} messages in librdkafka's queues"
+        return f"{len(self.producer)} messages in librdkafka's queues; {_stats_summary(self._stats)}"
 
     def flush(self, seconds: float) -> None:
         self.producer.flush(seconds)
@@ -112,6 +127,34 @@ class _ConfluentClient:
     @staticmethod
     def retriable(error: Exception) -> bool:
         return isinstance(error, KafkaException) and error.args[0].retriable()
+
+
+def _stats_summary(stats: str | None) -> str:
+    """The parts of librdkafka's statistics that show where a producer is stuck."""
+    if stats is None:
+        return "no statistics yet"
+    document = json.loads(stats)
+    eos = document.get("eos", {})
+    parts = [
+        f"statistics {time.time() - document['time']:.0f} s old",
+        f"idempotence {eos.get('idemp_state')} for {eos.get('idemp_stateage', 0) / 1e3:.1f} s, "
+        f"transactions {eos.get('txn_state')}, producer id {eos.get('producer_id')} epoch "
+        f"{eos.get('producer_epoch')} ({eos.get('epoch_cnt')} epochs)",
+    ]
+    parts += [
+        f"broker {broker['nodeid']} {broker['state']} (outbuf {broker['outbuf_msg_cnt']}, "
+        f"waiting for {broker['waitresp_cnt']} answers)"
+        for broker in document.get("brokers", {}).values()
+        if broker.get("nodeid", -1) >= 0
+    ]
+    for topic in document.get("topics", {}).values():
+        parts += [
+            f"{topic['topic']}[{p['partition']}] leader {p['leader']}, queued {p['msgq_cnt']}, "
+            f"to send {p['xmit_msgq_cnt']}, in flight {p['msgs_inflight']}"
+            for p in topic.get("partitions", {}).values()
+            if p["partition"] >= 0
+        ]
+    return "; ".join(parts)
 
 
 class _KafkaPythonClient:
