@@ -34,7 +34,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Sized
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, cast
 
 from protocol import schemas
@@ -48,9 +48,8 @@ from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
 from broker.metrics.stats import RequestTimes, SendTimer, request_name
 from broker.handlers.sasl_handshake import answer_raw_token
-from broker.network import CloseAfterResponse
+from broker.network import Chunks, CloseAfterResponse, ThrottledResponse
 from broker.security.sasl_server import Admission
-from broker.network import ThrottledResponse
 from broker.security import throttling
 from broker.session import Session
 from broker.handlers.registry import (
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _request_log = logging.getLogger(REQUEST_LOGGER)
 
-Chunks = list[bytes | Sized]
 _SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _REQUEST_NAMES: dict[int, str] = {key: request_name(key.name) for key in ApiKey}
 _monotonic = time.monotonic
