@@ -4,8 +4,8 @@ and data so clients can reconnect to the same address.
 
 With LOGWAY_BROKER_PACKAGES set to a directory holding logway's packages (an install's
 site-packages, with the modules setup.py compiles), the brokers import them from there, not
-from this worktree: .ci/run-tests runs the suite's brokers on the compiled build this way, and
-benchmarks/RESULTS.md measured it so."""
+from this worktree; so do the cluster tests' (tests/cluster/harness.py). .ci/run-tests runs the
+suite's brokers on the compiled build this way, and benchmarks/RESULTS.md measured it so."""
 
 import os
 import resource
@@ -35,6 +35,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def broker_python() -> list[str]:
+    """How the tests start a broker's Python: this interpreter on the worktree's packages, or on
+    those of LOGWAY_BROKER_PACKAGES when set (through `env`, which execs: the process is the
+    broker's own, for signals)."""
+    packages = os.environ.get("LOGWAY_BROKER_PACKAGES")
+    if not packages:
+        return [sys.executable]
+    # -P: the worktree (the working directory) is not put first on the module path.
+    return ["env", f"PYTHONPATH={packages}", sys.executable, "-P"]
 
 
 class BrokerProcess:
@@ -69,16 +80,15 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        packages = os.environ.get("LOGWAY_BROKER_PACKAGES")
-        # -P: the worktree (the working directory) is not put first on the module path.
-        python = [sys.executable, "-P"] if packages else [sys.executable]
-        command = [*python, "-m", "broker", "--config", str(SERVER_PROPERTIES), "--log-level", self.log_level, *self.args]
+        command = [
+            *broker_python(), "-m", "broker", "--config", str(SERVER_PROPERTIES), "--log-level", self.log_level,
+            *self.args,
+        ]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
-        env = {**os.environ, "PYTHONPATH": packages} if packages else None
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._limit_descriptors, env=env
+            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._limit_descriptors
         )
         log.close()
         self._wait_until_listening()

@@ -69,7 +69,7 @@ from broker.local_cluster import (
 )
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.harness import TEST_BROKER_DEFAULTS
+from tests.harness import TEST_BROKER_DEFAULTS, broker_python
 from tests.kafka_wire import decode_response, encode_request, read_frame  # noqa: F401 (read_frame: for the tests)
 
 # ZooKeeper grants session timeouts of 2 to 20 ticks: with 500 ms ticks, 1 s to 10 s, so fault
@@ -435,6 +435,16 @@ class Network:
         self._lock_fd = None
 
 
+class SuiteBrokerServer(BrokerServer):
+    """A cluster's broker started as the suite starts its others (tests/harness.py): on the
+    packages of LOGWAY_BROKER_PACKAGES when set, such as the compiled build in CI."""
+
+    def command(self) -> list[str]:
+        python, *arguments = super().command()
+        assert python == sys.executable, python
+        return [*broker_python(), *arguments]
+
+
 # ------------------------------------------------------------------ the cluster
 
 
@@ -506,9 +516,9 @@ class Cluster(LocalCluster):
                 settings["zookeeper.session.timeout.ms"] = str(session_timeout_ms)
                 settings.update(TEST_BROKER_DEFAULTS)
                 settings.update(overrides or {})
-                servers.append(BrokerServer(broker_id, settings, host=host.address, port=port,
-                                            log_path=root / "logs" / f"broker-{broker_id}.log",
-                                            prefix=host.prefix))
+                servers.append(SuiteBrokerServer(broker_id, settings, host=host.address, port=port,
+                                                 log_path=root / "logs" / f"broker-{broker_id}.log",
+                                                 prefix=host.prefix))
         except BaseException:
             if network is not None:
                 network.destroy()

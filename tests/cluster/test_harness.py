@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooState
@@ -69,6 +70,17 @@ def test_brokers_start_with_zookeeper_connect_and_answer_api_versions(cluster):
         assert "Unknown broker config" not in broker.log()
     assert len({broker.port for broker in cluster.brokers.values()}) == 3
     assert len({str(dir) for broker in cluster.brokers.values() for dir in broker.data_dirs}) == 3
+
+
+def test_brokers_run_the_packages_the_suites_other_brokers_run(cluster):
+    """With LOGWAY_BROKER_PACKAGES (in CI the compiled build, .ci/run-tests), a cluster's brokers
+    import that directory's packages, as tests/harness.py's brokers do; without it the
+    worktree's. Each broker's start line names its build."""
+    packages = os.environ.get("LOGWAY_BROKER_PACKAGES")
+    compiled = packages is not None and any(Path(packages).glob("broker/*.so"))
+    build = "modules compiled with mypyc)" if compiled else "(pure Python)"
+    for broker in cluster.brokers.values():
+        assert build in broker.log(), broker.log()[-2000:]
 
 
 def test_clusters_sharing_a_zookeeper_live_in_their_own_chroots(cluster_factory):
