@@ -35,7 +35,15 @@ from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, ZkBrokerConfigStore
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.metrics import BrokerMetrics
-from broker.network import Connection, ConnectionQuotas, Listener, RequestMemoryPool, TlsConnection, client_ip
+from broker.network import (
+    Connection,
+    ConnectionQuotas,
+    Listener,
+    PendingSends,
+    RequestMemoryPool,
+    TlsConnection,
+    client_ip,
+)
 from broker.remote_log import RemoteLog
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.replication_quotas import ReplicationQuotas
@@ -209,6 +217,7 @@ class Broker:
         self._listeners: list[Listener] = []
         self._connections: dict[Connection, tuple[str, str]] = {}  # each with its client's ip and listener
         self._quotas: ConnectionQuotas | None = None
+        self._sends: PendingSends | None = None  # the connections' answers, sent in rows
         self._advertised_names = {listener.name for listener in config.advertised_listeners}
         self._idle_check: asyncio.TimerHandle | None = None
         queued_bytes = config.get("queued.max.request.bytes")
@@ -304,6 +313,7 @@ class Broker:
 
     def _listen(self) -> None:
         config = self.config
+        self._sends = PendingSends(asyncio.get_running_loop())
         self._quotas = ConnectionQuotas(
             config.get("max.connections"),
             config.get("max.connections.per.ip"),
@@ -386,6 +396,7 @@ class Broker:
             "max_queued_requests": self.config.get("queued.max.requests"),
             "pool": self._request_memory,
             "timing": session,
+            "sends": self._sends,
         }
         tls_listener = self._tls_listeners.get(listener)
         if tls_listener is None:

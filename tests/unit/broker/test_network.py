@@ -15,6 +15,7 @@ from broker.network import (
     Connection,
     ConnectionQuotas,
     Listener,
+    PendingSends,
     RequestMemoryPool,
     TlsConnection,
     client_ip,
@@ -158,6 +159,68 @@ def test_responses_of_one_read_leave_in_one_write(monkeypatch):
         assert len(calls) < 20
 
     asyncio.run(scenario())
+
+
+def test_answers_of_one_turn_of_the_loop_go_out_after_its_reads_are_served(monkeypatch):
+    """Two clients' requests readable at once are both dispatched before either answer is sent."""
+    events = []
+    real_sendmsg = socket.socket.sendmsg
+    monkeypatch.setattr(socket.socket, "sendmsg", lambda self, bufs: events.append("send") or real_sendmsg(self, bufs))
+
+    def dispatch(view):
+        events.append(f"serve {bytes(view).decode()}")
+        return echo(view)
+
+    async def scenario():
+        sends = PendingSends(asyncio.get_running_loop())
+        first, second = Harness(dispatch, sends=sends), Harness(dispatch, sends=sends)
+        first.client.sendall(frame(b"a"))
+        second.client.sendall(frame(b"b"))
+        assert await first.receive(len(frame(b"re:a"))) == frame(b"re:a")
+        assert await second.receive(len(frame(b"re:b"))) == frame(b"re:b")
+
+    asyncio.run(scenario())
+    assert events == ["serve a", "serve b", "send", "send"]
+
+
+def test_a_row_of_pending_sends_is_sent_once_it_holds_its_most_connections():
+    class Waiting:
+        def __init__(self, name, sent):
+            self.name, self.sent = name, sent
+
+        def send_queued(self):
+            self.sent.append(self.name)
+
+    async def scenario():
+        sent = []
+        sends = PendingSends(asyncio.get_running_loop(), max_connections=2)
+        sends.add(Waiting("a", sent))
+        assert sent == []  # the turn goes on
+        sends.add(Waiting("b", sent))
+        assert sent == ["a", "b"]  # a full row goes at once
+        sends.add(Waiting("c", sent))
+        await asyncio.sleep(0)
+        return sent
+
+    assert asyncio.run(scenario()) == ["a", "b", "c"]  # the rest when the turn is over
+
+
+def test_answers_served_before_the_client_closes_its_side_are_still_sent():
+    class Held:
+        """Never sends on its own: the connection's end of stream must."""
+
+        def add(self, connection):
+            pass
+
+    async def scenario():
+        h = Harness(echo, sends=Held())
+        h.client.sendall(frame(b"last"))
+        h.client.shutdown(socket.SHUT_WR)
+        answer = await h.receive(len(frame(b"re:last")))
+        await asyncio.wait_for(h.closed.wait(), 5)
+        return answer
+
+    assert asyncio.run(scenario()) == frame(b"re:last")
 
 
 def test_file_regions_go_out_with_sendfile(tmp_path, monkeypatch):
