@@ -35,15 +35,7 @@ from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, ZkBrokerConfigStore
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.metrics import BrokerMetrics
-from broker.network import (
-    Connection,
-    ConnectionQuotas,
-    Listener,
-    PendingSends,
-    RequestMemoryPool,
-    TlsConnection,
-    client_ip,
-)
+from broker.network import Connection, ConnectionQuotas, Listener, PendingSends, RequestMemoryPool, TlsConnection, client_ip
 from broker.remote_log import RemoteLog
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from broker.replication_quotas import ReplicationQuotas
