@@ -37,6 +37,7 @@ COMPILED = [
     "replication/partition.py",
     "broker/replica_manager.py",
     "broker/dispatch.py",
+    "broker/network.py",
     "broker/handlers/produce.py",
     "broker/handlers/fetch.py",
 ]

@@ -48,7 +48,7 @@ from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
 from broker.metrics.stats import RequestTimes, SendTimer, request_name
 from broker.handlers.sasl_handshake import answer_raw_token
-from broker.network import Chunks, CloseAfterResponse, ThrottledResponse
+from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
 from broker.security.sasl_server import Admission
 from broker.security import throttling
 from broker.session import Session

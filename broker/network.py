@@ -19,40 +19,24 @@ import re
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sized
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 import asyncio
 
 from protocol.errors import ProtocolError
 from protocol.framing import FRAME_PREFIX, FrameReader
 
+from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
+
 log = logging.getLogger(__name__)
 
-Chunks = list[bytes | Sized]
 Dispatch = Callable[[memoryview], "Chunks | None | Awaitable[Chunks | None]"]
 
 _MAX_IOV = 64
+_MAX_QUEUED_REQUESTS = 100
+_MAX_QUEUED_BYTES = 64 * 1024 * 1024
 _SENDFILE_CHUNK = 4 * 1024 * 1024
-
-
-class CloseAfterResponse(ProtocolError):
-    """Raised by dispatch: `response` is the connection's last answer; send it, then close
-    (a failed SASL authentication: Kafka answers, then closes)."""
-
-    def __init__(self, reason: str, response: "Chunks") -> None:
-        super().__init__(reason)
-        self.response = response
-
-
-class ThrottledResponse(list):
-    """A response (its chunks; possibly none, for a request without an answer) after which the
-    connection reads and serves no request for `throttle_s` seconds: a client over its quota
-    (KIP-219: the answer goes at once, the channel is muted)."""
-
-    def __init__(self, chunks: "Chunks", throttle_s: float) -> None:
-        super().__init__(chunks)
-        self.throttle_s = throttle_s
 
 
 class RequestMemoryPool:
@@ -98,6 +82,18 @@ class RequestMemoryPool:
         self._waiting.pop(connection, None)
 
 
+class QueuedSends(Protocol):
+    """A connection with answers queued, as PendingSends sees it."""
+
+    def send_queued(self) -> None: ...
+
+
+class SendRows(Protocol):
+    """Where a connection waits to send its answers: PendingSends."""
+
+    def add(self, connection: QueuedSends) -> None: ...
+
+
 class PendingSends:
     """The connections whose answers wait to be sent, sent one after the other once the loop
     has served the reads of its turn (Kafka's network thread likewise writes the responses that
@@ -115,10 +111,10 @@ class PendingSends:
     def __init__(self, loop: asyncio.AbstractEventLoop, max_connections: int = 64) -> None:
         self._loop = loop
         self._max_connections = max_connections
-        self._connections: list["Connection"] = []
+        self._connections: list[QueuedSends] = []
         self._scheduled = False
 
-    def add(self, connection: "Connection") -> None:
+    def add(self, connection: QueuedSends) -> None:
         connections = self._connections
         connections.append(connection)
         if len(connections) >= self._max_connections:
@@ -165,11 +161,11 @@ class Connection:
         dispatch: Dispatch,
         on_close: Callable[["Connection"], None],
         max_request_bytes: int,
-        max_queued_requests: int = 100,
-        max_queued_bytes: int = 64 * 1024 * 1024,
+        max_queued_requests: int = _MAX_QUEUED_REQUESTS,
+        max_queued_bytes: int = _MAX_QUEUED_BYTES,
         pool: RequestMemoryPool | None = None,
         timing: Any = None,
-        sends: PendingSends | None = None,
+        sends: SendRows | None = None,
     ) -> None:
         """`sends`: where the connection waits to send its answers (its own when None).
 
@@ -605,7 +601,11 @@ class TlsConnection(Connection):
         context: ssl.SSLContext,
         on_handshake: Callable[[ssl.SSLObject], str | None],
         handshake_timeout: float,
-        **limits: Any,
+        max_queued_requests: int = _MAX_QUEUED_REQUESTS,
+        max_queued_bytes: int = _MAX_QUEUED_BYTES,
+        pool: RequestMemoryPool | None = None,
+        timing: Any = None,
+        sends: SendRows | None = None,
     ) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
@@ -619,7 +619,11 @@ class TlsConnection(Connection):
         self._buffered_read: asyncio.Handle | None = None
         self._handshake_timer = loop.call_later(handshake_timeout, self._handshake_expired)
         self._handshake_timeout = handshake_timeout
-        super().__init__(loop, sock, address, dispatch, on_close, max_request_bytes, **limits)
+        # Each limit named: mypyc passed **limits on as the next positional argument.
+        super().__init__(
+            loop, sock, address, dispatch, on_close, max_request_bytes, max_queued_requests, max_queued_bytes,
+            pool, timing, sends,
+        )
         self._recv_into = self._decrypt_into
 
     # ------------------------------------------------------------------------- handshake
@@ -688,7 +692,9 @@ class TlsConnection(Connection):
         self._socket_drained = False
         while True:
             try:
-                return self._tls.read(len(space), space)  # type: ignore[return-value]  # an int with a buffer
+                # read(n, buffer) returns a count, which typeshed types as bytes (mypyc checks it)
+                tls: Any = self._tls
+                return tls.read(len(space), space)
             except ssl.SSLWantReadError:
                 if self._peer_closed:
                     return 0

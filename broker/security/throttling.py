@@ -10,7 +10,7 @@ wait, as Kafka records in the completion callback):
   fetches (exempt from every client quota), and Produce with acks=0 (request quota only).
 - The throttle time is the larger of the two; the response carries it in throttle_time_ms
   (when its version has the field) and is sent at once; the connection then reads no request
-  for that long (broker.network.ThrottledResponse).
+  for that long (broker.responses.ThrottledResponse).
 - A throttled consumer fetch is answered with no partitions (Kafka's getThrottledResponse) and
   its bytes are taken back from the rate, since they were not sent.
 

@@ -11,7 +11,6 @@ import trustme
 
 from broker import network
 from broker.network import (
-    CloseAfterResponse,
     Connection,
     ConnectionQuotas,
     Listener,
@@ -20,6 +19,7 @@ from broker.network import (
     TlsConnection,
     client_ip,
 )
+from broker.responses import CloseAfterResponse
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 from storage.records_file import RecordsFile

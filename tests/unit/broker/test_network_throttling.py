@@ -4,7 +4,8 @@ stand-in for the dispatcher."""
 import asyncio
 import socket
 
-from broker.network import Connection, ThrottledResponse
+from broker.network import Connection
+from broker.responses import ThrottledResponse
 from protocol.primitives import INT32
 
 

@@ -16,7 +16,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from broker.network import CloseAfterResponse
+from broker.responses import CloseAfterResponse
 from broker.security import scram
 from broker.session import ANONYMOUS, KafkaPrincipal, Session
 from protocol.api_keys import ApiKey

@@ -16,7 +16,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker.handlers import HANDLERS
-from broker.network import ThrottledResponse
+from broker.responses import ThrottledResponse
 from broker.security.quotas import DEFAULT, QuotaEntity
 from broker.session import KafkaPrincipal, Session
 from protocol.api_keys import ApiKey
