@@ -83,7 +83,8 @@ class RequestMemoryPool:
 
 
 class QueuedSends(Protocol):
-    """A connection with answers queued, as PendingSends sees it."""
+    """A connection with answers queued, as PendingSends sees it. (Protocols rather than the
+    classes, so that the compiled module's run-time type checks let other objects stand in.)"""
 
     def send_queued(self) -> None: ...
 
