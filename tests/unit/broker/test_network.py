@@ -5,6 +5,7 @@ import logging
 import os
 import socket
 import ssl
+import struct
 
 import pytest
 import trustme
@@ -30,9 +31,11 @@ def frame(payload: bytes) -> bytes:
 
 
 class Harness:
-    def __init__(self, dispatch, **limits):
+    def __init__(self, dispatch, tcp=False, **limits):
+        """`tcp`: a loopback TCP connection (TCP_NODELAY on the broker's side, as the listener
+        sets it) instead of a Unix socket pair."""
         self.loop = asyncio.get_running_loop()
-        self.client, server = socket.socketpair()
+        self.client, server = tcp_pair() if tcp else socket.socketpair()
         server.setblocking(False)
         self.client.settimeout(5)
         self.closed = asyncio.Event()
@@ -51,6 +54,19 @@ class Harness:
                 break
             data += chunk
         return data
+
+
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        client = socket.create_connection(listening.getsockname())
+        server, _ = listening.accept()
+    server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return client, server
+
+
+def segments_sent(sock: socket.socket) -> int:
+    """tcpi_segs_out of the socket's struct tcp_info (Linux 4.2 and later)."""
+    return struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256), 136)[0]
 
 
 def echo(frame_view):
@@ -152,7 +168,7 @@ def test_responses_of_one_read_leave_in_one_write(monkeypatch):
         calls = []
         real_sendmsg = socket.socket.sendmsg
         monkeypatch.setattr(
-            socket.socket, "sendmsg", lambda self, bufs: calls.append(len(bufs)) or real_sendmsg(self, bufs)
+            socket.socket, "sendmsg", lambda self, bufs, *flags: calls.append(len(bufs)) or real_sendmsg(self, bufs, *flags)
         )
         h.client.sendall(b"".join(frame(b"x") for _ in range(20)))
         await h.receive(20 * len(frame(b"re:x")))
@@ -165,7 +181,7 @@ def test_answers_of_one_turn_of_the_loop_go_out_after_its_reads_are_served(monke
     """Two clients' requests readable at once are both dispatched before either answer is sent."""
     events = []
     real_sendmsg = socket.socket.sendmsg
-    monkeypatch.setattr(socket.socket, "sendmsg", lambda self, bufs: events.append("send") or real_sendmsg(self, bufs))
+    monkeypatch.setattr(socket.socket, "sendmsg", lambda self, bufs, *flags: events.append("send") or real_sendmsg(self, bufs, *flags))
 
     def dispatch(view):
         events.append(f"serve {bytes(view).decode()}")
@@ -242,6 +258,46 @@ def test_file_regions_go_out_with_sendfile(tmp_path, monkeypatch):
         data = await h.receive(4 + 2 + len(region))
         assert data[4:6] == b"<<" and data[6:] == bytes(range(256)) * 4096
         assert sum(sent_by_sendfile) == len(region)
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_with_a_file_region_between_bytes_leaves_in_one_tcp_segment(tmp_path):
+    # A Fetch answer: header bytes, the records' file region, the tagged fields after them.
+    # Sent as they come they are three segments, each waking the client.
+    async def scenario():
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        records.append(b"R" * 200)
+        region = records.region(0, 200)
+        before = []
+
+        def dispatch(view):
+            before.append(segments_sent(h.connection._sock))
+            return [INT32.pack(len(region) + 4) + b"<<", region, b">>"]
+
+        h = Harness(dispatch, tcp=True)
+        h.client.sendall(frame(b"fetch"))
+        assert await h.receive(4 + 2 + 200 + 2) == INT32.pack(204) + b"<<" + b"R" * 200 + b">>"
+        assert segments_sent(h.connection._sock) - before[0] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_corked_answer_larger_than_the_socket_buffer_arrives_whole_and_in_order(tmp_path):
+    async def scenario():
+        payload = bytes(range(256)) * 8192  # 2 MiB: many times the send buffer
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        records.append(payload)
+        region = records.region(0, len(payload))
+
+        def dispatch(view):
+            return [INT32.pack(len(payload) + 4) + b"<<", region, b">>", frame(b"next")]
+
+        h = Harness(dispatch, tcp=True)
+        h.connection._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        h.client.sendall(frame(b"fetch"))
+        expected = INT32.pack(len(payload) + 4) + b"<<" + payload + b">>" + frame(b"next")
+        assert await h.receive(len(expected)) == expected
 
     asyncio.run(scenario())
 
