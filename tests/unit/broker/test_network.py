@@ -35,7 +35,8 @@ class Harness:
         """`tcp`: a loopback TCP connection (TCP_NODELAY on the broker's side, as the listener
         sets it) instead of a Unix socket pair."""
         self.loop = asyncio.get_running_loop()
-        self.client, server = tcp_pair() if tcp else socket.socketpair()
+        self.client, self.server = tcp_pair() if tcp else socket.socketpair()
+        server = self.server
         server.setblocking(False)
         self.client.settimeout(5)
         self.closed = asyncio.Event()
@@ -168,7 +169,8 @@ def test_responses_of_one_read_leave_in_one_write(monkeypatch):
         calls = []
         real_sendmsg = socket.socket.sendmsg
         monkeypatch.setattr(
-            socket.socket, "sendmsg", lambda self, bufs, *flags: calls.append(len(bufs)) or real_sendmsg(self, bufs, *flags)
+            socket.socket, "sendmsg",
+            lambda self, bufs, *flags: calls.append(len(bufs)) or real_sendmsg(self, bufs, *flags),
         )
         h.client.sendall(b"".join(frame(b"x") for _ in range(20)))
         await h.receive(20 * len(frame(b"re:x")))
@@ -181,7 +183,9 @@ def test_answers_of_one_turn_of_the_loop_go_out_after_its_reads_are_served(monke
     """Two clients' requests readable at once are both dispatched before either answer is sent."""
     events = []
     real_sendmsg = socket.socket.sendmsg
-    monkeypatch.setattr(socket.socket, "sendmsg", lambda self, bufs, *flags: events.append("send") or real_sendmsg(self, bufs, *flags))
+    monkeypatch.setattr(
+        socket.socket, "sendmsg", lambda self, bufs, *flags: events.append("send") or real_sendmsg(self, bufs, *flags)
+    )
 
     def dispatch(view):
         events.append(f"serve {bytes(view).decode()}")
@@ -272,13 +276,13 @@ def test_an_answer_with_a_file_region_between_bytes_leaves_in_one_tcp_segment(tm
         before = []
 
         def dispatch(view):
-            before.append(segments_sent(h.connection._sock))
+            before.append(segments_sent(h.server))
             return [INT32.pack(len(region) + 4) + b"<<", region, b">>"]
 
         h = Harness(dispatch, tcp=True)
         h.client.sendall(frame(b"fetch"))
         assert await h.receive(4 + 2 + 200 + 2) == INT32.pack(204) + b"<<" + b"R" * 200 + b">>"
-        assert segments_sent(h.connection._sock) - before[0] == 1
+        assert segments_sent(h.server) - before[0] == 1
 
     asyncio.run(scenario())
 
@@ -294,7 +298,7 @@ def test_a_corked_answer_larger_than_the_socket_buffer_arrives_whole_and_in_orde
             return [INT32.pack(len(payload) + 4) + b"<<", region, b">>", frame(b"next")]
 
         h = Harness(dispatch, tcp=True)
-        h.connection._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        h.server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
         h.client.sendall(frame(b"fetch"))
         expected = INT32.pack(len(payload) + 4) + b"<<" + payload + b">>" + frame(b"next")
         assert await h.receive(len(expected)) == expected
