@@ -34,7 +34,9 @@ callgrind: this program run twice under it, with `repeats` 1 and 3, and the diff
 2 x `requests`, so start-up and warm-up cancel out). The count does not move with the machine's
 load, where the timings of this shared machine swing by half: it is the measure to compare two
 trees by when a change is small. It leaves out the kernel's work (the pwrite, the page cache).
-About two minutes at the default counts (the two runs in parallel).
+About two minutes at the default counts (the two runs in parallel). To count a compiled build, put
+its packages on PYTHONPATH and start with -P (`PYTHONPATH=build/compiled-packages:. python -P -m
+benchmarks.request_cost --instructions`, from outside the worktree or not).
 
 Bounded by the request and repetition counts.
 """
@@ -184,6 +186,17 @@ async def measure(
         return result
 
 
+def counted_command(api: str, requests: int, repeats: int, batch_bytes: int) -> list[str]:
+    """This program as one callgrind run starts it. -P is passed on: started with it and
+    PYTHONPATH (a compiled build's packages), the run counts those packages, not the worktree's
+    pure-Python ones, which the working directory would otherwise put first."""
+    return [
+        sys.executable, *(["-P"] if sys.flags.safe_path else []),
+        "-m", "benchmarks.request_cost", "--api", api, "--requests", str(requests),
+        "--repeats", str(repeats), "--batch-bytes", str(batch_bytes),
+    ]
+
+
 def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float:
     """User-space instructions per request, from two callgrind runs of this program."""
     valgrind = shutil.which("valgrind")
@@ -194,8 +207,7 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float
             repeats: subprocess.Popen(
                 [
                     valgrind, "--tool=callgrind", f"--callgrind-out-file={scratch}/callgrind.{repeats}",
-                    sys.executable, "-m", "benchmarks.request_cost", "--api", api, "--requests", str(requests),
-                    "--repeats", str(repeats), "--batch-bytes", str(batch_bytes),
+                    *counted_command(api, requests, repeats, batch_bytes),
                 ],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )

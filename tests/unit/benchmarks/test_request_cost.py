@@ -2,10 +2,16 @@
 loopback connection), their CPU and Python calls counted."""
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from benchmarks.request_cost import measure
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("api", ["produce", "fetch", "tail", "wire"])
@@ -14,3 +20,16 @@ def test_every_request_is_answered_and_its_cost_and_calls_counted(tmp_path, api)
 
     assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"]
     assert result["python_calls"] > 10  # a request goes through dispatch, handler and log
+
+
+@pytest.mark.parametrize("safe_path", [True, False])
+def test_a_counted_run_imports_the_packages_its_parent_was_started_on(safe_path):
+    # Started with -P and PYTHONPATH (a compiled build's packages), the callgrind runs must not
+    # put the working directory, the worktree, first: they would count its pure-Python modules.
+    flags = ["-P"] if safe_path else []
+    printed = subprocess.run(
+        [sys.executable, *flags, "-c", "from benchmarks.request_cost import counted_command; "
+         "print(counted_command('wire', 10, 1, 4096)[1])"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    assert (printed == "-P") == safe_path
