@@ -40,6 +40,12 @@ COMPILED = [
     "broker/network.py",
     "broker/handlers/produce.py",
     "broker/handlers/fetch.py",
+    "broker/handlers/registry.py",
+    "broker/handlers/authorization.py",
+    "broker/security/quotas.py",
+    "broker/metrics/stats.py",
+    "protocol/primitives.py",
+    "storage/leader_epoch.py",
 ]
 
 # Type-check only what is compiled: the other modules are imported for their types alone.

@@ -49,8 +49,24 @@ class TopicStats:
     )
 
     def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, 0)
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.bytes_rejected = 0
+        self.produce_requests = 0
+        self.failed_produce_requests = 0
+        self.fetch_requests = 0
+        self.failed_fetch_requests = 0
+
+    def add(self, other: "TopicStats") -> None:
+        self.messages_in += other.messages_in
+        self.bytes_in += other.bytes_in
+        self.bytes_out += other.bytes_out
+        self.bytes_rejected += other.bytes_rejected
+        self.produce_requests += other.produce_requests
+        self.failed_produce_requests += other.failed_produce_requests
+        self.fetch_requests += other.fetch_requests
+        self.failed_fetch_requests += other.failed_fetch_requests
 
 
 class BrokerTopicStats:
@@ -92,8 +108,7 @@ class BrokerTopicStats:
         totals keep them."""
         stats = self.topics.pop(topic, None)
         if stats is not None:
-            for name in TopicStats.__slots__:
-                setattr(self.retired, name, getattr(self.retired, name) + getattr(stats, name))
+            self.retired.add(stats)
 
     def retain(self, existing: Container[str]) -> None:
         """Forget the topics not in `existing` (deleted, or never there: a produce to an unknown

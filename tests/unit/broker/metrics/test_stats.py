@@ -29,6 +29,21 @@ def test_forgotten_topics_keep_their_counts_in_the_retired_totals():
     assert (stats.retired.messages_in, stats.retired.bytes_in, stats.retired.produce_requests) == (10, 100, 1)
 
 
+def test_every_count_of_a_forgotten_topic_is_added_to_the_retired_totals():
+    stats = BrokerTopicStats()
+    stats.appended("a", 0, 1, 100)
+    stats.append_failed("a", 7)
+    stats.fetched("a", 30, failed=False)
+    stats.fetched("a", 0, failed=True)
+    stats.appended("gone", 0, 0, 5)
+    stats.forget("gone")
+    stats.forget("a")
+    retired = stats.retired
+    assert (retired.messages_in, retired.bytes_in, retired.bytes_rejected, retired.bytes_out) == (3, 105, 7, 30)
+    assert (retired.produce_requests, retired.failed_produce_requests) == (3, 1)
+    assert (retired.fetch_requests, retired.failed_fetch_requests) == (2, 1)
+
+
 def test_request_names_are_kafkas():
     assert [request_name(n) for n in ("PRODUCE", "LIST_OFFSETS", "OFFSET_FOR_LEADER_EPOCH", "API_VERSIONS")] == [
         "Produce", "ListOffsets", "OffsetForLeaderEpoch", "ApiVersions",
