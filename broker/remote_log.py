@@ -51,8 +51,8 @@ from storage.remote.storage_manager import FsspecRemoteStorageManager
 from storage.topic_partition import TopicPartition
 
 from broker.config import BrokerConfig, remote_store_settings
-from broker.http.produce import murmur2
 from broker.metadata_cache import MetadataCache
+from broker.partitioner import murmur2
 from broker.remote_log_metadata import SharedMetadataTopic
 from broker.replica_manager import ReplicaManager
 from broker.topic_manager import TopicManager

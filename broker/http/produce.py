@@ -34,6 +34,7 @@ from protocol.records import Header, Record, build_batch
 
 from broker.http.errors import RestError, kafka_error
 from broker.http.routing import RETRIABLE, RETRY_BACKOFF_S, Router, Unanswered
+from broker.partitioner import murmur2
 from broker.session import KafkaPrincipal
 
 PRODUCE_TIMEOUT = datetime.timedelta(seconds=30)  # the producer's request.timeout.ms default
@@ -62,33 +63,6 @@ class Produced:
     timestamp_ms: int = -1
     error: ErrorCode = ErrorCode.none
     message: str | None = None
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's Utils.murmur2 (the default partitioner's hash), as a signed 32-bit int."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    tail = length % 4
-    base = length - tail
-    if tail == 3:
-        h ^= data[base + 2] << 16
-    if tail >= 2:
-        h ^= data[base + 1] << 8
-    if tail >= 1:
-        h ^= data[base]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 @dataclass

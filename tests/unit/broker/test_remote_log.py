@@ -8,7 +8,7 @@ import uuid
 
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
-from broker.http.produce import murmur2
+from broker.partitioner import murmur2
 from broker.remote_log import REMOTE_LOG_METADATA_TOPIC, metadata_partition
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
