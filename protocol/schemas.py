@@ -24,7 +24,6 @@ from typing import Any
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from protocol import legacy
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import INT16, INT32, encode_uvarint
 
@@ -44,13 +43,18 @@ def response_type(api_key: int, version: int) -> type:
 
 
 def _schema(api_key: int, version: int, side: int, load: Callable[[int, int], type]) -> type:
-    declared = legacy.MESSAGES.get((api_key, version))
-    if declared is not None:
-        return declared[side]
     try:
         return load(api_key, version)
     except KioIndexError:
-        raise UnknownMessageError(f"no schema for api key {api_key} version {version}") from None
+        pass
+    # Only then protocol.legacy (no version is in both): building its hundred classes is a third
+    # of logway-admin's start-up, and a tool speaking current versions never needs them.
+    from protocol import legacy
+
+    declared = legacy.MESSAGES.get((api_key, version))
+    if declared is None:
+        raise UnknownMessageError(f"no schema for api key {api_key} version {version}")
+    return declared[side]
 
 
 @functools.cache  # asked for every request: a cache hit costs no Python frame

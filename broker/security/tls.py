@@ -23,22 +23,24 @@ Private keys reach OpenSSL through an anonymous in-memory file (memfd) holding t
 encrypted with a one-time password, never through a file on disk.
 """
 
+from __future__ import annotations
+
 import hashlib
 import os
 import secrets
 import ssl
 import tempfile
 from collections.abc import Mapping
-from typing import Any
-
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
+from typing import TYPE_CHECKING, Any
 
 from broker.config import ConfigError
 from broker.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
 from broker.session import KafkaPrincipal, Session
+
+# cryptography (about a tenth of logway-admin's start-up) is imported by the functions that read
+# a store or a certificate, so that a broker or tool without TLS does not load it.
+if TYPE_CHECKING:
+    from cryptography import x509
 
 # What IncrementalAlterConfigs may change on a running broker (Kafka's
 # SslConfigs.RECONFIGURABLE_CONFIGS), plain or per listener.
@@ -137,6 +139,8 @@ def _truststore_given(settings: Mapping[str, Any]) -> bool:
 
 
 def _ensure_compatible(old: x509.Certificate, new: x509.Certificate, settings: Mapping[str, Any]) -> None:
+    from cryptography.hazmat.primitives import serialization
+
     if not settings["ssl.allow.dn.changes"]:
         old_dn = subject_dn(old.public_bytes(serialization.Encoding.DER))
         new_dn = subject_dn(new.public_bytes(serialization.Encoding.DER))
@@ -154,6 +158,8 @@ def _ensure_compatible(old: x509.Certificate, new: x509.Certificate, settings: M
 
 
 def _subject_alt_names(certificate: x509.Certificate) -> set[str]:
+    from cryptography import x509
+
     try:
         extension = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     except x509.ExtensionNotFound:
@@ -375,6 +381,8 @@ def _common(context: ssl.SSLContext, settings: Mapping[str, Any]) -> None:
 
 def load_keystore(settings: Mapping[str, Any]) -> tuple[Any, list[x509.Certificate]] | None:
     """(private key, certificate chain, leaf first) of the keystore, or None when none is set."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     location = settings["ssl.keystore.location"]
     key_password = _password(settings["ssl.key.password"])
     if settings["ssl.keystore.key"] is not None:
@@ -401,6 +409,8 @@ def load_keystore(settings: Mapping[str, Any]) -> tuple[Any, list[x509.Certifica
 
 
 def _pem_keystore(key_text: str, chain_text: str, password: bytes | None, location: str | None):
+    from cryptography.hazmat.primitives import serialization
+
     where = "Invalid PEM keystore configs" if location is None else f"Failed to load PEM SSL keystore {location}"
     keys = _pem_blocks(key_text, ("PRIVATE KEY", "ENCRYPTED PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"))
     if not keys:
@@ -423,6 +433,8 @@ def _pem_keystore(key_text: str, chain_text: str, password: bytes | None, locati
 
 def load_truststore(settings: Mapping[str, Any]) -> list[x509.Certificate] | None:
     """The trusted certificates, or None when no truststore is set (the system's CAs)."""
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
     if settings["ssl.truststore.certificates"] is not None:
         return _certificates(settings["ssl.truststore.certificates"], "Invalid PEM truststore configs")
     location = settings["ssl.truststore.location"]
@@ -491,6 +503,8 @@ def _pem_blocks(text: str, labels: tuple[str, ...]) -> list[str]:
 
 
 def _certificates(text: str, where: str) -> list[x509.Certificate]:
+    from cryptography import x509
+
     blocks = _pem_blocks(text, ("CERTIFICATE",))
     if not blocks:
         raise ConfigError(f"{where}: At least one certificate expected, but none found")
@@ -503,6 +517,8 @@ def _certificates(text: str, where: str) -> list[x509.Certificate]:
 def _load_key_and_chain(context: ssl.SSLContext, key: Any, chain: list[x509.Certificate]) -> None:
     """Hand a key and chain to OpenSSL, which reads them only from files: both go to one
     in-memory file, the key encrypted with a one-time password."""
+    from cryptography.hazmat.primitives import serialization
+
     password = secrets.token_bytes(32).hex().encode()
     pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -542,6 +558,8 @@ class _memory_file:
 
 
 def _load_trust(context: ssl.SSLContext, settings: Mapping[str, Any], purpose: ssl.Purpose) -> None:
+    from cryptography.hazmat.primitives import serialization
+
     certificates = load_truststore(settings)
     if certificates is None:
         context.load_default_certs(purpose)
@@ -568,18 +586,18 @@ def authenticate(session: Session, mapper: SslPrincipalMapper, tls: ssl.SSLObjec
     return None
 
 
-# The attribute keywords Java's X500Principal writes in RFC 2253 form; any other attribute is
-# written as its OID and the hex of its DER value, as Java does.
+# The attribute keywords Java's X500Principal writes in RFC 2253 form, by dotted OID; any other
+# attribute is written as its OID and the hex of its DER value, as Java does.
 _RFC2253_KEYWORDS = {
-    NameOID.COMMON_NAME: "CN",
-    NameOID.COUNTRY_NAME: "C",
-    NameOID.LOCALITY_NAME: "L",
-    NameOID.STATE_OR_PROVINCE_NAME: "ST",
-    NameOID.ORGANIZATION_NAME: "O",
-    NameOID.ORGANIZATIONAL_UNIT_NAME: "OU",
-    NameOID.STREET_ADDRESS: "STREET",
-    NameOID.DOMAIN_COMPONENT: "DC",
-    NameOID.USER_ID: "UID",
+    "2.5.4.3": "CN",
+    "2.5.4.6": "C",
+    "2.5.4.7": "L",
+    "2.5.4.8": "ST",
+    "2.5.4.10": "O",
+    "2.5.4.11": "OU",
+    "2.5.4.9": "STREET",
+    "0.9.2342.19200300.100.1.25": "DC",
+    "0.9.2342.19200300.100.1.1": "UID",
 }
 _STRING_ENCODINGS = {30: "utf-16-be", 28: "utf-32-be"}  # BMPString, UniversalString
 
@@ -587,6 +605,8 @@ _STRING_ENCODINGS = {30: "utf-16-be", 28: "utf-32-be"}  # BMPString, UniversalSt
 def subject_dn(certificate_der: bytes) -> str:
     """The certificate's subject as Java's X500Principal.getName() prints it (RFC 2253): the
     most specific RDN first, what Kafka's principal mapping rules are written against."""
+    from cryptography import x509
+
     name = x509.load_der_x509_certificate(certificate_der).subject
     return ",".join(
         "+".join(_attribute_rfc2253(attribute) for attribute in rdn) for rdn in reversed(name.rdns)
@@ -594,7 +614,7 @@ def subject_dn(certificate_der: bytes) -> str:
 
 
 def _attribute_rfc2253(attribute: x509.NameAttribute) -> str:
-    keyword = _RFC2253_KEYWORDS.get(attribute.oid)
+    keyword = _RFC2253_KEYWORDS.get(attribute.oid.dotted_string)
     if keyword is not None:
         return f"{keyword}={_escape(attribute.value)}"
     tag = attribute._type.value  # the ASN.1 string type's tag

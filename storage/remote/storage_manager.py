@@ -33,8 +33,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import fsspec
-
 from protocol.errors import ErrorCode, KafkaError
 from storage.remote.metadata import RemoteSegmentMetadata, TopicIdPartition
 
@@ -104,6 +102,8 @@ _FORWARDED: dict[str, tuple[str, str]] = {"s3fs": ("aiobotocore.session", "AioSe
 def _option_types(url: str) -> dict[str, object] | None:
     """The options the file system of `url` takes, by name, each with its default (a type for
     the generic ones); None for a chained URL (`a::b://...`), whose options fsspec nests."""
+    import fsspec  # here and below, not at the top: only a broker with tiered storage loads fsspec
+
     if "::" in url:
         return None
     protocol = fsspec.core.split_protocol(url)[0] or "file"
@@ -165,6 +165,8 @@ def fs_options(url: str, options: Mapping[str, str]) -> dict[str, object]:
 
 class FsspecRemoteStorageManager:
     def __init__(self, url: str, options: Mapping[str, str] | None = None) -> None:
+        import fsspec
+
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url, **fs_options(url, options or {}))
         except (ImportError, ValueError) as exc:

@@ -198,3 +198,34 @@ def test_the_health_endpoint_says_starting_until_the_log_dirs_are_loaded_and_rea
         return statuses
 
     assert asyncio.run(main()) == [503, 200]
+
+
+# Run in a fresh interpreter, since this test process has imported everything already.
+_OPTIONAL_IMPORTS_SCRIPT = """
+import asyncio, sys, tempfile
+from tests.in_process import running_broker
+
+async def main(extra):
+    with tempfile.TemporaryDirectory() as path:
+        async with running_broker(path, extra):
+            pass
+
+asyncio.run(main(eval(sys.argv[1])))
+print(" ".join(sorted(name for name in ("aiohttp", "cryptography", "fsspec") if name in sys.modules)))
+"""
+
+
+def _optional_imports_of_a_broker(settings: dict) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _OPTIONAL_IMPORTS_SCRIPT, repr(settings)], capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()
+
+
+def test_a_broker_without_http_tls_or_tiered_storage_does_not_load_their_libraries():
+    # Each is a tenth or more of the start-up's CPU, paid by every broker and test that starts one.
+    assert _optional_imports_of_a_broker({}) == []
+
+
+def test_a_broker_with_http_listeners_loads_aiohttp():
+    assert _optional_imports_of_a_broker({"http.listeners": "http://127.0.0.1:0"}) == ["aiohttp"]
