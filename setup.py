@@ -4,7 +4,9 @@ The modules in COMPILED are the ones every Produce and Fetch goes through (issue
 is spread thin over the interpreter, so no one function is left to rewrite). mypyc compiles each
 to a C extension from the same source, and the wheel holds both: Python imports the extension
 when there is one, the `.py` otherwise, and the two behave alike (`.ci/check-install` runs the
-unit and property tests against the compiled modules).
+unit and property tests against the compiled modules). Their module-level constants are declared
+Final, which compiled code reads from a C static instead of the module's dict at each use
+(tests/unit/test_compiled_modules.py).
 
 Compiling is asked for, as mypy's own source build asks for MYPY_USE_MYPYC=1: it takes a minute
 or two and needs gcc and Python's headers, so a plain `pip install .` stays quick and pure

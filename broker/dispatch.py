@@ -35,7 +35,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -62,15 +62,15 @@ from broker.handlers.registry import (
 if TYPE_CHECKING:
     from broker.server import Broker
 
-log = logging.getLogger(__name__)
-_request_log = logging.getLogger(REQUEST_LOGGER)
+log: Final = logging.getLogger(__name__)
+_request_log: Final = logging.getLogger(REQUEST_LOGGER)
 
-_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
-_REQUEST_NAMES: dict[int, str] = {key: request_name(key.name) for key in ApiKey}
-_monotonic = time.monotonic
+_SASL_APIS: Final = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_REQUEST_NAMES: Final[dict[int, str]] = {key: request_name(key.name) for key in ApiKey}
+_monotonic: Final = time.monotonic
 # RequestContext is a NamedTuple: tuple.__new__ with its fields in order builds the same object
 # without the generated __new__'s keyword handling, once per request (measured in the perf merge).
-_new_tuple = tuple.__new__
+_new_tuple: Final = tuple.__new__
 
 
 class Dispatcher:

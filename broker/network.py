@@ -20,7 +20,7 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import asyncio
 
@@ -29,14 +29,14 @@ from protocol.framing import FRAME_PREFIX, FrameReader
 
 from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
 
-log = logging.getLogger(__name__)
+log: Final = logging.getLogger(__name__)
 
 Dispatch = Callable[[memoryview], "Chunks | None | Awaitable[Chunks | None]"]
 
-_MAX_IOV = 64
-_MAX_QUEUED_REQUESTS = 100
-_MAX_QUEUED_BYTES = 64 * 1024 * 1024
-_SENDFILE_CHUNK = 4 * 1024 * 1024
+_MAX_IOV: Final = 64
+_MAX_QUEUED_REQUESTS: Final = 100
+_MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
+_SENDFILE_CHUNK: Final = 4 * 1024 * 1024
 
 
 class RequestMemoryPool:
@@ -598,9 +598,9 @@ class Connection:
         self._on_close(self)
 
 
-_TLS_READ = 256 * 1024  # bytes of TLS records taken from the socket at once
-_TLS_CHUNK = 64 * 1024  # plaintext encrypted at once: bytes gathered, or read from a file region
-_TLS_HIGH_WATER = 256 * 1024  # encrypted bytes kept waiting for the socket before encrypting more
+_TLS_READ: Final = 256 * 1024  # bytes of TLS records taken from the socket at once
+_TLS_CHUNK: Final = 64 * 1024  # plaintext encrypted at once: bytes gathered, or read from a file region
+_TLS_HIGH_WATER: Final = 256 * 1024  # encrypted bytes kept waiting for the socket before encrypting more
 
 
 class TlsConnection(Connection):
@@ -937,7 +937,7 @@ class Listener:
 
 
 # A connection the client reset before accept() reached it: the next one may be fine.
-_GONE_BEFORE_ACCEPTED = (errno.ECONNABORTED, errno.EPROTO, errno.EPERM)
+_GONE_BEFORE_ACCEPTED: Final = (errno.ECONNABORTED, errno.EPROTO, errno.EPERM)
 
 
 def client_ip(host: str) -> str:

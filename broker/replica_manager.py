@@ -41,6 +41,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from protocol.errors import ErrorCode, KafkaError
 from replication.fetcher import FetcherSettings, ReplicaFetcherManager
@@ -56,7 +57,7 @@ from storage.topic_partition import TopicPartition
 
 from broker.metadata_cache import MetadataCache
 
-log = logging.getLogger(__name__)
+log: Final = logging.getLogger(__name__)
 
 LeadershipCallback = Callable[[TopicPartition, int], None]
 # A tiered follower's state from the remote store: (partition, the leader's local log start).

@@ -31,7 +31,7 @@ import struct
 from collections.abc import Sized
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -49,10 +49,10 @@ from protocol.primitives import (
     read_uvarint,
 )
 
-MIN_VERSION = 4
-MAX_VERSION = 12
-FIRST_FLEXIBLE_VERSION = 12
-DIVERGING_EPOCH_TAG = 0
+MIN_VERSION: Final = 4
+MAX_VERSION: Final = 12
+FIRST_FLEXIBLE_VERSION: Final = 12
+DIVERGING_EPOCH_TAG: Final = 0
 
 
 # Named tuples, which the hand parser builds without a Python __init__ (tuple.__new__).
@@ -88,21 +88,21 @@ class _Malformed(Exception):
     """Raised by the hand parser at anything it leaves to kio."""
 
 
-_new_tuple = tuple.__new__
-_REQUEST_FIXED = struct.Struct(">iiiib")
-_SESSION = struct.Struct(">ii")
-_INT32 = struct.Struct(">i")
-_INT16 = struct.Struct(">h")
+_new_tuple: Final = tuple.__new__
+_REQUEST_FIXED: Final = struct.Struct(">iiiib")
+_SESSION: Final = struct.Struct(">ii")
+_INT32: Final = struct.Struct(">i")
+_INT16: Final = struct.Struct(">h")
 # A partition's fields by version: (partition, [current_leader_epoch], fetch_offset,
 # [last_fetched_epoch], [log_start_offset], partition_max_bytes).
-_PARTITION_V4 = struct.Struct(">iqi")
-_PARTITION_V5 = struct.Struct(">iqqi")
-_PARTITION_V9 = struct.Struct(">iiqqi")
-_PARTITION_V12 = struct.Struct(">iiqiqi")
+_PARTITION_V4: Final = struct.Struct(">iqi")
+_PARTITION_V5: Final = struct.Struct(">iqqi")
+_PARTITION_V9: Final = struct.Struct(">iiqqi")
+_PARTITION_V12: Final = struct.Struct(">iiqiqi")
 # A response partition's first fields: partition_index, error_code, high_watermark,
 # last_stable_offset and, from v5, log_start_offset.
-_PARTITION_HEAD_V4 = struct.Struct(">ihqq")
-_PARTITION_HEAD_V5 = struct.Struct(">ihqqq")
+_PARTITION_HEAD_V4: Final = struct.Struct(">ihqq")
+_PARTITION_HEAD_V5: Final = struct.Struct(">ihqqq")
 
 
 def parse_fetch_request(version: int, body: memoryview) -> FetchRequest:

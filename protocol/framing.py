@@ -1,17 +1,19 @@
 """Kafka framing: every request and response is an INT32 size followed by that many bytes."""
 
+from typing import Final
+
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 
-FRAME_PREFIX = 4
+FRAME_PREFIX: Final = 4
 # The first buffer and the least free room for a read. Small, since every connection that sent
 # a request holds one until it goes quiet; a large frame grows it (and a grown one is kept, up to
 # max_retained_bytes, so steady large produces reuse it).
-_MIN_READ = 16 * 1024
+_MIN_READ: Final = 16 * 1024
 # The most room a busy connection's reads grow to (see FrameReader.received): enough for a
 # dozen pipelined 16 KiB requests in one recv.
-_MAX_READ = 256 * 1024
-_unpack_size = INT32.unpack_from
+_MAX_READ: Final = 256 * 1024
+_unpack_size: Final = INT32.unpack_from
 
 
 class FrameTooLargeError(ProtocolError):

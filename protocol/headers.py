@@ -10,16 +10,16 @@ ApiVersions responses always use v0 so that a client can read the answer to a ve
 """
 
 import struct
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
 from protocol.primitives import EMPTY_TAGGED_FIELDS, INT32, Reader, encode_string
 
-_FIXED_PART = struct.Struct(">hhi")
+_FIXED_PART: Final = struct.Struct(">hhi")
 # The fixed part and client_id's length: a v1 or v2 header up to its client_id in one call.
-_FIXED_PART_AND_CLIENT_ID_LENGTH = struct.Struct(">hhih")
-_new_tuple = tuple.__new__
+_FIXED_PART_AND_CLIENT_ID_LENGTH: Final = struct.Struct(">hhih")
+_new_tuple: Final = tuple.__new__
 
 
 class RequestHeader(NamedTuple):

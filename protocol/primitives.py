@@ -12,16 +12,17 @@ ARRAY (INT32 count, -1 for null), COMPACT_ARRAY (UNSIGNED_VARINT count + 1); tag
 """
 
 import struct
+from typing import Final
 
 from protocol.errors import ProtocolError
 
-INT8 = struct.Struct(">b")
-INT16 = struct.Struct(">h")
-INT32 = struct.Struct(">i")
-UINT32 = struct.Struct(">I")
-INT64 = struct.Struct(">q")
+INT8: Final = struct.Struct(">b")
+INT16: Final = struct.Struct(">h")
+INT32: Final = struct.Struct(">i")
+UINT32: Final = struct.Struct(">I")
+INT64: Final = struct.Struct(">q")
 
-_MAX_VARINT_BYTES = 10
+_MAX_VARINT_BYTES: Final = 10
 
 
 def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -90,7 +91,7 @@ def encode_array_length(count: int | None, flexible: bool) -> bytes:
     return INT32.pack(count)
 
 
-EMPTY_TAGGED_FIELDS = b"\x00"
+EMPTY_TAGGED_FIELDS: Final = b"\x00"
 
 
 class Reader:

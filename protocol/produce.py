@@ -15,6 +15,7 @@ v9 is flexible: compact strings, bytes and arrays, and tagged fields closing eve
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import (
@@ -28,7 +29,7 @@ from protocol.primitives import (
     read_uvarint,
 )
 
-FIRST_FLEXIBLE_VERSION = 9
+FIRST_FLEXIBLE_VERSION: Final = 9
 
 
 @dataclass(slots=True)
@@ -55,11 +56,11 @@ class _Malformed(Exception):
     """Raised by the fixed-width parser at anything unusual: the Reader parser says what."""
 
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_ACKS_TIMEOUT_TOPICS = struct.Struct(">hii")
-_ACKS_TIMEOUT = struct.Struct(">hi")
-_INDEX_RECORDS_LENGTH = struct.Struct(">ii")
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_ACKS_TIMEOUT_TOPICS: Final = struct.Struct(">hii")
+_ACKS_TIMEOUT: Final = struct.Struct(">hi")
+_INDEX_RECORDS_LENGTH: Final = struct.Struct(">ii")
 
 
 def parse_produce_request(version: int, body: memoryview) -> ProduceRequest:
@@ -241,7 +242,7 @@ def encode_produce_response(
 # up to log_start_offset as the version has them, then (v8) an empty record_errors array and a
 # null error_message, or (v9) their compact forms and the empty tagged fields.
 # Indexed by version: (codec, how many of the fields it packs, the bytes after them).
-_PLAIN_PARTITION = [
+_PLAIN_PARTITION: Final = [
     *[(struct.Struct(">ihq"), 3, b"")] * 2,
     *[(struct.Struct(">ihqq"), 4, b"")] * 3,
     *[(struct.Struct(">ihqqq"), 5, b"")] * 3,

@@ -29,7 +29,7 @@ needs to cut any buffer into batches.
 import enum
 import struct
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import crc32c
 
@@ -83,45 +83,45 @@ __all__ = [
     "decrement_sequence",
 ]
 
-MAGIC_V2 = 2
-LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch that batchLength does not count
-BATCH_HEADER_SIZE = 61
+MAGIC_V2: Final = 2
+LOG_OVERHEAD: Final = 12  # baseOffset + batchLength: the part of a batch that batchLength does not count
+BATCH_HEADER_SIZE: Final = 61
 
 # Byte offsets of the header fields from the start of the batch.
-BASE_OFFSET = 0
-BATCH_LENGTH = 8
-PARTITION_LEADER_EPOCH = 12
-MAGIC = 16
-CRC = 17
-ATTRIBUTES = 21
-LAST_OFFSET_DELTA = 23
-BASE_TIMESTAMP = 27
-MAX_TIMESTAMP = 35
-PRODUCER_ID = 43
-PRODUCER_EPOCH = 51
-BASE_SEQUENCE = 53
-RECORDS_COUNT = 57
+BASE_OFFSET: Final = 0
+BATCH_LENGTH: Final = 8
+PARTITION_LEADER_EPOCH: Final = 12
+MAGIC: Final = 16
+CRC: Final = 17
+ATTRIBUTES: Final = 21
+LAST_OFFSET_DELTA: Final = 23
+BASE_TIMESTAMP: Final = 27
+MAX_TIMESTAMP: Final = 35
+PRODUCER_ID: Final = 43
+PRODUCER_EPOCH: Final = 51
+BASE_SEQUENCE: Final = 53
+RECORDS_COUNT: Final = 57
 
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
-MAX_SEQUENCE = 2**31 - 1  # sequences wrap from here to 0
+NO_TIMESTAMP: Final = -1
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
+MAX_SEQUENCE: Final = 2**31 - 1  # sequences wrap from here to 0
 
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_FLAG = 0x08
-TRANSACTIONAL_FLAG = 0x10
-CONTROL_FLAG = 0x20
-DELETE_HORIZON_FLAG = 0x40
+COMPRESSION_MASK: Final = 0x07
+TIMESTAMP_TYPE_FLAG: Final = 0x08
+TRANSACTIONAL_FLAG: Final = 0x10
+CONTROL_FLAG: Final = 0x20
+DELETE_HORIZON_FLAG: Final = 0x40
 
-BATCH_HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")  # the fields above, in order
+BATCH_HEADER_STRUCT: Final = struct.Struct(">qiibIhiqqqhii")  # the fields above, in order
 
 # The smallest batchLength of each message format: a v2 batch with no records is all header;
 # v0 and v1 messages are crc + magic + attributes (+ v1 timestamp) + two int32 lengths.
-_MIN_BATCH_LENGTH_BY_MAGIC = {0: 14, 1: 22, MAGIC_V2: BATCH_HEADER_SIZE - LOG_OVERHEAD}
+_MIN_BATCH_LENGTH_BY_MAGIC: Final = {0: 14, 1: 22, MAGIC_V2: BATCH_HEADER_SIZE - LOG_OVERHEAD}
 # Whatever the format, a batch must reach its magic byte to be told apart from the others.
-_MIN_BATCH_SIZE = MAGIC + 1
+_MIN_BATCH_SIZE: Final = MAGIC + 1
 
 
 class TimestampType(enum.IntEnum):
@@ -272,7 +272,7 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
     INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH, epoch)
 
 
-_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_OFFSET_LENGTH_EPOCH: Final = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
 
 def set_base_offset_and_leader_epoch(buf: bytearray | memoryview, pos: int, offset: int, epoch: int) -> None:

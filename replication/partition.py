@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from protocol.errors import ErrorCode, KafkaError
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
@@ -42,10 +43,10 @@ from storage.topic_partition import TopicPartition
 
 from replication.partition_state import NO_LEADER, IsrWriter, PartitionState
 
-log = logging.getLogger(__name__)
+log: Final = logging.getLogger(__name__)
 
-NO_LEADER_EPOCH = -1
-UNKNOWN_OFFSET = -1
+NO_LEADER_EPOCH: Final = -1
+UNKNOWN_OFFSET: Final = -1
 
 
 def _now_ms() -> int:

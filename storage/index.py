@@ -17,21 +17,21 @@ import os
 import struct
 import threading
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Final, NamedTuple
 
 from storage import descriptor_pool
 from storage.descriptor_pool import PooledFile
 
 __all__ = ["CorruptIndexError", "IndexFullError", "OffsetIndex", "TimeIndex"]
 
-_INT32_MAX = 2**31 - 1
-_ZERO_ENTRY = (0, 0)
+_INT32_MAX: Final = 2**31 - 1
+_ZERO_ENTRY: Final = (0, 0)
 # What the first entry of either index must follow: first field from 0 up, second from 0 up.
-_BEFORE_FIRST_ENTRY = (-1, 0)
+_BEFORE_FIRST_ENTRY: Final = (-1, 0)
 # Readers tailing the log look up recent keys; searching the newest 8 KiB of entries first keeps
 # those lookups on pages that are already resident instead of faulting in the whole file.
-_WARM_SECTION_BYTES = 8192
-_ZERO_CHECK_CHUNK_BYTES = 1 << 20
+_WARM_SECTION_BYTES: Final = 8192
+_ZERO_CHECK_CHUNK_BYTES: Final = 1 << 20
 
 
 class CorruptIndexError(Exception):
@@ -440,7 +440,7 @@ class _MappedIndex(PooledFile):
         return self._mmap.view
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc: Final = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.argtypes = (
     ctypes.c_void_p,
     ctypes.c_size_t,
@@ -452,7 +452,7 @@ _libc.mmap.argtypes = (
 _libc.mmap.restype = ctypes.c_void_p
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.munmap.restype = ctypes.c_int
-_MAP_FAILED = ctypes.c_void_p(-1).value
+_MAP_FAILED: Final = ctypes.c_void_p(-1).value
 
 
 class _Mapping:

@@ -19,13 +19,13 @@ loop with a snapshot of the entries (`snapshot`), or directly while the log load
 
 import bisect
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from storage.checkpoint import parse_checkpoint, read_checkpoint, write_checkpoint
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
+LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH: Final = -1
+UNDEFINED_EPOCH_OFFSET: Final = -1
 
 
 class EpochEntry(NamedTuple):

@@ -57,7 +57,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
-from typing import NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError
@@ -95,12 +95,12 @@ from storage.topic_partition import TopicPartition
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from storage.validation import validate_produced_records
 
-log = logging.getLogger(__name__)
+log: Final = logging.getLogger(__name__)
 
-_base_offset = attrgetter("base_offset")
-_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
-_SEGMENT_FILE_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_BASE_OFFSET_DIGITS = 20
+_base_offset: Final = attrgetter("base_offset")
+_TEMP_SUFFIXES: Final = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
+_SEGMENT_FILE_SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_BASE_OFFSET_DIGITS: Final = 20
 
 
 class LogScheduler(Protocol):

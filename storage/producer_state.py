@@ -45,7 +45,7 @@ import logging
 import os
 import struct
 from collections.abc import Collection
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import crc32c
 
@@ -66,18 +66,18 @@ from storage.errors import (
 )
 from storage.topic_partition import TopicPartition
 
-log = logging.getLogger(__name__)
+log: Final = logging.getLogger(__name__)
 
-SNAPSHOT_SUFFIX = ".snapshot"
-NUM_BATCHES_TO_RETAIN = 5
-DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
-NO_OFFSET = -1
-NO_COORDINATOR_EPOCH = -1
+SNAPSHOT_SUFFIX: Final = ".snapshot"
+NUM_BATCHES_TO_RETAIN: Final = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 86_400_000
+NO_OFFSET: Final = -1
+NO_COORDINATOR_EPOCH: Final = -1
 
-_SNAPSHOT_VERSION = 1
-_VERSION_AND_CRC = struct.Struct(">hI")  # the CRC covers everything after these two
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
-_OFFSET_DIGITS = 20
+_SNAPSHOT_VERSION: Final = 1
+_VERSION_AND_CRC: Final = struct.Struct(">hI")  # the CRC covers everything after these two
+_SNAPSHOT_ENTRY: Final = struct.Struct(">qhiqiqiq")
+_OFFSET_DIGITS: Final = 20
 
 
 class CorruptSnapshotError(ValueError):

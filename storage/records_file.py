@@ -8,14 +8,14 @@ The same bytes go to consumers with sendfile, never decoded on the way.
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from storage import descriptor_pool
 from storage.descriptor_pool import Descriptor, PooledFile
 
-_SCAN_WINDOW = 16 * 1024
+_SCAN_WINDOW: Final = 16 * 1024
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import MAGIC_V2, NO_TIMESTAMP, crc_is_valid
@@ -39,19 +39,19 @@ from storage.log_config import LogConfig
 from storage.records_file import BatchLocation, FileRegion, RecordsFile
 from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-_INT32_MAX = 2**31 - 1
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+DELETED_SUFFIX: Final = ".deleted"
+CLEANED_SUFFIX: Final = ".cleaned"
+SWAP_SUFFIX: Final = ".swap"
+_INT32_MAX: Final = 2**31 - 1
 # How many of the last appended batches a segment remembers (last offset, position, size) of: a
 # consumer tailing the log asks for one of them, which is then found without reading the batch
 # headers between the sparse index's entry and it (a dozen per fetch for small batches; issue 19),
 # and read without reading its own header.
-_RECENT_BATCHES = 32
-_last_offset_of = itemgetter(0)
+_RECENT_BATCHES: Final = 32
+_last_offset_of: Final = itemgetter(0)
 
 
 def segment_path(directory: str, base_offset: int, suffix: str) -> str:

@@ -7,6 +7,8 @@ skips values and headers, and a compressed batch may decompress to max.message.b
 (MESSAGE_TOO_LARGE beyond), so that a few bytes expanding to gigabytes cannot exhaust memory.
 """
 
+from typing import Final
+
 from protocol.errors import CorruptRecordError, InvalidRecordError, UnsupportedMessageFormatError
 import crc32c
 
@@ -27,8 +29,8 @@ from protocol.records import iter_keys
 from storage.errors import InvalidTimestampError, MessageTooLargeError, RecordListTooLargeError
 from storage.log_config import LogConfig
 
-_MIN_MESSAGE_BYTES = 17  # reaches the magic byte in every message format
-_new_tuple = tuple.__new__
+_MIN_MESSAGE_BYTES: Final = 17  # reaches the magic byte in every message format
+_new_tuple: Final = tuple.__new__
 
 
 def validate_produced_records(records: memoryview, config: LogConfig, now_ms: int) -> BatchHeader:

@@ -17,6 +17,7 @@ everything is allowed and nothing is logged. The decisions come from an `Authori
 
 import functools
 from collections.abc import Iterable
+from typing import Final
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -27,14 +28,14 @@ from broker.handlers.registry import RequestContext
 from broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourcePattern, ResourceType
 from broker.security.authorizer import Authorizer
 
-AUTHORIZATION_ERRORS = {
+AUTHORIZATION_ERRORS: Final = {
     ResourceType.TOPIC: ErrorCode.topic_authorization_failed,
     ResourceType.GROUP: ErrorCode.group_authorization_failed,
     ResourceType.CLUSTER: ErrorCode.cluster_authorization_failed,
     ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
 }
 # Kafka's default for an authorized-operations field the client did not ask for.
-OPERATIONS_NOT_REQUESTED = -(2**31)
+OPERATIONS_NOT_REQUESTED: Final = -(2**31)
 
 
 def _authorizer(ctx: RequestContext) -> Authorizer | None:
@@ -137,7 +138,7 @@ def group_operation(operation: AclOperation):
 
 # Inter-broker requests (LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown): the
 # brokers' own principal must be a super user or hold CLUSTER_ACTION.
-cluster_action = cluster_operation(AclOperation.CLUSTER_ACTION)
+cluster_action: Final = cluster_operation(AclOperation.CLUSTER_ACTION)
 
 
 def check_config_access(ctx: RequestContext, operation: AclOperation, resource_type: int, name: str) -> None:

@@ -58,6 +58,7 @@ import logging
 import time
 from collections.abc import Sized
 from dataclasses import dataclass, field
+from typing import Final
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -78,9 +79,9 @@ from broker.handlers.registry import EncodedResponse, RequestContext, api
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.throttling import fetch_max_bytes
 
-log = logging.getLogger(__name__)
+log: Final = logging.getLogger(__name__)
 
-READ_COMMITTED = 1
+READ_COMMITTED: Final = 1
 
 
 @dataclass(slots=True)

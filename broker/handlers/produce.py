@@ -42,6 +42,7 @@ views into the request buffer) and the response encoded by hand (protocol.produc
 """
 
 import asyncio
+from typing import Final
 
 from protocol.api_keys import ApiKey
 from protocol.errors import CorruptRecordError, ErrorCode, KafkaError, ProtocolError
@@ -56,8 +57,8 @@ from broker.handlers.registry import NO_RESPONSE, EncodedResponse, RequestContex
 from broker.security.acl import AclOperation, ResourceType
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
 
-VALID_ACKS = (-1, 0, 1)
-_new_tuple = tuple.__new__
+VALID_ACKS: Final = (-1, 0, 1)
+_new_tuple: Final = tuple.__new__
 
 
 @api(ApiKey.PRODUCE, versions=(0, 9), parse=parse_produce_request)

@@ -13,7 +13,7 @@ sent, unless the handler registers its own `parse` (bytes in, request object out
 
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -52,7 +52,7 @@ class EncodedResponse(NamedTuple):
     throttle_offset: int | None = None
 
 
-NO_RESPONSE = object()
+NO_RESPONSE: Final = object()
 
 Handle = Callable[[RequestContext, Any], Any]
 Parse = Callable[[int, memoryview], Any]
@@ -70,7 +70,7 @@ class ApiHandler:
         return self.min_version <= version <= self.max_version
 
 
-HANDLERS: dict[int, ApiHandler] = {}
+HANDLERS: Final[dict[int, ApiHandler]] = {}
 
 
 def api(api_key: ApiKey, versions: tuple[int, int], parse: Parse | None = None):

@@ -8,11 +8,12 @@ into Prometheus families when the registry is read, also on the loop.
 import time
 from bisect import bisect_left
 from collections.abc import Container, Iterable, Iterator
+from typing import Final
 
 # Bucket bounds in milliseconds of the request, flush and ZooKeeper latency histograms: from
 # sub-millisecond requests to a long poll's full wait (Kafka's fetch.max.wait.ms is 500 ms,
 # request.timeout.ms 30 s).
-LATENCY_BUCKETS_MS = (
+LATENCY_BUCKETS_MS: Final = (
     0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
 )
 

@@ -30,19 +30,19 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-PRODUCER_BYTE_RATE = "producer_byte_rate"
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-REQUEST_PERCENTAGE = "request_percentage"
+PRODUCER_BYTE_RATE: Final = "producer_byte_rate"
+CONSUMER_BYTE_RATE: Final = "consumer_byte_rate"
+REQUEST_PERCENTAGE: Final = "request_percentage"
 # Kafka's types of the quota keys: byte rates are LONG, the request percentage DOUBLE.
-QUOTA_KEYS: Mapping[str, str] = {
+QUOTA_KEYS: Final[Mapping[str, str]] = {
     PRODUCER_BYTE_RATE: "LONG",
     CONSUMER_BYTE_RATE: "LONG",
     REQUEST_PERCENTAGE: "DOUBLE",
 }
 
-INACTIVE_SENSOR_EXPIRATION_MS = 3600 * 1000  # Kafka's InactiveSensorExpirationTimeSeconds
+INACTIVE_SENSOR_EXPIRATION_MS: Final = 3600 * 1000  # Kafka's InactiveSensorExpirationTimeSeconds
 
 
 class _Default:
@@ -54,7 +54,7 @@ class _Default:
         return "<default>"
 
 
-DEFAULT = _Default()
+DEFAULT: Final = _Default()
 
 Name = str | _Default
 
@@ -190,9 +190,9 @@ def throttle_time_ms(rate: float, bound: float, window_ms: int) -> int:
 # ---------------------------------------------------------------------------------- manager
 
 # Kafka's QuotaTypes: which levels of quotas were ever set (a bit each).
-_CLIENT_ID_LEVEL = 1
-_USER_LEVEL = 2
-_USER_CLIENT_ID_LEVEL = 4
+_CLIENT_ID_LEVEL: Final = 1
+_USER_LEVEL: Final = 2
+_USER_CLIENT_ID_LEVEL: Final = 4
 
 Clock = Callable[[], int]
 
