@@ -13,8 +13,9 @@ fetches (`update_follower_fetch`), and keeps
   the current leader epoch rejoins.
 ISR changes go through the IsrWriter (ZooKeeper's compare-and-set) and take effect when written;
 one write at a time. A write answered None (the controller changed the partition meanwhile)
-stops ISR changes until the next LeaderAndIsr (`isr_stale`); a failed write (ZooKeeper
-unreachable) is retried by the next check. The leader keeps serving either way, but its HW cannot
+stops ISR changes until the next LeaderAndIsr (`isr_stale`); one answered IsrFound (an earlier
+write of this leader was stored, its answer lost) makes the ISR found the ISR; a failed write
+(ZooKeeper unreachable) is retried by the next check. The leader keeps serving either way, but its HW cannot
 pass followers that stopped fetching, so acks=all writes cannot commit (docs/cluster.md).
 
 Follower: knows its leader and epoch; the fetcher (replication.fetcher) appends and truncates
@@ -41,7 +42,7 @@ from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, Leader
 from storage.log import AppendResult, Log
 from storage.topic_partition import TopicPartition
 
-from replication.partition_state import NO_LEADER, IsrWriter, PartitionState
+from replication.partition_state import NO_LEADER, IsrFound, IsrWriter, PartitionState
 
 log: Final = logging.getLogger(__name__)
 
@@ -354,6 +355,11 @@ class Partition:
             )
             self.isr_stale = True
             return
+        if isinstance(new_version, IsrFound):
+            # Our own earlier write, stored though its answer was lost: the ISR in force, from
+            # which the next check decides again (not `isr`, which assumed the ISR before it).
+            isr, new_version = new_version
+            reason = f"found in ZooKeeper at version {new_version}: an earlier change whose answer was lost"
         log.info("%s: ISR %s -> %s (%s)", self.topic_partition, list(self.isr), list(isr), reason)
         self.on_isr_change(len(self.isr), len(isr))
         self.isr, self.zk_version = isr, new_version

@@ -34,12 +34,22 @@ class LeaderEndpoint(NamedTuple):
     port: int
 
 
+class IsrFound(NamedTuple):
+    """A refused ISR write whose partition state still has this leader at its own epoch: an
+    earlier write of this leader was stored although its answer was lost (the controller bumps
+    the leader epoch with every change it makes). What is stored is the ISR in force."""
+
+    isr: tuple[int, ...]
+    zk_version: int
+
+
 class IsrWriter(Protocol):
     async def write_isr(
         self, tp: TopicPartition, leader_epoch: int, isr: tuple[int, ...], zk_version: int
-    ) -> int | None:
+    ) -> int | IsrFound | None:
         """Store `isr` as the partition's ISR if its state is still at `zk_version` and
-        `leader_epoch`, and announce the change; return the new version, or None when the
-        controller changed the partition meanwhile (the leader then stops changing the ISR until
-        a LeaderAndIsr tells it the new state)."""
+        `leader_epoch`, and announce the change; return the new version. When the state moved
+        on: an `IsrFound` if this leader moved it itself in its epoch (the leader takes that ISR
+        and decides again), or None when the controller changed the partition (the leader then
+        stops changing the ISR until a LeaderAndIsr tells it the new state)."""
         ...

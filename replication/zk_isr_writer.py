@@ -2,9 +2,12 @@
 
 `write_isr` (the `IsrWriter` of replication/partition_state.py) replaces the partition state
 znode by compare-and-set on the version the leader last knew, keeping this broker as leader at
-its leader epoch. A lost compare-and-set is accepted only when the znode already holds exactly
-this leader, epoch and ISR (Kafka's check after a retried write); otherwise the controller changed
-the partition and None is returned.
+its leader epoch. A lost compare-and-set is accepted when the znode already holds exactly this
+leader, epoch and ISR (Kafka's check after a retried write). When it holds this leader and epoch
+with another ISR, an earlier write of this leader was stored though its answer was lost (a
+ZooKeeper connection cut mid-write): that ISR is returned (`IsrFound`) and announced, since the
+controller never heard of it. Otherwise the controller changed the partition (it bumps the
+leader epoch with every change) and None is returned.
 
 The controller hears of the changes in batches, as Kafka's ReplicaManager sends them
 (maybePropagateIsrChanges): the partitions changed are collected, and every 2.5 s they go in one
@@ -22,6 +25,7 @@ import time
 from collections.abc import Callable
 
 from replication import znodes
+from replication.partition_state import IsrFound
 from replication.zk import BadVersionError, NoNodeError, ZkClient, ZkError
 from storage.topic_partition import TopicPartition
 
@@ -60,28 +64,33 @@ class ZkIsrWriter:
 
     async def write_isr(
         self, tp: TopicPartition, leader_epoch: int, isr: tuple[int, ...], zk_version: int
-    ) -> int | None:
+    ) -> int | IsrFound | None:
         wanted = znodes.LeaderIsr(self._broker_id, leader_epoch, tuple(isr), self._controller_epoch())
         path = znodes.partition_state_path(tp)
+        result: int | IsrFound
         try:
             stat = await self._zk.set(path, znodes.encode_partition_state(wanted), zk_version)
-            version = stat.version
+            result = stat.version
         except (BadVersionError, NoNodeError):
-            version = await self._already_written(path, wanted)
-            if version is None:
+            found = await self._state_after_refusal(path, wanted)
+            if found is None:
                 log.info("%s: ISR change to %s refused, the controller changed the partition", tp, list(isr))
                 return None
+            result = found
         self._changed.add(tp)
         self._last_change_s = self._clock()
-        return version
+        return result
 
-    async def _already_written(self, path: str, wanted: znodes.LeaderIsr) -> int | None:
+    async def _state_after_refusal(self, path: str, wanted: znodes.LeaderIsr) -> int | IsrFound | None:
         found = await self._zk.get_or_none(path)
         if found is None:
             return None
         current = znodes.decode_partition_state(found[0], found[1].version)
-        same = (current.leader, current.leader_epoch, current.isr) == (wanted.leader, wanted.leader_epoch, wanted.isr)
-        return current.zk_version if same else None
+        if (current.leader, current.leader_epoch) != (wanted.leader, wanted.leader_epoch):
+            return None
+        if current.isr == wanted.isr:
+            return current.zk_version
+        return IsrFound(current.isr, current.zk_version)
 
     async def _propagate_periodically(self) -> None:
         while True:

@@ -6,7 +6,7 @@ import pytest
 
 from protocol.errors import ErrorCode, KafkaError
 from replication.partition import Partition, diverging_epoch
-from replication.partition_state import PartitionState
+from replication.partition_state import IsrFound, PartitionState
 from storage.leader_epoch import EpochEntry, LeaderEpochCache
 from storage.log_config import LogConfig
 from tests.unit.storage.conftest import TP, batch
@@ -188,6 +188,23 @@ def test_a_stale_isr_write_stops_isr_changes_until_the_controller_speaks(leader)
         writer.answer = "next"
         partition.make_leader(state(isr=(1, 2, 3), zk_version=9))
         assert not partition.isr_stale
+
+    asyncio.run(main())
+
+
+def test_an_isr_found_in_zookeeper_becomes_the_isr_and_changes_go_on_from_it(leader):
+    async def main():
+        writer = IsrWriter(answer=IsrFound((1,), 8))  # its own earlier shrink, stored unanswered
+        partition = leader(writer)
+        append(partition, b"a")
+        partition.clock.now += 5_000
+        partition.maybe_shrink_isr(max_lag_ms=1000)
+        await settle()
+        assert (partition.isr, partition.zk_version, partition.isr_stale) == ((1,), 8, False)
+        writer.answer = "next"
+        partition.update_follower_fetch(2, 1)  # caught up: it rejoins, written at the found version
+        await settle()
+        assert (partition.isr, writer.writes[-1]) == ((1, 2), (3, (1, 2), 8))
 
     asyncio.run(main())
 

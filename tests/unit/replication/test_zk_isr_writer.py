@@ -6,6 +6,7 @@ import asyncio
 
 from replication import znodes
 from replication.zk import ZkClient
+from replication.partition_state import IsrFound
 from replication.zk_isr_writer import MAX_DELAY_S, QUIET_S, ZkIsrWriter
 from storage.topic_partition import TopicPartition
 
@@ -78,9 +79,32 @@ def test_a_stream_of_changes_is_announced_every_sixty_seconds(tmp_path, zookeepe
 
 def test_a_refused_write_is_not_announced(tmp_path, zookeeper):
     async def body(zk, writer, clock):
-        assert await writer.write_isr(T0, 0, (1, 2), 5) is None  # the controller moved the version on
+        # The controller elects broker 1 again: it bumps the leader epoch.
+        await zk.set(znodes.partition_state_path(T0), znodes.encode_partition_state(znodes.LeaderIsr(1, 1, (1, 3), 1)))
+        assert await writer.write_isr(T0, 0, (1, 2), 0) is None
         clock.now += MAX_DELAY_S
         await writer.propagate_if_due()
         assert await _notifications(zk) == []
 
     _scenario(zookeeper, tmp_path.name, body)
+
+
+def test_a_write_stored_though_its_answer_was_lost_is_found_and_announced(tmp_path, zookeeper):
+    # Jepsen seed 2960523544: the leader's shrink to [1] reached ZooKeeper as its connection was
+    # cut, so the leader kept [1, 2, 3] at the old version; its next change was refused for ever.
+    async def body(zk, writer, clock):
+        path = znodes.partition_state_path(T0)
+        await zk.set(path, znodes.encode_partition_state(znodes.LeaderIsr(1, 0, (1,), 1)), 0)  # the lost write
+
+        assert await writer.write_isr(T0, 0, (1, 2, 3, 4), 0) == IsrFound((1,), 1)
+        assert znodes.decode_partition_state(*_data_and_version(await zk.get(path))).isr == (1,)  # not overwritten
+        clock.now += QUIET_S
+        await writer.propagate_if_due()
+        assert await _notifications(zk) == [[T0]]  # the controller hears of the ISR it never saw
+
+    _scenario(zookeeper, tmp_path.name, body)
+
+
+def _data_and_version(found):
+    data, stat = found
+    return data, stat.version
