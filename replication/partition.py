@@ -15,8 +15,9 @@ ISR changes go through the IsrWriter (ZooKeeper's compare-and-set) and take effe
 one write at a time. A write answered None (the controller changed the partition meanwhile)
 stops ISR changes until the next LeaderAndIsr (`isr_stale`); one answered IsrFound (an earlier
 write of this leader was stored, its answer lost) makes the ISR found the ISR; a failed write
-(ZooKeeper unreachable) is retried by the next check. The leader keeps serving either way, but its HW cannot
-pass followers that stopped fetching, so acks=all writes cannot commit (docs/cluster.md).
+(ZooKeeper unreachable) is retried by the next check. The leader keeps serving either way, but
+its HW cannot pass followers that stopped fetching, so acks=all writes cannot commit
+(docs/cluster.md).
 
 Follower: knows its leader and epoch; the fetcher (replication.fetcher) appends and truncates
 its log and sets its HW, up to which it serves consumers (KIP-392). As leader, the in-sync
