@@ -68,9 +68,6 @@ _request_log: Final = logging.getLogger(REQUEST_LOGGER)
 _SASL_APIS: Final = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _REQUEST_NAMES: Final[dict[int, str]] = {key: request_name(key.name) for key in ApiKey}
 _monotonic: Final = time.monotonic
-# RequestContext is a NamedTuple: tuple.__new__ with its fields in order builds the same object
-# without the generated __new__'s keyword handling, once per request (measured in the perf merge).
-_new_tuple: Final = tuple.__new__
 
 
 class Dispatcher:
@@ -123,7 +120,7 @@ class Dispatcher:
         flexible = schemas.is_flexible(api_key, version)
         header, body_start = parse_request_header(frame, flexible)
         request = self._parse(handler, version, frame, body_start)
-        context = _new_tuple(RequestContext, (self._broker, header, session))
+        context = RequestContext(self._broker, header, session)
         response_header = encode_response_header(correlation_id, flexible and api_key != ApiKey.API_VERSIONS)
         if admission is Admission.ILLEGAL_STATE:
             response = schemas.error_response(

@@ -239,33 +239,69 @@ def _parse_with_kio(version: int, body: memoryview) -> FetchRequest:
     )
 
 
-@dataclass(slots=True)
+# The dataclasses write their own __init__ (init=False), which compiled code calls directly
+# (tests/unit/test_compiled_modules.py).
+
+
+@dataclass(slots=True, init=False)
 class PartitionResult:
     partition_index: int
-    error_code: ErrorCode = ErrorCode.none
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    aborted_transactions: list[tuple[int, int]] | None = None
-    preferred_read_replica: int = -1
-    records: Sized | None = None
+    error_code: ErrorCode
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[tuple[int, int]] | None
+    preferred_read_replica: int
+    records: Sized | None
     # (epoch, end offset) when the follower's last fetched epoch ends before its fetch offset
     # on the leader (v12): the follower must truncate to the end offset first.
-    diverging_epoch: tuple[int, int] | None = None
+    diverging_epoch: tuple[int, int] | None
+
+    def __init__(
+        self,
+        partition_index: int,
+        error_code: ErrorCode = ErrorCode.none,
+        high_watermark: int = -1,
+        last_stable_offset: int = -1,
+        log_start_offset: int = -1,
+        aborted_transactions: list[tuple[int, int]] | None = None,
+        preferred_read_replica: int = -1,
+        records: Sized | None = None,
+        diverging_epoch: tuple[int, int] | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.aborted_transactions = aborted_transactions
+        self.preferred_read_replica = preferred_read_replica
+        self.records = records
+        self.diverging_epoch = diverging_epoch
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class TopicResult:
     topic: str
     partitions: list[PartitionResult]
 
+    def __init__(self, topic: str, partitions: list[PartitionResult]) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class FetchResponse:
     throttle_time_ms: int
     error_code: ErrorCode
     session_id: int
     topics: list[TopicResult]
+
+    def __init__(self, throttle_time_ms: int, error_code: ErrorCode, session_id: int, topics: list[TopicResult]) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.topics = topics
 
 
 def encode_fetch_response(

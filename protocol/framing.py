@@ -97,6 +97,7 @@ class FrameReader:
         start = self._start
         buf, view, max_frame_bytes = self._buf, self._view, self._max_frame_bytes
         frames = []
+        size: int  # typed, so that compiled code keeps it a C integer (struct gives Any)
         while end - start >= FRAME_PREFIX:
             (size,) = _unpack_size(buf, start)
             if not 0 <= size <= max_frame_bytes:

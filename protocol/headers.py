@@ -10,7 +10,8 @@ ApiVersions responses always use v0 so that a client can read the answer to a ve
 """
 
 import struct
-from typing import Final, NamedTuple
+from dataclasses import dataclass
+from typing import Final
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ProtocolError
@@ -19,14 +20,20 @@ from protocol.primitives import EMPTY_TAGGED_FIELDS, INT32, Reader, encode_strin
 _FIXED_PART: Final = struct.Struct(">hhi")
 # The fixed part and client_id's length: a v1 or v2 header up to its client_id in one call.
 _FIXED_PART_AND_CLIENT_ID_LENGTH: Final = struct.Struct(">hhih")
-_new_tuple: Final = tuple.__new__
 
 
-class RequestHeader(NamedTuple):
+@dataclass(slots=True, init=False)  # its own __init__, which compiled code calls directly
+class RequestHeader:
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
 
 
 def peek_request(frame: memoryview) -> tuple[int, int, int]:
@@ -43,11 +50,16 @@ def parse_request_header(frame: memoryview, flexible: bool) -> tuple[RequestHead
     On every request's path: the fixed part and client_id's length come from one struct call,
     and the client_id straight from the frame; the rest (a truncated header, tagged fields)
     goes through Reader, with its errors."""
+    # Typed, so that compiled code keeps them as C integers (struct gives Any).
+    api_key: int
+    api_version: int
+    correlation_id: int
+    length: int
     try:
         api_key, api_version, correlation_id, length = _FIXED_PART_AND_CLIENT_ID_LENGTH.unpack_from(frame, 0)
     except struct.error:
-        length = None
-    if length is None or length < 0 or _FIXED_PART_AND_CLIENT_ID_LENGTH.size + length > len(frame):
+        return _parse_request_header_slowly(frame, flexible)
+    if length < 0 or _FIXED_PART_AND_CLIENT_ID_LENGTH.size + length > len(frame):
         return _parse_request_header_slowly(frame, flexible)
     end = _FIXED_PART_AND_CLIENT_ID_LENGTH.size + length
     try:
@@ -61,7 +73,7 @@ def parse_request_header(frame: memoryview, flexible: bool) -> tuple[RequestHead
             reader = Reader(frame, end)
             reader.skip_tagged_fields()
             end = reader.pos
-    return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), end
+    return RequestHeader(api_key, api_version, correlation_id, client_id), end
 
 
 def _parse_request_header_slowly(frame: memoryview, flexible: bool) -> tuple[RequestHeader, int]:

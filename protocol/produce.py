@@ -32,24 +32,43 @@ from protocol.primitives import (
 FIRST_FLEXIBLE_VERSION: Final = 9
 
 
-@dataclass(slots=True)
+# The dataclasses of the compiled modules write their own __init__ (init=False): mypyc calls it
+# directly, where the one dataclass generates is an interpreted function called with an
+# argument tuple and a keyword dict (tests/unit/test_compiled_modules.py).
+
+
+@dataclass(slots=True, init=False)
 class PartitionData:
     index: int
     records: memoryview | None
 
+    def __init__(self, index: int, records: memoryview | None) -> None:
+        self.index = index
+        self.records = records
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class TopicData:
     name: str
     partitions: list[PartitionData]
 
+    def __init__(self, name: str, partitions: list[PartitionData]) -> None:
+        self.name = name
+        self.partitions = partitions
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class ProduceRequest:
     transactional_id: str | None
     acks: int
     timeout_ms: int
     topics: list[TopicData]
+
+    def __init__(self, transactional_id: str | None, acks: int, timeout_ms: int, topics: list[TopicData]) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topics = topics
 
 
 class _Malformed(Exception):
@@ -77,6 +96,14 @@ def _parse_fixed_width(version: int, body: memoryview) -> ProduceRequest:
     """v0-8 with one struct call per field group and no Reader: the request parsed for every
     produced batch. Refuses (raising _Malformed or struct.error) whatever the Reader parser
     would refuse, and some legal oddities (a null topic array), which that parser then takes."""
+    # Typed, so that compiled code keeps them as C integers (struct gives Any).
+    length: int
+    acks: int
+    timeout_ms: int
+    topic_count: int
+    partition_count: int
+    index: int
+    size: int
     end = len(body)
     pos = 0
     transactional_id = None
@@ -123,6 +150,9 @@ def _parse_fixed_width(version: int, body: memoryview) -> ProduceRequest:
 def _parse_flexible(body: memoryview) -> ProduceRequest:
     """v9 the same way: compact lengths read inline when they take one byte, and every tagged
     field section empty (a request with tagged fields goes to the Reader parser)."""
+    acks: int
+    timeout_ms: int
+    index: int
     end = len(body)
     length = body[0]
     pos = 1
@@ -208,15 +238,33 @@ def _parse_topic(reader: Reader, flexible: bool) -> TopicData:
     return TopicData(name, partitions)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class PartitionResponse:
     index: int
-    error_code: ErrorCode = ErrorCode.none
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: Sequence[tuple[int, str | None]] = ()
-    error_message: str | None = None
+    error_code: ErrorCode
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_errors: Sequence[tuple[int, str | None]]
+    error_message: str | None
+
+    def __init__(
+        self,
+        index: int,
+        error_code: ErrorCode = ErrorCode.none,
+        base_offset: int = -1,
+        log_append_time_ms: int = -1,
+        log_start_offset: int = -1,
+        record_errors: Sequence[tuple[int, str | None]] = (),
+        error_message: str | None = None,
+    ) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = record_errors
+        self.error_message = error_message
 
 
 def encode_produce_response(

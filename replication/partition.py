@@ -55,16 +55,24 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-@dataclass
+@dataclass(init=False)  # its own __init__, which compiled code calls directly
 class FollowerState:
     """What the leader knows of one follower (Kafka's Replica)."""
 
-    log_end_offset: int = UNKNOWN_OFFSET
-    log_start_offset: int = UNKNOWN_OFFSET
-    last_caught_up_ms: int = 0
-    last_fetch_ms: int = 0
-    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
-    fetched_in_epoch: int = NO_LEADER_EPOCH  # the leader epoch of its latest fetch
+    log_end_offset: int
+    log_start_offset: int
+    last_caught_up_ms: int
+    last_fetch_ms: int
+    last_fetch_leader_log_end_offset: int
+    fetched_in_epoch: int  # the leader epoch of its latest fetch
+
+    def __init__(self, last_caught_up_ms: int = 0) -> None:
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.log_start_offset = UNKNOWN_OFFSET
+        self.last_caught_up_ms = last_caught_up_ms
+        self.last_fetch_ms = 0
+        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+        self.fetched_in_epoch = NO_LEADER_EPOCH
 
 
 class Partition:

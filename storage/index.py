@@ -527,6 +527,8 @@ class OffsetIndex(_MappedIndex):
         """Indexes the batch holding `offset` at `position`; both must exceed the last entry's."""
         # On the append path (an entry every index.interval.bytes): the checks of _require_room,
         # _relative and _last_read, inlined.
+        last_relative_offset: int  # typed, so that compiled code keeps them C integers
+        last_position: int
         entries = self._entries
         if self.is_full():
             self._require_room()
@@ -585,6 +587,8 @@ class TimeIndex(_MappedIndex):
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Appends (timestamp, offset) if `timestamp` is greater than the last one recorded."""
         # On the append path: _relative and _last_read, inlined.
+        last_timestamp: int  # typed, so that compiled code keeps them C integers
+        last_relative_offset: int
         relative_offset = offset - self._base_offset
         if not 0 <= relative_offset <= _INT32_MAX:
             self._relative(offset)

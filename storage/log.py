@@ -56,8 +56,9 @@ import random
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import Final, NamedTuple, Protocol
+from typing import Final, Protocol
 
 from protocol.compression import Compression
 from protocol.errors import CorruptRecordError
@@ -132,11 +133,18 @@ class InlineScheduler:
         log.leader_epochs.write(entries)
 
 
-class AppendResult(NamedTuple):
+@dataclass(slots=True, init=False)  # its own __init__, which compiled code calls directly
+class AppendResult:
     first_offset: int
     last_offset: int
     log_append_time_ms: int
     log_start_offset: int
+
+    def __init__(self, first_offset: int, last_offset: int, log_append_time_ms: int, log_start_offset: int) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
 
 
 def _now_ms() -> int:

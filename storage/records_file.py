@@ -18,7 +18,7 @@ from storage.descriptor_pool import Descriptor, PooledFile
 _SCAN_WINDOW: Final = 16 * 1024
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # its own __init__, called directly when compiled
 class FileRegion:
     """`length` bytes at `position` of a records file, to be sent with sendfile.
 
@@ -31,6 +31,11 @@ class FileRegion:
     descriptor: Descriptor
     position: int
     length: int
+
+    def __init__(self, descriptor: Descriptor, position: int, length: int) -> None:
+        self.descriptor = descriptor
+        self.position = position
+        self.length = length
 
     def __len__(self) -> int:
         return self.length

@@ -28,8 +28,9 @@ import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import itemgetter
-from typing import Final, NamedTuple
+from typing import Final
 
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import MAGIC_V2, NO_TIMESTAMP, crc_is_valid
@@ -58,12 +59,18 @@ def segment_path(directory: str, base_offset: int, suffix: str) -> str:
     return os.path.join(directory, f"{base_offset:020d}{suffix}")
 
 
-class AppendedBatch(NamedTuple):
+@dataclass(slots=True, init=False)  # its own __init__, which compiled code calls directly
+class AppendedBatch:
     """What a segment needs to know of each batch appended to it."""
 
     last_offset: int
     max_timestamp: int
     size: int
+
+    def __init__(self, last_offset: int, max_timestamp: int, size: int) -> None:
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.size = size
 
 
 class LogSegment:

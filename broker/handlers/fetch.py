@@ -57,7 +57,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Sized
-from dataclasses import dataclass, field
 from typing import Final
 
 from protocol.api_keys import ApiKey
@@ -84,24 +83,36 @@ log: Final = logging.getLogger(__name__)
 READ_COMMITTED: Final = 1
 
 
-@dataclass(slots=True)
+# Plain classes, not dataclasses: compiled, their __init__ is called directly
+# (tests/unit/test_compiled_modules.py).
+
+
 class _RemoteRead:
     """A partition whose fetch offset is only in the remote store, to be read from there."""
 
-    tp: TopicPartition
-    offset: int
-    max_bytes: int
-    min_one_batch: bool
-    read_committed: bool
-    result: PartitionResult
+    def __init__(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        read_committed: bool,
+        result: PartitionResult,
+    ) -> None:
+        self.tp = tp
+        self.offset = offset
+        self.max_bytes = max_bytes
+        self.min_one_batch = min_one_batch
+        self.read_committed = read_committed
+        self.result = result
 
 
-@dataclass(slots=True)
 class _Read:
-    topics: list[TopicResult]
-    total_bytes: int
-    answer_now: bool
-    remote: list[_RemoteRead] = field(default_factory=list)
+    def __init__(self, topics: list[TopicResult], total_bytes: int, answer_now: bool, remote: list[_RemoteRead]) -> None:
+        self.topics = topics
+        self.total_bytes = total_bytes
+        self.answer_now = answer_now
+        self.remote = remote
 
 
 @api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION), parse=parse_fetch_request)
@@ -198,12 +209,12 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
     return _Read(topics, total, answer_now, remote)
 
 
-@dataclass(slots=True)
 class _ConsumerReader:
     """A consumer's Fetch v11+ (KIP-392): it may read followers, and `rack` (its client.rack,
     when replica.selector.class is set) lets the leader send it to one."""
 
-    rack: str | None
+    def __init__(self, rack: str | None) -> None:
+        self.rack = rack
 
 
 def _consumer_reader(ctx: RequestContext, request: FetchRequest) -> _ConsumerReader | None:

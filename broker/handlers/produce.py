@@ -47,7 +47,7 @@ from typing import Final
 from protocol.api_keys import ApiKey
 from protocol.errors import CorruptRecordError, ErrorCode, KafkaError, ProtocolError
 from protocol.primitives import INT16
-from protocol.produce import PartitionResponse, encode_produce_response, parse_produce_request
+from protocol.produce import PartitionResponse, ProduceRequest, encode_produce_response, parse_produce_request
 from protocol.record_batch import ATTRIBUTES, MAGIC, TRANSACTIONAL_FLAG
 from storage.topic_partition import TopicPartition
 
@@ -62,7 +62,7 @@ _new_tuple: Final = tuple.__new__
 
 
 @api(ApiKey.PRODUCE, versions=(0, 9), parse=parse_produce_request)
-def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
+def handle_produce(ctx: RequestContext, request: ProduceRequest) -> EncodedResponse | object:
     # Every produced batch comes through here: the checks that hold for a whole request or
     # topic are made once for it, and names are looked up once.
     broker = ctx.broker
@@ -79,12 +79,12 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
         if authorizing else None
     )
     acks = request.acks
-    responses = []
+    responses: list[tuple[str, list[PartitionResponse]]] = []
     waiting: list[tuple[TopicPartition, int, PartitionResponse]] = []
     for topic in request.topics:
         name = topic.name
         refused = _topic_refusal(ctx, name, acks, writable)
-        partitions = []
+        partitions: list[PartitionResponse] = []
         for data in topic.partitions:
             partition = PartitionResponse(data.index)
             records = data.records
@@ -99,8 +99,10 @@ def handle_produce(ctx: RequestContext, request) -> EncodedResponse | object:
                 _set_error(partition, exc)
                 topic_stats.append_failed(name, len(records) if records is not None else 0)
             else:
-                first_offset, last_offset, partition.log_append_time_ms, partition.log_start_offset = result
+                first_offset, last_offset = result.first_offset, result.last_offset
                 partition.base_offset = first_offset
+                partition.log_append_time_ms = result.log_append_time_ms
+                partition.log_start_offset = result.log_start_offset
                 topic_stats.appended(name, first_offset, last_offset, len(records))
                 if acks == -1:
                     waiting.append((tp, last_offset, partition))
@@ -128,7 +130,7 @@ def _topic_refusal(ctx: RequestContext, name: str, acks: int, writable: set[str]
     return None
 
 
-def _has_transactional_records(request) -> bool:
+def _has_transactional_records(request: ProduceRequest) -> bool:
     """Whether a partition's batch is transactional (Kafka's RequestUtils.hasTransactionalRecords)."""
     for topic in request.topics:
         for data in topic.partitions:
@@ -139,7 +141,7 @@ def _has_transactional_records(request) -> bool:
     return False
 
 
-def _refused(ctx: RequestContext, request, error: ErrorCode):
+def _refused(ctx: RequestContext, request: ProduceRequest, error: ErrorCode) -> EncodedResponse:
     """Every partition answers `error`; with acks=0 there is no answer to carry it, and the
     connection is closed, as Kafka closes it."""
     if request.acks == 0:
@@ -174,7 +176,7 @@ async def _delayed(ctx: RequestContext, timeout_ms: int, pending, responses) -> 
     return _encoded(ctx.api_version, responses)
 
 
-def _encoded(version: int, responses) -> EncodedResponse:
+def _encoded(version: int, responses: list[tuple[str, list[PartitionResponse]]]) -> EncodedResponse:
     # throttle_time_ms ends the body, before v9's tagged fields (one byte: none).
     throttle_offset = None if version == 0 else -5 if version >= 9 else -4
     return EncodedResponse([encode_produce_response(version, responses)], throttle_offset)

@@ -13,7 +13,7 @@ sent, unless the handler registers its own `parse` (bytes in, request object out
 
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -25,10 +25,19 @@ if TYPE_CHECKING:
     from broker.server import Broker
 
 
-class RequestContext(NamedTuple):
-    broker: "Broker"
-    header: RequestHeader
-    session: Session
+# The classes a request builds write their own __init__: compiled code calls it directly,
+# where a NamedTuple's __new__ and a dataclass's generated __init__ are interpreted functions
+# (tests/unit/test_compiled_modules.py).
+
+
+class RequestContext:
+    # Not a dataclass: compiled, a dataclass evaluates its field types when the module loads,
+    # and Broker is imported for type checking only.
+
+    def __init__(self, broker: "Broker", header: RequestHeader, session: Session) -> None:
+        self.broker = broker
+        self.header = header
+        self.session = session
 
     @property
     def api_version(self) -> int:
@@ -45,11 +54,16 @@ class RequestContext(NamedTuple):
         return self.session.advertised_listener
 
 
-class EncodedResponse(NamedTuple):
+@dataclass(slots=True, init=False)
+class EncodedResponse:
     chunks: list[bytes | Sized]
     # Offset of the INT32 throttle_time_ms in chunks[0] (negative: from its end); None: the
     # version has no such field.
-    throttle_offset: int | None = None
+    throttle_offset: int | None
+
+    def __init__(self, chunks: list[bytes | Sized], throttle_offset: int | None = None) -> None:
+        self.chunks = chunks
+        self.throttle_offset = throttle_offset
 
 
 NO_RESPONSE: Final = object()

@@ -107,7 +107,7 @@ def with_throttle_time(result: Any, throttle_ms: int) -> Any:
             return result
         first = bytearray(result.chunks[0])
         INT32.pack_into(first, result.throttle_offset % len(first), throttle_ms)
-        return result._replace(chunks=[bytes(first), *result.chunks[1:]])
+        return EncodedResponse([bytes(first), *result.chunks[1:]], result.throttle_offset)
     if dataclasses.is_dataclass(result) and any(f.name == "throttle_time" for f in dataclasses.fields(result)):
         return dataclasses.replace(result, throttle_time=datetime.timedelta(milliseconds=throttle_ms))
     return result

@@ -1,8 +1,13 @@
-"""setup.py's COMPILED modules declare their module-level constants Final.
+"""What setup.py's COMPILED modules keep to, so that compiled code stays native.
 
-Compiled code reads a Final name from a C static (or inlines a literal), and any other module
-global from the module's dict at every use: about 5 % of a 16 KiB Produce's instructions went to
-those lookups (benchmarks/RESULTS.md). Type aliases and `__all__` cannot be Final.
+- Module-level constants are Final. Compiled code reads a Final name from a C static (or
+  inlines a literal), and any other module global from the module's dict at every use: about
+  5 % of a 16 KiB Produce's instructions went to those lookups (benchmarks/RESULTS.md). Type
+  aliases and `__all__` cannot be Final.
+- Dataclasses write their own __init__ (`init=False`). Compiled code calls it directly; the one
+  @dataclass generates is an interpreted function, called through the type with an argument
+  tuple and a keyword dict, about four times the cost (RESULTS.md). Frozen ones, built once
+  from the configuration, are left to @dataclass: a hand-written frozen __init__ cannot assign.
 """
 
 import ast
@@ -35,3 +40,30 @@ def test_every_module_level_name_a_compiled_module_assigns_is_final():
     assert len(modules) >= 20  # the listing was found
 
     assert {module: names for module in modules if (names := _globals_not_final(ROOT / module))} == {}
+
+
+def _dataclasses_with_a_generated_init(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            name = ast.unparse(call.func if call else decorator)
+            if name not in ("dataclass", "dataclasses.dataclass"):
+                continue
+            options = {k.arg: ast.literal_eval(k.value) for k in call.keywords} if call else {}
+            if options.get("frozen"):
+                continue
+            writes_init = any(isinstance(item, ast.FunctionDef) and item.name == "__init__" for item in node.body)
+            if options.get("init", True) or not writes_init:
+                found.append(node.name)
+    return found
+
+
+def test_every_dataclass_a_compiled_module_builds_writes_its_own_init():
+    modules = _compiled_modules()
+
+    assert {
+        module: names for module in modules if (names := _dataclasses_with_a_generated_init(ROOT / module))
+    } == {}
