@@ -48,6 +48,7 @@ COMPILED = [
     "broker/metrics/stats.py",
     "protocol/primitives.py",
     "storage/leader_epoch.py",
+    "broker/session.py",
 ]
 
 # Type-check only what is compiled: the other modules are imported for their types alone.

@@ -8,7 +8,7 @@ layer (TLS handshake, SASL exchange) writes it, on the event loop.
 """
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from broker.security.sasl_server import SaslAuthenticator
 
@@ -31,28 +31,48 @@ class KafkaPrincipal(NamedTuple):
         return cls(principal_type, name)
 
 
-ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
+ANONYMOUS: Final = KafkaPrincipal("User", "ANONYMOUS")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # compiled (setup.py): its own __init__, called directly
 class Session:
     client_address: str  # "host:port" as the socket gave it
     listener: str  # the name of the listener the connection came in on
-    security_protocol: str = "PLAINTEXT"
+    security_protocol: str
     # The advertised listener whose endpoints Metadata, DescribeCluster and FindCoordinator
     # answer with; None: the broker's client listener (a connection on a listener that is not
     # advertised).
-    advertised_listener: str | None = None
-    principal: KafkaPrincipal = ANONYMOUS
+    advertised_listener: str | None
+    principal: KafkaPrincipal
     # On a SASL_PLAINTEXT or SASL_SSL listener: the connection's SASL exchange and session
     # (broker/security/sasl_server.py), which gates the requests served; None on the others.
-    sasl: SaslAuthenticator | None = None
+    sasl: SaslAuthenticator | None
     # When the request being served was read whole (loop time), set by the connection before
     # dispatching it: the request metrics' queue time.
-    received_at: float = 0.0
+    received_at: float
     # The response just made, for the request metrics' send and total times: set by the
     # dispatcher, taken by the connection when it queues the response (broker.metrics.stats).
-    send_timer: Any = None
+    send_timer: Any
+
+    def __init__(
+        self,
+        client_address: str,
+        listener: str,
+        security_protocol: str = "PLAINTEXT",
+        advertised_listener: str | None = None,
+        principal: KafkaPrincipal = ANONYMOUS,
+        sasl: SaslAuthenticator | None = None,
+        received_at: float = 0.0,
+        send_timer: Any = None,
+    ) -> None:
+        self.client_address = client_address
+        self.listener = listener
+        self.security_protocol = security_protocol
+        self.advertised_listener = advertised_listener
+        self.principal = principal
+        self.sasl = sasl
+        self.received_at = received_at
+        self.send_timer = send_timer
 
     @property
     def client_host(self) -> str:
