@@ -108,6 +108,10 @@ class _MappedIndex(PooledFile):
         pwrite. Read-only: the file is mapped as it is.
         """
         super().__init__()
+        # The entry's struct and size, read on every append: a compiled instance's own
+        # attributes are read natively, class attributes through the type's dict.
+        self._entry: struct.Struct = self._ENTRY
+        self._entry_size: int = self._ENTRY.size
         self._path = Path(path)
         self._base_offset = base_offset
         self._writable = writable
@@ -145,7 +149,7 @@ class _MappedIndex(PooledFile):
 
     def is_full(self) -> bool:
         # max_entries, inlined: asked several times for every batch appended.
-        return not self._writable or self._entries >= self._length // self._ENTRY.size
+        return not self._writable or self._entries >= self._length // self._entry_size
 
     def truncate_to(self, offset: int) -> None:
         """Drops the entries whose offset is at or above `offset`."""
@@ -331,10 +335,10 @@ class _MappedIndex(PooledFile):
 
     def _write_next(self, first: int, second: int) -> None:
         try:
-            entry = self._ENTRY.pack(first, second)
+            entry = self._entry.pack(first, second)
         except struct.error as error:
             raise ValueError(f"({first}, {second}) does not fit an index entry") from error
-        self._write(entry, self._entries * self._ENTRY.size)
+        self._write(entry, self._entries * self._entry_size)
         self._entries += 1
 
     def _write(self, data: bytes, position: int) -> None:
@@ -536,7 +540,7 @@ class OffsetIndex(_MappedIndex):
         if not 0 <= relative_offset <= _INT32_MAX:
             self._relative(offset)
         if entries:
-            last_relative_offset, last_position = self._ENTRY.unpack_from(self._buffer(), (entries - 1) * self._ENTRY.size)
+            last_relative_offset, last_position = self._entry.unpack_from(self._buffer(), (entries - 1) * self._entry_size)
         else:
             last_relative_offset, last_position = _BEFORE_FIRST_ENTRY
         if not (relative_offset > last_relative_offset and position >= last_position):
@@ -594,8 +598,8 @@ class TimeIndex(_MappedIndex):
             self._relative(offset)
         entries = self._entries
         if entries:
-            last_timestamp, last_relative_offset = self._ENTRY.unpack_from(
-                self._buffer(), (entries - 1) * self._ENTRY.size
+            last_timestamp, last_relative_offset = self._entry.unpack_from(
+                self._buffer(), (entries - 1) * self._entry_size
             )
         else:
             last_timestamp, last_relative_offset = _BEFORE_FIRST_ENTRY
