@@ -18,11 +18,10 @@ from protocol.record_batch import (
     BATCH_HEADER_STRUCT,
     CONTROL_FLAG,
     LOG_OVERHEAD,
+    MAGIC,
     MAGIC_V2,
     TIMESTAMP_TYPE_FLAG,
     BatchHeader,
-    TimestampType,
-    magic_of,
     split_batches,
 )
 from protocol.records import iter_keys
@@ -41,7 +40,7 @@ def validate_produced_records(records: memoryview, config: LogConfig, now_ms: in
     size = len(records)
     if size < _MIN_MESSAGE_BYTES:
         raise CorruptRecordError(f"record set of {size} bytes is too small")
-    magic = magic_of(records, 0)
+    magic = records[MAGIC]  # within the size just checked
     if magic != MAGIC_V2:
         raise UnsupportedMessageFormatError(
             f"message format v{magic} is not supported; only record batch v2 (Kafka 0.11+)"
@@ -107,8 +106,8 @@ def _check_keys(records: memoryview, config: LogConfig) -> None:
 
 
 def _check_timestamp(header: BatchHeader, config: LogConfig, now_ms: int) -> None:
-    if header.timestamp_type != TimestampType.CREATE_TIME:
-        return
+    """A CreateTime batch's timestamp against the topic's bounds (the caller checked the
+    batch's timestamp type)."""
     timestamp = header.max_timestamp
     if now_ms - timestamp > config.message_timestamp_before_max_ms:
         raise InvalidTimestampError(
