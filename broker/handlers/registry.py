@@ -34,6 +34,8 @@ class RequestContext:
     # Not a dataclass: compiled, a dataclass evaluates its field types when the module loads,
     # and Broker is imported for type checking only.
 
+    __slots__ = ("broker", "header", "session")
+
     def __init__(self, broker: "Broker", header: RequestHeader, session: Session) -> None:
         self.broker = broker
         self.header = header
