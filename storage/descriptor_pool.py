@@ -48,11 +48,12 @@ class Descriptor:
 
 
 class _Slot:
-    """What the pool knows of one file: the descriptor it holds, if any, and whether it was let
-    go, and whether it was used since the pool last passed over it. The file owns its slot and
-    the pool refers to the slot weakly, so a file that dies takes its pool entry with it. The pool never refers to the file itself: the compiled builds of
-    RecordsFile and the indexes (setup.py) cannot be weakly referenced safely, since mypyc's
-    classes with a Python base class do not clear their weak references when they die."""
+    """What the pool knows of one file: the descriptor it holds, if any, whether it was let go,
+    and whether it was used since the pool last passed over it. The file owns its slot and the
+    pool refers to the slot weakly, so a file that dies takes its pool entry with it. The pool
+    never refers to the file itself: the compiled builds of RecordsFile and the indexes
+    (setup.py) cannot be weakly referenced safely, since mypyc's classes with a Python base
+    class do not clear their weak references when they die."""
 
     __slots__ = ("descriptor", "let_go", "used", "__weakref__")
 
