@@ -83,12 +83,14 @@ log: Final = logging.getLogger(__name__)
 READ_COMMITTED: Final = 1
 
 
-# Plain classes, not dataclasses: compiled, their __init__ is called directly
-# (tests/unit/test_compiled_modules.py).
+# Plain classes with their own __init__, which compiled code calls directly
+# (tests/unit/test_compiled_modules.py); nothing compares or prints them.
 
 
 class _RemoteRead:
     """A partition whose fetch offset is only in the remote store, to be read from there."""
+
+    __slots__ = ("tp", "offset", "max_bytes", "min_one_batch", "read_committed", "result")
 
     def __init__(
         self,
@@ -108,6 +110,8 @@ class _RemoteRead:
 
 
 class _Read:
+    __slots__ = ("topics", "total_bytes", "answer_now", "remote")
+
     def __init__(self, topics: list[TopicResult], total_bytes: int, answer_now: bool, remote: list[_RemoteRead]) -> None:
         self.topics = topics
         self.total_bytes = total_bytes
@@ -212,6 +216,8 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
 class _ConsumerReader:
     """A consumer's Fetch v11+ (KIP-392): it may read followers, and `rack` (its client.rack,
     when replica.selector.class is set) lets the leader send it to one."""
+
+    __slots__ = ("rack",)
 
     def __init__(self, rack: str | None) -> None:
         self.rack = rack
