@@ -6,7 +6,6 @@ into Prometheus families when the registry is read, also on the loop.
 """
 
 import time
-from bisect import bisect_left
 from collections.abc import Container, Iterable, Iterator
 from typing import Final
 
@@ -18,6 +17,20 @@ LATENCY_BUCKETS_MS: Final = (
 )
 
 
+def bucket(bounds: tuple[float, ...], value: float) -> int:
+    """The index of the first bound at or above `value` (len(bounds) when none is): bisect_left,
+    written out because compiled it compares C doubles, where bisect's generic comparisons cost
+    about a thousand instructions a call, five times per request."""
+    low, high = 0, len(bounds)
+    while low < high:
+        middle = (low + high) >> 1
+        if bounds[middle] < value:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 class Histogram:
     """Counts of observations per bucket and their sum (Prometheus' cumulative buckets are made
     when read)."""
@@ -25,12 +38,12 @@ class Histogram:
     __slots__ = ("bounds", "counts", "sum")
 
     def __init__(self, bounds: Iterable[float] = LATENCY_BUCKETS_MS) -> None:
-        self.bounds = tuple(bounds)
+        self.bounds = tuple(float(bound) for bound in bounds)  # floats, for `bucket`
         self.counts = [0] * (len(self.bounds) + 1)  # the last: above every bound
         self.sum = 0.0
 
     def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
+        self.counts[bucket(self.bounds, value)] += 1
         self.sum += value
 
     def cumulative(self) -> Iterator[tuple[str, int]]:
@@ -148,9 +161,9 @@ class SendTimer:
         for times in self.times:
             # Histogram.observe, inlined: once per response.
             send, total = times.send, times.total
-            send.counts[bisect_left(send.bounds, send_ms)] += 1
+            send.counts[bucket(send.bounds, send_ms)] += 1
             send.sum += send_ms
-            total.counts[bisect_left(total.bounds, total_ms)] += 1
+            total.counts[bucket(total.bounds, total_ms)] += 1
             total.sum += total_ms
 
 
@@ -169,11 +182,11 @@ class RequestStats:
         requests[version] = requests.get(version, 0) + 1
         # Histogram.observe, inlined and unrolled: once per request.
         queue, local, remote = times.queue, times.local, times.remote
-        queue.counts[bisect_left(queue.bounds, queue_ms)] += 1
+        queue.counts[bucket(queue.bounds, queue_ms)] += 1
         queue.sum += queue_ms
-        local.counts[bisect_left(local.bounds, local_ms)] += 1
+        local.counts[bucket(local.bounds, local_ms)] += 1
         local.sum += local_ms
-        remote.counts[bisect_left(remote.bounds, remote_ms)] += 1
+        remote.counts[bucket(remote.bounds, remote_ms)] += 1
         remote.sum += remote_ms
         return times
 

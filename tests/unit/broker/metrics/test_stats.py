@@ -1,6 +1,10 @@
 """The loop-owned counts behind the broker's metrics."""
 
-from broker.metrics.stats import BrokerTopicStats, Histogram, RequestStats, SendTimer, request_name
+from bisect import bisect_left
+
+from hypothesis import given, strategies as st
+
+from broker.metrics.stats import BrokerTopicStats, Histogram, RequestStats, SendTimer, bucket, request_name
 
 
 def test_histogram_buckets_are_cumulative_and_a_value_on_a_bound_falls_in_its_bucket():
@@ -9,6 +13,14 @@ def test_histogram_buckets_are_cumulative_and_a_value_on_a_bound_falls_in_its_bu
         histogram.observe(observed)
     assert list(histogram.cumulative()) == [("1.0", 2), ("10.0", 4), ("+Inf", 5)]
     assert (sum(histogram.counts), histogram.sum) == (5, 25.5)
+
+
+@given(
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=20).map(sorted).map(tuple),
+    st.floats(allow_nan=False),
+)
+def test_a_value_falls_in_the_bucket_bisect_left_gives(bounds, value):
+    assert bucket(bounds, value) == bisect_left(bounds, value)
 
 
 def test_request_times_add_up_to_the_total_once_the_response_is_sent():
