@@ -331,7 +331,8 @@ class ReplicaManager:
         dir failed; for one not hosted here NOT_LEADER_OR_FOLLOWER if the metadata cache knows
         it or has not been filled by a controller yet, UNKNOWN_TOPIC_OR_PARTITION otherwise
         (Kafka's getPartitionOrException, which answers UNKNOWN before the first UpdateMetadata)."""
-        if self.log_manager.is_offline(tp):
+        log_manager = self.log_manager
+        if log_manager.has_offline_dirs and log_manager.is_offline(tp):
             raise KafkaError(f"{tp} is offline: its log directory failed", ErrorCode.kafka_storage_error)
         partition = self.partitions.get(tp)
         if partition is not None:

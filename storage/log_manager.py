@@ -219,6 +219,10 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, LogDir] = {}
         self._unplaced: set[TopicPartition] = set()  # see mark_unplaced
+        # Whether a dir has failed (dirs never come back): a plain attribute, as every Produce and
+        # Fetch asks it (ReplicaManager.get_partition), and `is_offline` is needed only when it is
+        # set, since partitions are unplaced only while a dir is offline. Set by _take_offline.
+        self.has_offline_dirs = False
         # Future replicas (see "Moving a replica"), the dir of each, and the tasks copying them
         self.future_logs: dict[TopicPartition, Log] = {}
         self._future_dir_of: dict[TopicPartition, LogDir] = {}
@@ -418,10 +422,6 @@ class LogManager:
         return log_dir is not None and not log_dir.online
 
     @property
-    def has_offline_dirs(self) -> bool:
-        return any(not d.online for d in self.dirs.values())
-
-    @property
     def has_online_dirs(self) -> bool:
         return any(d.online for d in self.dirs.values())
 
@@ -589,6 +589,7 @@ class LogManager:
             return
         log.error("log directory %s is offline: %s", log_dir.path, exc)
         log_dir.online = False
+        self.has_offline_dirs = True
         for tp in list(log_dir.logs):
             self.logs.pop(tp, None)
             self._stop_move(tp)
