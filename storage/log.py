@@ -167,7 +167,10 @@ class Log:
     ) -> None:
         self.directory = directory
         self.topic_partition = topic_partition
-        self.config = config
+        self._config = config
+        # config.max_segment_ms, which every append's roll check reads: a property of the
+        # interpreted LogConfig that calls another, so computed once per config (see `config`).
+        self._max_segment_ms = config.max_segment_ms
         self.segments = segments
         self.scheduler = scheduler
         self.log_end_offset = segments[-1].read_next_offset()
@@ -507,7 +510,7 @@ class Log:
         if (
             segment.size + size > self.config.segment_bytes
             or segment.time_waited_for_roll(now_ms, max_timestamp)
-            > self.config.max_segment_ms - self._roll_jitter_ms
+            > self._max_segment_ms - self._roll_jitter_ms
             or segment.is_full()
             or not segment.can_hold_offset(last_offset)
         ):
@@ -526,7 +529,7 @@ class Log:
         self.scheduler.flush(self, new_base)
 
     def _pick_roll_jitter(self) -> int:
-        jitter = min(self.config.segment_jitter_ms, self.config.max_segment_ms)
+        jitter = min(self.config.segment_jitter_ms, self._max_segment_ms)
         return random.randrange(jitter) if jitter > 0 else 0
 
     # ---------------------------------------------------------------------------- truncation
@@ -849,6 +852,15 @@ class Log:
 
     def mark_flushed(self, offset: int) -> None:
         self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self._max_segment_ms = config.max_segment_ms
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config

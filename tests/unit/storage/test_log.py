@@ -112,6 +112,16 @@ def test_roll_on_time_uses_record_timestamps(open_log):
     assert len(log.segments) == 2
 
 
+def test_a_compacted_topic_rolls_at_max_compaction_lag_once_its_config_says_so(open_log):
+    log = open_log(LogConfig(segment_ms=1000))
+    append(log, b"a", timestamp=10_000)
+    append(log, b"b", timestamp=10_500)
+    assert len(log.segments) == 1
+    log.update_config(LogConfig(segment_ms=1000, cleanup_policy="compact", max_compaction_lag_ms=400))
+    append(log, b"c", key=b"k", timestamp=10_501)
+    assert len(log.segments) == 2
+
+
 def test_lookup_by_timestamp(open_log):
     log = open_log(LogConfig(index_interval_bytes=50))
     for i in range(30):
