@@ -19,7 +19,8 @@ def test_every_request_is_answered_and_its_cost_and_calls_counted(tmp_path, api)
     result = asyncio.run(measure(tmp_path, requests=20, repeats=3, batch_bytes=4096, calls=True, api=api))
 
     assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"]
-    assert result["python_calls"] > 10  # a request goes through dispatch, handler and log
+    # Counted, not a floor: a compiled build leaves only a handful of interpreted calls per request.
+    assert result["python_calls"] > 0
 
 
 @pytest.mark.parametrize("safe_path", [True, False])
