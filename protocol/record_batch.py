@@ -273,14 +273,18 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
 
 
 _OFFSET_LENGTH_EPOCH: Final = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+# The two methods every appended batch is patched with, bound once: compiled code calls a
+# bound method straight, where `S.pack_into(...)` looks the method up at every call.
+_unpack_int32: Final = INT32.unpack_from
+_pack_offset_length_epoch_into: Final = _OFFSET_LENGTH_EPOCH.pack_into
 
 
 def set_base_offset_and_leader_epoch(buf: bytearray | memoryview, pos: int, offset: int, epoch: int) -> None:
     """`set_base_offset` and `set_partition_leader_epoch` in one struct call: what the leader
     patches in every batch it appends."""
     _check_range(buf, pos, BATCH_HEADER_SIZE, "batch header")
-    (length,) = INT32.unpack_from(buf, pos + BATCH_LENGTH)
-    _OFFSET_LENGTH_EPOCH.pack_into(buf, pos, offset, length, epoch)
+    (length,) = _unpack_int32(buf, pos + BATCH_LENGTH)
+    _pack_offset_length_epoch_into(buf, pos, offset, length, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:

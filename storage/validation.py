@@ -30,6 +30,10 @@ from storage.log_config import LogConfig
 
 _MIN_MESSAGE_BYTES: Final = 17  # reaches the magic byte in every message format
 _new_tuple: Final = tuple.__new__
+# Bound once: compiled code calls them straight, where `crc32c.crc32c(...)` and
+# `S.unpack_from(...)` look the function up at every call.
+_crc32c: Final = crc32c.crc32c
+_unpack_batch_header: Final = BATCH_HEADER_STRUCT.unpack_from
 
 
 def validate_produced_records(records: memoryview, config: LogConfig, now_ms: int) -> BatchHeader:
@@ -47,12 +51,12 @@ def validate_produced_records(records: memoryview, config: LogConfig, now_ms: in
         )
     if size < BATCH_HEADER_SIZE:
         BatchHeader.from_buffer(records)  # raises CorruptRecordError: the header is cut short
-    header = _new_tuple(BatchHeader, BATCH_HEADER_STRUCT.unpack_from(records, 0))
+    header = _new_tuple(BatchHeader, _unpack_batch_header(records, 0))
     if header.batch_length + LOG_OVERHEAD != size:
         _explain_framing(records)
     if size > config.max_message_bytes or size > config.segment_bytes:
         _check_size(header, config)
-    if crc32c.crc32c(records[ATTRIBUTES:]) != header.crc:
+    if _crc32c(records[ATTRIBUTES:]) != header.crc:
         raise CorruptRecordError("record batch fails its CRC-32C check")
     if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
         _check_counts(header)
