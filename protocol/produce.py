@@ -26,6 +26,7 @@ from protocol.primitives import (
     Reader,
     encode_array_length,
     encode_string,
+    encode_uvarint,
     read_uvarint,
 )
 
@@ -77,17 +78,25 @@ class _Malformed(Exception):
 
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
-_ACKS_TIMEOUT_TOPICS: Final = struct.Struct(">hii")
 _ACKS_TIMEOUT: Final = struct.Struct(">hi")
 _INDEX_RECORDS_LENGTH: Final = struct.Struct(">ii")
+# The fixed-width parser's groups, each with the length or count that follows it: the head of a
+# v3+ request, from its transactional_id length to the first topic's name length; the head from
+# acks to that length (v0-2, or after a transactional id); a topic's partition count with its
+# first partition's index and records length.
+_HEAD_V3: Final = struct.Struct(">hhiih")
+_HEAD: Final = struct.Struct(">hiih")
+_PARTITIONS_AND_FIRST: Final = struct.Struct(">iii")
 # Their unpack_from, bound once: compiled code calls a bound method straight, where
 # `S.unpack_from(...)` looks the method up at every call (about a sixth of the call's
 # instructions).
 _unpack_int16: Final = _INT16.unpack_from
 _unpack_int32: Final = _INT32.unpack_from
-_unpack_acks_timeout_topics: Final = _ACKS_TIMEOUT_TOPICS.unpack_from
 _unpack_acks_timeout: Final = _ACKS_TIMEOUT.unpack_from
 _unpack_index_records_length: Final = _INDEX_RECORDS_LENGTH.unpack_from
+_unpack_head_v3: Final = _HEAD_V3.unpack_from
+_unpack_head: Final = _HEAD.unpack_from
+_unpack_partitions_and_first: Final = _PARTITIONS_AND_FIRST.unpack_from
 
 
 def parse_produce_request(version: int, body: memoryview) -> ProduceRequest:
@@ -102,47 +111,53 @@ def parse_produce_request(version: int, body: memoryview) -> ProduceRequest:
 
 def _parse_fixed_width(version: int, body: memoryview) -> ProduceRequest:
     """v0-8 with one struct call per field group and no Reader: the request parsed for every
-    produced batch. Refuses (raising _Malformed or struct.error) whatever the Reader parser
-    would refuse, and some legal oddities (a null topic array), which that parser then takes."""
+    produced batch. Each call reads ahead the length or count that follows its group, so that a
+    request for one partition without a transactional id takes two calls. Refuses (raising
+    _Malformed or struct.error) whatever the Reader parser would refuse, and some legal oddities
+    (no topics, a topic without partitions), which that parser then takes."""
     # Typed, so that compiled code keeps them as C integers (struct gives Any).
     length: int
     acks: int
     timeout_ms: int
     topic_count: int
+    name_length: int
     partition_count: int
     index: int
     size: int
     end = len(body)
-    pos = 0
     transactional_id = None
     if version >= 3:
-        (length,) = _unpack_int16(body, 0)
-        pos = 2
-        if length >= 0:
-            if pos + length > end:
+        length, acks, timeout_ms, topic_count, name_length = _unpack_head_v3(body, 0)
+        pos = _HEAD_V3.size
+        if length >= 0:  # read again after the transactional id
+            if 2 + length > end:
                 raise _Malformed
-            transactional_id = str(body[pos : pos + length], "utf-8")
-            pos += length
-    acks, timeout_ms, topic_count = _unpack_acks_timeout_topics(body, pos)
-    pos += _ACKS_TIMEOUT_TOPICS.size
-    if not 0 <= topic_count <= end - pos:
+            transactional_id = str(body[2 : 2 + length], "utf-8")
+            acks, timeout_ms, topic_count, name_length = _unpack_head(body, 2 + length)
+            pos = 2 + length + _HEAD.size
+    else:
+        acks, timeout_ms, topic_count, name_length = _unpack_head(body, 0)
+        pos = _HEAD.size
+    if not 1 <= topic_count <= end - pos:
         raise _Malformed
     topics = []
-    for _ in range(topic_count):
-        (length,) = _unpack_int16(body, pos)
-        pos += 2
-        if length < 0 or pos + length > end:
+    for topic_number in range(topic_count):
+        if topic_number:
+            (name_length,) = _unpack_int16(body, pos)
+            pos += 2
+        if name_length < 0 or pos + name_length > end:
             raise _Malformed
-        name = str(body[pos : pos + length], "utf-8")
-        pos += length
-        (partition_count,) = _unpack_int32(body, pos)
-        pos += 4
-        if not 0 <= partition_count <= end - pos:
+        name = str(body[pos : pos + name_length], "utf-8")
+        pos += name_length
+        partition_count, index, size = _unpack_partitions_and_first(body, pos)
+        pos += _PARTITIONS_AND_FIRST.size
+        if not 1 <= partition_count <= end - pos + _INDEX_RECORDS_LENGTH.size:
             raise _Malformed
         partitions = []
-        for _ in range(partition_count):
-            index, size = _unpack_index_records_length(body, pos)
-            pos += 8
+        for partition_number in range(partition_count):
+            if partition_number:
+                index, size = _unpack_index_records_length(body, pos)
+                pos += _INDEX_RECORDS_LENGTH.size
             if size < 0:
                 records = None
             elif pos + size > end:
@@ -277,6 +292,63 @@ class PartitionResponse:
 
 def encode_produce_response(
     version: int, topics: list[tuple[str, list[PartitionResponse]]], throttle_time_ms: int = 0
+) -> bytes:
+    if len(topics) == 1:
+        name, partitions = topics[0]
+        if len(partitions) == 1:
+            partition = partitions[0]
+            if not partition.record_errors and partition.error_message is None:
+                return _encode_one_plain_partition(version, name, partition, throttle_time_ms)
+    return _encode_any(version, topics, throttle_time_ms)
+
+
+# The answer to what nearly every producer sends, one topic with one partition, when that
+# partition answers without record errors or message: after the topic's name, one struct from
+# the partition count to the end (throttle_time_ms from v1; v8's empty record_errors and null
+# error_message; v9's compact forms and every structure's empty tagged fields). By version.
+_ONE_PLAIN_PARTITION: Final = [
+    struct.Struct(">iihq"),
+    struct.Struct(">iihqi"),
+    *[struct.Struct(">iihqqi")] * 3,
+    *[struct.Struct(">iihqqqi")] * 3,
+    struct.Struct(">iihqqqihi"),
+    struct.Struct(">BihqqqBBBBiB"),
+]
+_ONE_TOPIC_AND_NAME_LENGTH: Final = struct.Struct(">ih")
+
+
+def _encode_one_plain_partition(
+    version: int, name: str, partition: PartitionResponse, throttle_time_ms: int
+) -> bytes:
+    """`_encode_any`'s bytes for one topic with one plain partition, in two struct calls."""
+    data = name.encode()
+    codec = _ONE_PLAIN_PARTITION[version]
+    if version >= FIRST_FLEXIBLE_VERSION:
+        return b"".join((
+            b"\x02", encode_uvarint(len(data) + 1), data,
+            codec.pack(2, partition.index, partition.error_code, partition.base_offset,
+                       partition.log_append_time_ms, partition.log_start_offset,
+                       1, 0, 0, 0, throttle_time_ms, 0),
+        ))
+    head = _ONE_TOPIC_AND_NAME_LENGTH.pack(1, len(data))
+    if version >= 8:
+        tail = codec.pack(1, partition.index, partition.error_code, partition.base_offset,
+                          partition.log_append_time_ms, partition.log_start_offset, 0, -1, throttle_time_ms)
+    elif version >= 5:
+        tail = codec.pack(1, partition.index, partition.error_code, partition.base_offset,
+                          partition.log_append_time_ms, partition.log_start_offset, throttle_time_ms)
+    elif version >= 2:
+        tail = codec.pack(1, partition.index, partition.error_code, partition.base_offset,
+                          partition.log_append_time_ms, throttle_time_ms)
+    elif version == 1:
+        tail = codec.pack(1, partition.index, partition.error_code, partition.base_offset, throttle_time_ms)
+    else:
+        tail = codec.pack(1, partition.index, partition.error_code, partition.base_offset)
+    return b"".join((head, data, tail))
+
+
+def _encode_any(
+    version: int, topics: list[tuple[str, list[PartitionResponse]]], throttle_time_ms: int
 ) -> bytes:
     flexible = version >= FIRST_FLEXIBLE_VERSION
     out = [encode_array_length(len(topics), flexible)]

@@ -1,6 +1,9 @@
 import datetime
+import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.static.primitive import i16, i32
 
 from protocol import produce, schemas
@@ -167,3 +170,64 @@ def test_v9_request_with_tagged_fields_is_parsed_by_the_reader_parser():
 def test_v9_truncated_request_raises_a_protocol_error():
     with pytest.raises(ProtocolError):
         parse_produce_request(9, memoryview(kio_request(9, b"abc")[:-5]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(0, 9),
+    name=st.text(min_size=1, max_size=300),
+    index=st.integers(0, 2**31 - 1),
+    error=st.sampled_from([ErrorCode.none, ErrorCode.not_leader_or_follower]),
+    offsets=st.tuples(*[st.integers(-1, 2**63 - 1)] * 3),
+    throttle_time_ms=st.integers(0, 2**31 - 1),
+)
+def test_one_plain_partition_is_encoded_as_the_general_encoder_encodes_it(
+    version, name, index, error, offsets, throttle_time_ms
+):
+    base_offset, log_append_time_ms, log_start_offset = offsets
+    partition = PartitionResponse(index, error, base_offset, log_append_time_ms, log_start_offset)
+    topics = [(name, [partition])]
+
+    assert encode_produce_response(version, topics, throttle_time_ms) == produce._encode_any(
+        version, topics, throttle_time_ms
+    )
+
+
+def _fixed_width_request(version, transactional_id, topics) -> bytes:
+    """A v0-8 Produce body, written field by field as the protocol lays it out."""
+    out = bytearray()
+    if version >= 3:
+        if transactional_id is None:
+            out += struct.pack(">h", -1)
+        else:
+            out += struct.pack(">h", len(transactional_id.encode())) + transactional_id.encode()
+    out += struct.pack(">hii", -1, 30_000, len(topics))
+    for name, partitions in topics:
+        out += struct.pack(">h", len(name.encode())) + name.encode() + struct.pack(">i", len(partitions))
+        for index, records in partitions:
+            out += struct.pack(">ii", index, -1 if records is None else len(records)) + (records or b"")
+    return bytes(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.integers(0, 8),
+    transactional_id=st.none() | st.text(max_size=20),
+    topics=st.lists(
+        st.tuples(
+            st.text(max_size=20),
+            st.lists(st.tuples(st.integers(0, 2**31 - 1), st.none() | st.binary(max_size=30)), max_size=3),
+        ),
+        max_size=3,
+    ),
+)
+def test_the_fixed_width_parser_reads_every_shape_of_request_as_the_reader_parser(version, transactional_id, topics):
+    body = memoryview(_fixed_width_request(version, transactional_id, topics))
+    expected = produce._parse_with_reader(version, body)
+
+    assert parse_produce_request(version, body) == expected
+    assert expected.transactional_id == (transactional_id if version >= 3 else None)
+    assert [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partitions])
+            for t in expected.topics] == topics
+    if topics and all(partitions for _, partitions in topics):  # the shapes it takes itself
+        assert produce._parse_fixed_width(version, body) == expected
