@@ -99,6 +99,14 @@ _PARTITION_V4: Final = struct.Struct(">iqi")
 _PARTITION_V5: Final = struct.Struct(">iqqi")
 _PARTITION_V9: Final = struct.Struct(">iiqqi")
 _PARTITION_V12: Final = struct.Struct(">iiqiqi")
+# Their sizes as Final ints: compiled code reads a C static, where `S.size` is an attribute
+# lookup.
+_REQUEST_FIXED_SIZE: Final = _REQUEST_FIXED.size
+_SESSION_SIZE: Final = _SESSION.size
+_PARTITION_V12_SIZE: Final = _PARTITION_V12.size
+_PARTITION_V9_SIZE: Final = _PARTITION_V9.size
+_PARTITION_V5_SIZE: Final = _PARTITION_V5.size
+_PARTITION_V4_SIZE: Final = _PARTITION_V4.size
 # The unpack_from of the two every librdkafka consumer's Fetch goes through, bound once:
 # compiled code calls a bound method straight, where `S.unpack_from(...)` looks the method up
 # at every call (about a sixth of the call's instructions).
@@ -122,11 +130,11 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
     flexible = version >= FIRST_FLEXIBLE_VERSION
     end = len(body)
     replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level = _unpack_request_fixed(body, 0)
-    pos = _REQUEST_FIXED.size
+    pos = _REQUEST_FIXED_SIZE
     session_id = 0
     if version >= 7:
         session_id, _session_epoch = _SESSION.unpack_from(body, pos)
-        pos += _SESSION.size
+        pos += _SESSION_SIZE
     count, pos = _array_length(body, pos, flexible)
     topics = []
     for _ in range(count):
@@ -138,7 +146,7 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
                 partition, leader_epoch, offset, last_epoch, log_start, partition_max = (
                     _unpack_partition_v12(body, pos)
                 )
-                pos += _PARTITION_V12.size
+                pos += _PARTITION_V12_SIZE
                 if body[pos]:
                     raise _Malformed  # tagged fields
                 pos += 1
@@ -147,17 +155,17 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
                 )
             elif version >= 9:
                 partition, leader_epoch, offset, log_start, partition_max = _PARTITION_V9.unpack_from(body, pos)
-                pos += _PARTITION_V9.size
+                pos += _PARTITION_V9_SIZE
                 partitions.append(
                     _new_tuple(FetchPartition, (partition, offset, partition_max, leader_epoch, -1, log_start))
                 )
             elif version >= 5:
                 partition, offset, log_start, partition_max = _PARTITION_V5.unpack_from(body, pos)
-                pos += _PARTITION_V5.size
+                pos += _PARTITION_V5_SIZE
                 partitions.append(_new_tuple(FetchPartition, (partition, offset, partition_max, -1, -1, log_start)))
             else:
                 partition, offset, partition_max = _PARTITION_V4.unpack_from(body, pos)
-                pos += _PARTITION_V4.size
+                pos += _PARTITION_V4_SIZE
                 partitions.append(_new_tuple(FetchPartition, (partition, offset, partition_max, -1, -1, -1)))
         pos = _no_tagged_fields(body, pos, flexible)
         topics.append(_new_tuple(FetchTopic, (name, partitions)))

@@ -87,6 +87,13 @@ _INDEX_RECORDS_LENGTH: Final = struct.Struct(">ii")
 _HEAD_V3: Final = struct.Struct(">hhiih")
 _HEAD: Final = struct.Struct(">hiih")
 _PARTITIONS_AND_FIRST: Final = struct.Struct(">iii")
+# Their sizes as Final ints: compiled code reads a C static, where `S.size` is an attribute
+# lookup.
+_HEAD_V3_SIZE: Final = _HEAD_V3.size
+_HEAD_SIZE: Final = _HEAD.size
+_PARTITIONS_AND_FIRST_SIZE: Final = _PARTITIONS_AND_FIRST.size
+_INDEX_RECORDS_LENGTH_SIZE: Final = _INDEX_RECORDS_LENGTH.size
+_ACKS_TIMEOUT_SIZE: Final = _ACKS_TIMEOUT.size
 # Their unpack_from, bound once: compiled code calls a bound method straight, where
 # `S.unpack_from(...)` looks the method up at every call (about a sixth of the call's
 # instructions).
@@ -128,16 +135,16 @@ def _parse_fixed_width(version: int, body: memoryview) -> ProduceRequest:
     transactional_id = None
     if version >= 3:
         length, acks, timeout_ms, topic_count, name_length = _unpack_head_v3(body, 0)
-        pos = _HEAD_V3.size
+        pos = _HEAD_V3_SIZE
         if length >= 0:  # read again after the transactional id
             if 2 + length > end:
                 raise _Malformed
             transactional_id = str(body[2 : 2 + length], "utf-8")
             acks, timeout_ms, topic_count, name_length = _unpack_head(body, 2 + length)
-            pos = 2 + length + _HEAD.size
+            pos = 2 + length + _HEAD_SIZE
     else:
         acks, timeout_ms, topic_count, name_length = _unpack_head(body, 0)
-        pos = _HEAD.size
+        pos = _HEAD_SIZE
     if not 1 <= topic_count <= end - pos:
         raise _Malformed
     topics = []
@@ -150,14 +157,14 @@ def _parse_fixed_width(version: int, body: memoryview) -> ProduceRequest:
         name = str(body[pos : pos + name_length], "utf-8")
         pos += name_length
         partition_count, index, size = _unpack_partitions_and_first(body, pos)
-        pos += _PARTITIONS_AND_FIRST.size
-        if not 1 <= partition_count <= end - pos + _INDEX_RECORDS_LENGTH.size:
+        pos += _PARTITIONS_AND_FIRST_SIZE
+        if not 1 <= partition_count <= end - pos + _INDEX_RECORDS_LENGTH_SIZE:
             raise _Malformed
         partitions = []
         for partition_number in range(partition_count):
             if partition_number:
                 index, size = _unpack_index_records_length(body, pos)
-                pos += _INDEX_RECORDS_LENGTH.size
+                pos += _INDEX_RECORDS_LENGTH_SIZE
             if size < 0:
                 records = None
             elif pos + size > end:
@@ -189,7 +196,7 @@ def _parse_flexible(body: memoryview) -> ProduceRequest:
         transactional_id = str(body[pos : pos + length], "utf-8")
         pos += length
     acks, timeout_ms = _unpack_acks_timeout(body, pos)
-    pos += _ACKS_TIMEOUT.size
+    pos += _ACKS_TIMEOUT_SIZE
     topic_count = _one_byte_length(body, pos)
     pos += 1
     topics = []
