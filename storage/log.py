@@ -94,7 +94,7 @@ from storage.segment import (
 )
 from storage.topic_partition import TopicPartition
 from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
-from storage.validation import validate_produced_records
+from storage.validation import ProduceChecks, validate_produced_records
 
 log: Final = logging.getLogger(__name__)
 
@@ -169,8 +169,10 @@ class Log:
         self.topic_partition = topic_partition
         self._config = config
         # config.max_segment_ms, which every append's roll check reads: a property of the
-        # interpreted LogConfig that calls another, so computed once per config (see `config`).
+        # interpreted LogConfig that calls another, so computed once per config (see `config`);
+        # what validation reads of it, likewise.
         self._max_segment_ms = config.max_segment_ms
+        self._produce_checks = ProduceChecks(config)
         self.segments = segments
         self.scheduler = scheduler
         self.log_end_offset = segments[-1].read_next_offset()
@@ -371,7 +373,7 @@ class Log:
         offsets in __consumer_offsets) has no sequence: only its epoch is checked.
         """
         now = _now_ms()
-        header = validate_produced_records(records, self.config, now)
+        header = validate_produced_records(records, self._produce_checks, now)
         if header.producer_id < 0:
             return self._assign_offsets_and_append(records, header, leader_epoch, now)
         if from_coordinator:
@@ -861,6 +863,7 @@ class Log:
     def config(self, config: LogConfig) -> None:
         self._config = config
         self._max_segment_ms = config.max_segment_ms
+        self._produce_checks = ProduceChecks(config)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config

@@ -11,6 +11,7 @@ from protocol.record_batch import BatchHeader, TimestampType, crc_is_valid, iter
 from protocol.records import iter_records
 from storage.errors import (
     InvalidProducerEpochError,
+    InvalidTimestampError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
@@ -166,6 +167,22 @@ def test_two_batches_in_one_produce_and_oversized_batches_are_refused(open_log):
         log.append_as_leader(memoryview(batch(b"a") + batch(b"b")), 0)
     with pytest.raises(MessageTooLargeError):
         log.append_as_leader(memoryview(batch(b"a" * 300)), 0)
+
+
+def test_a_config_update_changes_what_later_produced_batches_are_checked_against(open_log):
+    now_ms = int(time.time() * 1000)
+    log = open_log()
+    append(log, b"a" * 300, key=None, timestamp=1_000)  # 300 bytes, keyless, from 1970
+    log.update_config(
+        LogConfig(cleanup_policy="compact", max_message_bytes=200, message_timestamp_before_max_ms=60_000)
+    )
+    with pytest.raises(MessageTooLargeError):
+        append(log, b"a" * 300, timestamp=now_ms)
+    with pytest.raises(InvalidRecordError):
+        append(log, b"a", key=None, timestamp=now_ms)
+    with pytest.raises(InvalidTimestampError):
+        append(log, b"a", timestamp=1_000)
+    assert append(log, b"a", timestamp=now_ms).first_offset == 1
 
 
 def test_retention_by_size_deletes_oldest_segments_and_moves_the_log_start(open_log):
