@@ -32,6 +32,9 @@ _BEFORE_FIRST_ENTRY: Final = (-1, 0)
 # those lookups on pages that are already resident instead of faulting in the whole file.
 _WARM_SECTION_BYTES: Final = 8192
 _ZERO_CHECK_CHUNK_BYTES: Final = 1 << 20
+# Entries appended but not yet written wait in memory up to this many: one pwrite for them all
+# instead of one per entry (an entry per produced batch of index.interval.bytes or more).
+_PENDING_ENTRIES: Final = 32
 
 
 class CorruptIndexError(Exception):
@@ -68,6 +71,13 @@ class _MappedIndex(PooledFile):
     mapped file costs about a millisecond, against tens of microseconds for a pwrite. Reading a
     hole is safe (it reads zeros).
 
+    Appended entries wait in memory (`_pending`, at most _PENDING_ENTRIES) and go out in one
+    pwrite when that fills, and before anything reads the map (`_buffer`), truncates, trims or
+    closes the index, or the log schedules a flush (`write_pending`): a pwrite per produced batch
+    cost more than the rest of indexing it. The entries lost with a crash only make the index
+    sparser, which lookups tolerate (they scan forward from an earlier entry), and the log
+    rebuilds the indexes of whatever it recovers anyway.
+
     Descriptors: the map keeps none. Python's mmap (before 3.13's trackfd) keeps a duplicate of
     the file's descriptor for as long as the map lives, which would be two per partition for the
     active segment alone; `_Mapping` maps the file with libc's mmap and closes the descriptor.
@@ -87,8 +97,9 @@ class _MappedIndex(PooledFile):
 
     Thread-safety: everything runs on the event loop, except `flush()`, which may run in a worker
     thread while the loop keeps appending. `flush()` fsyncs a descriptor of its own and never
-    touches the mapping, so remapping or closing concurrently is safe; the lock only keeps a
-    concurrent `rename()` from making it open a path that no longer exists.
+    touches the mapping or the pending entries (the loop writes those first: `write_pending`),
+    so remapping or closing concurrently is safe; the lock only keeps a concurrent `rename()`
+    from making it open a path that no longer exists.
     """
 
     _ENTRY: ClassVar[struct.Struct]
@@ -120,7 +131,8 @@ class _MappedIndex(PooledFile):
         self._mmap: _Mapping | None = None
         self._length = 0
         self._data_end = 0  # where the file's first hole starts (its length if none)
-        self._entries = 0
+        self._entries = 0  # those in the file and those pending
+        self._pending = bytearray()  # the last entries, not yet written (see the class)
         self._map()
         self._entries = self._count_entries()
         # A length that is not a whole number of entries is evidence for sanity_check; keep it.
@@ -161,6 +173,7 @@ class _MappedIndex(PooledFile):
         """Drops every entry; a writable index keeps its room, a read-only one empties its file."""
         length = self.max_entries * self._ENTRY.size if self._writable else 0
         self._entries = 0
+        self._pending.clear()
         # Cutting the file to nothing and growing it back yields fresh zero pages without writing
         # them, and wipes whatever a corrupt file held past its entries: this is how an index that
         # failed sanity_check is rebuilt.
@@ -170,6 +183,7 @@ class _MappedIndex(PooledFile):
 
     def trim_to_valid_size(self) -> None:
         """Shrinks the file to its entries; the index stays readable, and is full."""
+        self.write_pending()
         self._map(self.size_bytes)
         self._drop_descriptor()  # no more writes until a resize: leave the pool's room to others
 
@@ -183,8 +197,23 @@ class _MappedIndex(PooledFile):
         self._writable = True
         self._map(length)
 
+    def write_pending(self) -> None:
+        """Writes the entries waiting in memory, as `flush()` needs them written first."""
+        pending = self._pending
+        if pending:
+            count = len(pending) // self._entry_size
+            try:
+                self._write(pending, (self._entries - count) * self._entry_size)
+            except OSError:
+                # The file keeps the entries before these: a sparser index, and a sound one.
+                self._entries -= count
+                pending.clear()
+                raise
+            pending.clear()
+
     def flush(self) -> None:
-        """Makes the entries durable; safe to call from a worker thread."""
+        """Makes the written entries durable (`write_pending` first, on the loop, for those
+        still in memory); safe to call from a worker thread."""
         # mmap.flush() holds the GIL for the whole msync and would stall the event loop. os.fsync
         # releases it, and it writes back pages dirtied through the mapping just the same (on Linux
         # msync(MS_SYNC) of a shared file mapping is an fsync of that range).
@@ -202,6 +231,7 @@ class _MappedIndex(PooledFile):
         """Trims a writable index to its entries and unmaps it; closing again does nothing."""
         if self._closed:
             return
+        self.write_pending()
         self._closed = True
         self._unmap()
         self._let_go()
@@ -222,12 +252,14 @@ class _MappedIndex(PooledFile):
 
     def release(self) -> None:
         """Unmaps the index without touching its file, which goes with its whole directory."""
+        self._pending.clear()
         self._closed = True
         self._unmap()
         self._let_go()
 
     def delete(self) -> None:
         """Unmaps the index and removes its file, if it still exists."""
+        self._pending.clear()
         self._closed = True
         self._unmap()
         self._let_go()
@@ -327,6 +359,11 @@ class _MappedIndex(PooledFile):
         return self._read(slot)
 
     def _last_read(self) -> tuple[int, int]:
+        """The last entry, pending or written, without writing the pending ones."""
+        pending = self._pending
+        if pending:
+            last: tuple[int, int] = self._entry.unpack_from(pending, len(pending) - self._entry_size)
+            return last
         return self._read(self._entries - 1) if self._entries else _BEFORE_FIRST_ENTRY
 
     def _require_room(self) -> None:
@@ -338,12 +375,18 @@ class _MappedIndex(PooledFile):
             entry = self._entry.pack(first, second)
         except struct.error as error:
             raise ValueError(f"({first}, {second}) does not fit an index entry") from error
-        self._write(entry, self._entries * self._entry_size)
+        if self._mmap is None:
+            raise ValueError(f"{self._path} is closed")
+        pending = self._pending
+        pending += entry
         self._entries += 1
+        if len(pending) >= _PENDING_ENTRIES * self._entry_size:
+            self.write_pending()
 
-    def _write(self, data: bytes, position: int) -> None:
+    def _write(self, data: bytes | bytearray, position: int) -> None:
         """Writes `data` at `position` of the file; the map shows it at once."""
-        self._buffer()  # refuse a closed index before touching its file
+        if self._mmap is None:  # refuse a closed index before touching its file
+            raise ValueError(f"{self._path} is closed")
         descriptor = self._fd_holder()
         written = os.pwrite(descriptor.fd, data, position) if data else 0  # all of it, nearly always
         while written < len(data):
@@ -381,6 +424,7 @@ class _MappedIndex(PooledFile):
         if count >= self._entries:
             return
         if self._writable:
+            self.write_pending()
             start = count * self._ENTRY.size
             self._write(bytes(self.size_bytes - start), start)
             self._entries = count
@@ -439,8 +483,11 @@ class _MappedIndex(PooledFile):
             self._mmap = None
 
     def _buffer(self) -> memoryview:
+        """The map, with every entry in it: the pending ones are written first."""
         if self._mmap is None:
             raise ValueError(f"{self._path} is closed")
+        if self._pending:
+            self.write_pending()
         return self._mmap.view
 
 
@@ -529,20 +576,16 @@ class OffsetIndex(_MappedIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Indexes the batch holding `offset` at `position`; both must exceed the last entry's."""
-        # On the append path (an entry every index.interval.bytes): the checks of _require_room,
-        # _relative and _last_read, inlined.
+        # On the append path (an entry every index.interval.bytes): the checks of _require_room
+        # and _relative, inlined.
         last_relative_offset: int  # typed, so that compiled code keeps them C integers
         last_position: int
-        entries = self._entries
         if self.is_full():
             self._require_room()
         relative_offset = offset - self._base_offset
         if not 0 <= relative_offset <= _INT32_MAX:
             self._relative(offset)
-        if entries:
-            last_relative_offset, last_position = self._entry.unpack_from(self._buffer(), (entries - 1) * self._entry_size)
-        else:
-            last_relative_offset, last_position = _BEFORE_FIRST_ENTRY
+        last_relative_offset, last_position = self._last_read()
         if not (relative_offset > last_relative_offset and position >= last_position):
             raise ValueError(
                 f"entry ({offset}, {position}) does not follow the last entry "
@@ -590,19 +633,13 @@ class TimeIndex(_MappedIndex):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Appends (timestamp, offset) if `timestamp` is greater than the last one recorded."""
-        # On the append path: _relative and _last_read, inlined.
+        # On the append path: _relative, inlined.
         last_timestamp: int  # typed, so that compiled code keeps them C integers
         last_relative_offset: int
         relative_offset = offset - self._base_offset
         if not 0 <= relative_offset <= _INT32_MAX:
             self._relative(offset)
-        entries = self._entries
-        if entries:
-            last_timestamp, last_relative_offset = self._entry.unpack_from(
-                self._buffer(), (entries - 1) * self._entry_size
-            )
-        else:
-            last_timestamp, last_relative_offset = _BEFORE_FIRST_ENTRY
+        last_timestamp, last_relative_offset = self._last_read()
         if relative_offset < last_relative_offset:
             raise ValueError(
                 f"offset {offset} is below the last entry's {self.last_entry[1]} in {self._path}"

@@ -843,6 +843,9 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         if self.log_end_offset > self.recovery_point:
+            # The flush fsyncs files; the index entries the active segment keeps in memory are
+            # written to them first (the segments before it wrote theirs when they rolled).
+            self.active_segment.write_pending_index_entries()
             self.scheduler.flush(self, self.log_end_offset)
 
     def files_to_flush(self, up_to_offset: int) -> list[LogSegment | SnapshotFile]:

@@ -368,6 +368,11 @@ class LogSegment:
         except IndexFullError:
             pass  # the index filled up, which is why the segment rolled; lookups still work
 
+    def write_pending_index_entries(self) -> None:
+        """Writes the index entries waiting in memory (storage.index), as `flush` needs."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
     def flush(self) -> None:
         self.records.flush()
         self.offset_index.flush()

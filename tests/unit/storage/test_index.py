@@ -53,6 +53,7 @@ def test_time_index_writes_big_endian_timestamp_then_relative_offset(tmp_path):
 def test_writable_index_is_extended_to_whole_entries_with_a_zero_tail(tmp_path):
     index = offset_index(tmp_path, max_index_size=85)
     index.append(1001, 64)
+    index.write_pending()
 
     assert index.path.stat().st_size == 80
     assert index.max_entries == 10
@@ -404,6 +405,7 @@ def test_untrimmed_file_reopens_with_the_entries_before_the_zero_tail(tmp_path, 
     crashed = offset_index(tmp_path)
     for n in range(1, count + 1):
         crashed.append(BASE + n, 10 * n)
+    crashed.write_pending()  # as a flush writes them
     # Not closed: the file keeps its sparse zero tail, as after a crash.
 
     reopened = offset_index(tmp_path)
@@ -413,10 +415,34 @@ def test_untrimmed_file_reopens_with_the_entries_before_the_zero_tail(tmp_path, 
     reopened.sanity_check()
 
 
+def test_entries_still_in_memory_at_a_crash_are_lost_and_the_index_stays_sound(tmp_path):
+    index = offset_index(tmp_path, max_index_size=1024)
+    for n in range(1, 41):  # 32 go out in one write, 8 wait for the next
+        index.append(BASE + n, 10 * n)
+    assert index.entries == 40 and index.last_offset == BASE + 40
+    # Not closed, as after a crash.
+
+    reopened = offset_index(tmp_path, max_index_size=1024)
+
+    assert reopened.entries == 32
+    reopened.sanity_check()
+    assert reopened.lookup(BASE + 40) == (BASE + 32, 320)  # a reader scans on from there
+
+
+def test_a_read_sees_the_entries_still_in_memory(tmp_path):
+    index = offset_index(tmp_path, max_index_size=1024)
+    for n in range(1, 41):
+        index.append(BASE + n, 10 * n)
+
+    assert index.lookup(BASE + 40) == (BASE + 40, 400)
+    assert offset_index(tmp_path, max_index_size=1024).entries == 40  # the read wrote them
+
+
 def test_untrimmed_time_index_reopens_read_only_with_its_entries(tmp_path):
     crashed = time_index(tmp_path)
     for n in range(1, 4):
         crashed.maybe_append(n * 10, BASE + n)
+    crashed.write_pending()
 
     reopened = time_index(tmp_path, writable=False)
 
@@ -736,6 +762,7 @@ def test_sanity_check_of_an_untrimmed_sparse_file_reads_only_its_data(tmp_path):
     index = offset_index(tmp_path, max_index_size=10 * MIB)
     for n in range(1, 1000):
         index.append(BASE + n, 10 * n)
+    index.write_pending()
     index.release()  # as a crash leaves it: 10 MiB long, entries at the start
 
     reopened = offset_index(tmp_path, writable=False)

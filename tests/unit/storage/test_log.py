@@ -17,6 +17,7 @@ from storage.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from storage.index import OffsetIndex, TimeIndex
 from storage.log_config import LogConfig
 from storage.log import InlineScheduler, Log
 from storage.txn_index import AbortedTxn
@@ -121,6 +122,22 @@ def test_a_compacted_topic_rolls_at_max_compaction_lag_once_its_config_says_so(o
     log.update_config(LogConfig(segment_ms=1000, cleanup_policy="compact", max_compaction_lag_ms=400))
     append(log, b"c", key=b"k", timestamp=10_501)
     assert len(log.segments) == 2
+
+
+def test_a_flush_finds_every_index_entry_in_the_files_it_fsyncs(open_log):
+    log = open_log(LogConfig(index_interval_bytes=50))
+    for i in range(10):  # an index entry each, fewer than the index keeps in memory
+        append(log, b"x" * 80, timestamp=1_000 + i)
+    segment = log.active_segment
+    flushed = []
+    log.scheduler.flush = lambda log, up_to: flushed.extend(
+        (OffsetIndex(segment.offset_index.path, segment.base_offset, 0, writable=False).entries,
+         TimeIndex(segment.time_index.path, segment.base_offset, 0, writable=False).entries)
+    )
+
+    log.flush()
+
+    assert flushed == [segment.offset_index.entries, segment.time_index.entries] and flushed[0] >= 9
 
 
 def test_lookup_by_timestamp(open_log):
