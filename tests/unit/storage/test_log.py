@@ -130,11 +130,15 @@ def test_a_flush_finds_every_index_entry_in_the_files_it_fsyncs(open_log):
         append(log, b"x" * 80, timestamp=1_000 + i)
     segment = log.active_segment
     flushed = []
-    log.scheduler.flush = lambda log, up_to: flushed.extend(
-        (OffsetIndex(segment.offset_index.path, segment.base_offset, 0, writable=False).entries,
-         TimeIndex(segment.time_index.path, segment.base_offset, 0, writable=False).entries)
-    )
 
+    class FilesReadAtFlush:  # a LogScheduler
+        def flush(self, log, up_to_offset):
+            flushed.extend((
+                OffsetIndex(segment.offset_index.path, segment.base_offset, 0, writable=False).entries,
+                TimeIndex(segment.time_index.path, segment.base_offset, 0, writable=False).entries,
+            ))
+
+    log.scheduler = FilesReadAtFlush()
     log.flush()
 
     assert flushed == [segment.offset_index.entries, segment.time_index.entries] and flushed[0] >= 9
