@@ -75,7 +75,7 @@ class FetchRequest(NamedTuple):
     only incremental sessions use, and cluster_id are checked and left out)."""
 
     replica_id: int
-    max_wait: timedelta
+    max_wait_ms: int
     min_bytes: int
     max_bytes: int
     isolation_level: int
@@ -89,6 +89,7 @@ class _Malformed(Exception):
 
 
 _new_tuple: Final = tuple.__new__
+_MILLISECOND: Final = timedelta(milliseconds=1)  # kio's max_wait, a timedelta, in whole ms
 _REQUEST_FIXED: Final = struct.Struct(">iiiib")
 _SESSION: Final = struct.Struct(">ii")
 _INT32: Final = struct.Struct(">i")
@@ -107,11 +108,12 @@ _PARTITION_V12_SIZE: Final = _PARTITION_V12.size
 _PARTITION_V9_SIZE: Final = _PARTITION_V9.size
 _PARTITION_V5_SIZE: Final = _PARTITION_V5.size
 _PARTITION_V4_SIZE: Final = _PARTITION_V4.size
-# The unpack_from of the two every librdkafka consumer's Fetch goes through, bound once:
+# The unpack_from of the three every librdkafka consumer's Fetch goes through, bound once:
 # compiled code calls a bound method straight, where `S.unpack_from(...)` looks the method up
 # at every call (about a sixth of the call's instructions).
 _unpack_request_fixed: Final = _REQUEST_FIXED.unpack_from
 _unpack_partition_v12: Final = _PARTITION_V12.unpack_from
+_unpack_session: Final = _SESSION.unpack_from
 # A response partition's first fields: partition_index, error_code, high_watermark,
 # last_stable_offset and, from v5, log_start_offset.
 _PARTITION_HEAD_V4: Final = struct.Struct(">ihqq")
@@ -133,7 +135,7 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
     pos = _REQUEST_FIXED_SIZE
     session_id = 0
     if version >= 7:
-        session_id, _session_epoch = _SESSION.unpack_from(body, pos)
+        session_id, _session_epoch = _unpack_session(body, pos)
         pos += _SESSION_SIZE
     count, pos = _array_length(body, pos, flexible)
     topics = []
@@ -181,9 +183,8 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
         rack_id, pos = _string(body, pos, flexible)
     if _no_tagged_fields(body, pos, flexible) > end:
         raise _Malformed  # the forgotten topics' partitions run past the end
-    max_wait = timedelta(milliseconds=max_wait_ms)
     return _new_tuple(
-        FetchRequest, (replica_id, max_wait, min_bytes, max_bytes, isolation_level, topics, session_id, rack_id)
+        FetchRequest, (replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics, session_id, rack_id)
     )
 
 
@@ -247,8 +248,8 @@ def _parse_with_kio(version: int, body: memoryview) -> FetchRequest:
         for topic in request.topics
     ]
     return FetchRequest(
-        request.replica_id, request.max_wait, request.min_bytes, request.max_bytes, request.isolation_level,
-        topics, request.session_id, request.rack_id,
+        request.replica_id, request.max_wait // _MILLISECOND, request.min_bytes, request.max_bytes,
+        request.isolation_level, topics, request.session_id, request.rack_id,
     )
 
 

@@ -129,7 +129,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         max_bytes = fetch_max_bytes(ctx.broker.client_quotas, ctx, max_bytes)
     min_bytes = min(request.min_bytes, max_bytes)
     read = _read(ctx, request, denied, max_bytes)
-    max_wait_s = request.max_wait.total_seconds()
+    max_wait_s = request.max_wait_ms / 1000
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
     wants_nothing = not any(topic.partitions for topic in request.topics)
     if read.remote:

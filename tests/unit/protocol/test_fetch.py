@@ -103,9 +103,7 @@ def test_a_fetch_request_is_parsed_by_hand_as_kio_reads_it(version):
     by_hand = fetch._parse_by_hand(version, body)
 
     assert by_hand == fetch._parse_with_kio(version, body)
-    assert (by_hand.replica_id, by_hand.max_wait, by_hand.min_bytes, by_hand.isolation_level) == (
-        3, timedelta(milliseconds=500), 7, 1
-    )
+    assert (by_hand.replica_id, by_hand.max_wait_ms, by_hand.min_bytes, by_hand.isolation_level) == (3, 500, 7, 1)
     first = by_hand.topics[0].partitions[1]
     assert (first.partition, first.fetch_offset, first.partition_max_bytes) == (3, 2**40, 1_048_576)
     assert first.current_leader_epoch == (5 if version >= 9 else -1)
