@@ -48,9 +48,14 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
+# The one-byte varints, built once: `bytes((value,))` is a generic call of the bytes type in
+# compiled code, and every compact length and tagged-field count of a response is one.
+_ONE_BYTE_UVARINTS: Final = [bytes((value,)) for value in range(0x80)]
+
+
 def encode_uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
+    if 0 <= value < 0x80:
+        return _ONE_BYTE_UVARINTS[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

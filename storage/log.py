@@ -613,7 +613,13 @@ class Log:
     # ------------------------------------------------------------------------------ reading
 
     def _segment_index(self, offset: int) -> int:
-        return max(bisect_right(self.segments, offset, key=_base_offset) - 1, 0)
+        # Nearly always the active segment's: found without bisect, whose key= is a generic
+        # keyword call in compiled code.
+        segments = self.segments
+        last = len(segments) - 1
+        if offset >= segments[last].base_offset:
+            return last
+        return max(bisect_right(segments, offset, key=_base_offset) - 1, 0)
 
     @property
     def local_log_start_offset(self) -> int:
