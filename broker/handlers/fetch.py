@@ -73,6 +73,7 @@ from protocol.fetch import (
 from storage.errors import OffsetMovedToTieredStorageError
 from storage.topic_partition import TopicPartition
 
+from broker.handlers import authorization
 from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import EncodedResponse, RequestContext, api
 from broker.security.acl import AclOperation, ResourceType
@@ -81,6 +82,9 @@ from broker.security.throttling import fetch_max_bytes
 log: Final = logging.getLogger(__name__)
 
 READ_COMMITTED: Final = 1
+# TopicPartition(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same
+# tuple from C (as handlers/produce does for every produced partition).
+_new_tuple: Final = tuple.__new__
 
 
 # Plain classes with their own __init__, which compiled code calls directly
@@ -138,7 +142,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _answer(ctx, request, read.topics)
     # Watched from now: the connection starts the long poll on a later turn of the loop, and an
     # append served meanwhile must end its wait.
-    watched = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    watched = [_new_tuple(TopicPartition, (t.topic, p.partition)) for t in request.topics for p in t.partitions]
     woken = ctx.broker.replica_manager.watch_appends(watched, max_wait_s)
     return _long_poll(ctx, request, denied, time.monotonic() + max_wait_s, min_bytes, max_bytes, watched, woken)
 
@@ -146,6 +150,8 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
 def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
     """The topics this fetch may not read: a follower needs CLUSTER_ACTION on the cluster, a
     consumer READ on each topic."""
+    if not authorization.enabled(ctx):
+        return set()  # and no enum member looked up, which compiled code does generically
     names = {topic.topic for topic in request.topics}
     if request.replica_id >= 0:
         return set() if authorized(ctx, AclOperation.CLUSTER_ACTION) else names
@@ -188,7 +194,7 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
-            tp = TopicPartition(topic.topic, wanted.partition)
+            tp = _new_tuple(TopicPartition, (topic.topic, wanted.partition))
             max_bytes = min(wanted.partition_max_bytes, remaining)
             if topic.topic in denied:
                 result = PartitionResult(wanted.partition, error_code=ErrorCode.topic_authorization_failed, records=b"")
