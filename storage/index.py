@@ -73,10 +73,12 @@ class _MappedIndex(PooledFile):
 
     Appended entries wait in memory (`_pending`, at most _PENDING_ENTRIES) and go out in one
     pwrite when that fills, and before anything reads the map (`_buffer`), truncates, trims or
-    closes the index, or the log schedules a flush (`write_pending`): a pwrite per produced batch
-    cost more than the rest of indexing it. The entries lost with a crash only make the index
-    sparser, which lookups tolerate (they scan forward from an earlier entry), and the log
-    rebuilds the indexes of whatever it recovers anyway.
+    closes the index, or the log schedules a flush, or the log's scheduler writes them shortly
+    after the append (`write_pending`; storage.log_manager waits 0.1 s at most, so readers of the
+    file see them): a pwrite per produced batch cost more than the rest of indexing it. The
+    entries lost with a crash only make the index sparser, which lookups tolerate (they scan
+    forward from an earlier entry), and the log rebuilds the indexes of whatever it recovers
+    anyway.
 
     Descriptors: the map keeps none. Python's mmap (before 3.13's trackfd) keeps a duplicate of
     the file's descriptor for as long as the map lives, which would be two per partition for the

@@ -116,6 +116,11 @@ class LogScheduler(Protocol):
     def write_leader_epochs(self, log: "Log", entries: list[EpochEntry]) -> None:
         """Write `entries` to the log's leader-epoch-checkpoint, after any earlier write of it."""
 
+    def write_index_entries_soon(self, log: "Log") -> None:
+        """Call `log.write_pending_index_entries()` on the loop within a short while: the index
+        entries an append made wait in memory (storage.index) until then, or until 32 of them
+        go out together, so that readers of the files (an operator's dump-log) see them."""
+
 
 class InlineScheduler:
     """Does the work at once, on the caller's thread: for tests and offline tools."""
@@ -131,6 +136,9 @@ class InlineScheduler:
 
     def write_leader_epochs(self, log: "Log", entries: list[EpochEntry]) -> None:
         log.leader_epochs.write(entries)
+
+    def write_index_entries_soon(self, log: "Log") -> None:
+        log.write_pending_index_entries()
 
 
 @dataclass(slots=True, init=False)  # its own __init__, which compiled code calls directly
@@ -189,6 +197,7 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._roll_jitter_ms = self._pick_roll_jitter()
+        self._index_write_asked = False  # write_index_entries_soon asked for, not yet done
 
     # ----------------------------------------------------------------------------- loading
 
@@ -501,6 +510,9 @@ class Log:
         self._maybe_roll(len(data), batches[0].max_timestamp, batches[-1].last_offset, now_ms)
         self.active_segment.append(data, batches)
         self.log_end_offset = batches[-1].last_offset + 1
+        if not self._index_write_asked:
+            self._index_write_asked = True
+            self.scheduler.write_index_entries_soon(self)
         self._unflushed_messages += record_count
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -853,6 +865,12 @@ class Log:
             # written to them first (the segments before it wrote theirs when they rolled).
             self.active_segment.write_pending_index_entries()
             self.scheduler.flush(self, self.log_end_offset)
+
+    def write_pending_index_entries(self) -> None:
+        """Writes the index entries the active segment keeps in memory (the scheduler's call,
+        `write_index_entries_soon`); the next append asks for the next such write."""
+        self._index_write_asked = False
+        self.active_segment.write_pending_index_entries()
 
     def files_to_flush(self, up_to_offset: int) -> list[LogSegment | SnapshotFile]:
         """Segments holding offsets in [recovery point, up_to_offset), and the producer

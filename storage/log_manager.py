@@ -131,6 +131,11 @@ class NoQuota:
 
 NO_QUOTA = NoQuota()
 _NEVER_MS = 2**31
+# The index entries appends make wait in memory (storage.index) at most this long before they
+# are written to their files, where readers of the files (dump-log, a copy) find them: long
+# enough that a busy partition's entries go out 32 to a write, short beside anything an operator
+# does.
+_INDEX_WRITE_DELAY_S = 0.1
 
 
 @dataclass
@@ -246,6 +251,7 @@ class LogManager:
         self._path_work: dict[TopicPartition, set[concurrent.futures.Future]] = {}
         self._draining: dict[TopicPartition, set[concurrent.futures.Future]] = {}
         self._shutting_down = False  # shutdown writes the last checkpoints itself
+        self._index_writes: list[Log] = []  # logs that asked for write_index_entries_soon
         self._periodic: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cleaner = LogCleaner(self, settings.cleaner)
@@ -862,6 +868,24 @@ class LogManager:
         # The file's writer is taken from the Log here, on the loop: the thread touches no Log.
         write = functools.partial(owner.leader_epochs.write, entries)
         self._write_in_background(owner, lambda: write, failed, path_of=tp)
+
+    def write_index_entries_soon(self, owner: Log) -> None:
+        # One timer for every log that asks in its window, not one per log.
+        if not self._index_writes:
+            self._later(_INDEX_WRITE_DELAY_S, self._write_index_entries)
+        self._index_writes.append(owner)
+
+    def _write_index_entries(self) -> None:
+        owners, self._index_writes = self._index_writes, []
+        for owner in owners:
+            try:
+                owner.write_pending_index_entries()
+            except OSError as exc:
+                tp = owner.topic_partition
+                if self.logs.get(tp) is owner:
+                    self.handle_io_error(tp, exc)
+                elif self.future_logs.get(tp) is owner:
+                    self._take_offline(self._future_dir_of[tp], exc)
 
     # ----------------------------------------------------------------------- periodic work
 

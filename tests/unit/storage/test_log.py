@@ -124,8 +124,24 @@ def test_a_compacted_topic_rolls_at_max_compaction_lag_once_its_config_says_so(o
     assert len(log.segments) == 2
 
 
+class _IndexWritesAsked:  # a LogScheduler (InlineScheduler, compiled, takes no subclass)
+    """Counts the index writes a log asks for, and does none: the entries stay in memory. The
+    rest of its work it does at once, as InlineScheduler."""
+
+    def __init__(self) -> None:
+        self.index_writes_asked = 0
+        self._inline = InlineScheduler()
+
+    def write_index_entries_soon(self, log) -> None:
+        self.index_writes_asked += 1
+
+    def __getattr__(self, name: str):
+        return getattr(self._inline, name)
+
+
 def test_a_flush_finds_every_index_entry_in_the_files_it_fsyncs(open_log):
     log = open_log(LogConfig(index_interval_bytes=50))
+    log.scheduler = _IndexWritesAsked()  # the entries stay in memory until the flush
     for i in range(10):  # an index entry each, fewer than the index keeps in memory
         append(log, b"x" * 80, timestamp=1_000 + i)
     segment = log.active_segment
@@ -142,6 +158,23 @@ def test_a_flush_finds_every_index_entry_in_the_files_it_fsyncs(open_log):
     log.flush()
 
     assert flushed == [segment.offset_index.entries, segment.time_index.entries] and flushed[0] >= 9
+
+
+def test_appends_ask_once_for_an_index_write_until_it_is_done_and_it_reaches_the_files(open_log):
+    log = open_log(LogConfig(index_interval_bytes=50))
+    scheduler = log.scheduler = _IndexWritesAsked()
+    for i in range(5):
+        append(log, b"x" * 80, timestamp=1_000 + i)
+    assert scheduler.index_writes_asked == 1
+    segment = log.active_segment
+    on_disk = OffsetIndex(segment.offset_index.path, segment.base_offset, 0, writable=False)
+    assert on_disk.entries == 0  # fewer than go out together: in memory until the asked write
+
+    log.write_pending_index_entries()  # the scheduler's call
+    append(log, b"x" * 80, timestamp=2_000)
+
+    on_disk = OffsetIndex(segment.offset_index.path, segment.base_offset, 0, writable=False)
+    assert on_disk.entries == 4 and scheduler.index_writes_asked == 2
 
 
 def test_lookup_by_timestamp(open_log):

@@ -7,10 +7,12 @@ import pytest
 
 import storage.log_manager as log_manager_module
 from storage import descriptor_pool
+from storage import index as index_module
 from storage.checkpoint import OffsetCheckpointFile
 from storage.cleaner import CleanerConfig, plan_cleaning
 from protocol.record_batch import iter_batches
 from protocol.records import iter_records
+from storage.index import OffsetIndex
 from storage.errors import KafkaStorageError, LogDirNotFoundError, ReplicaNotAvailableError
 from storage.log_config import LONG_MAX, LogConfig
 from broker.replication_quotas import ReplicationQuotaManager
@@ -882,3 +884,58 @@ def test_a_tiered_log_is_moved_from_its_local_start_and_keeps_its_remote_start(t
 
     assert run(scenario()) == (0, True, 12)
 
+
+
+def _entries_on_disk(log) -> int:
+    segment = log.active_segment
+    return OffsetIndex(segment.offset_index.path, segment.base_offset, 0, writable=False).entries
+
+
+def test_index_entries_reach_their_files_shortly_after_the_appends_without_a_flush(tmp_path):
+    tp = TopicPartition("t", 0)
+
+    async def scenario():
+        logs = manager(tmp_path)
+        await logs.startup()
+        partition_log = logs.create(tp, LogConfig(index_interval_bytes=1))
+        for value in (b"a", b"b", b"c", b"d"):
+            append(partition_log, value)
+        assert partition_log.active_segment.offset_index.entries == 3
+        assert _entries_on_disk(partition_log) == 0  # in memory, to go out together
+
+        await _until(lambda: _entries_on_disk(partition_log) == 3, "the entries written")
+        append(partition_log, b"e")  # a later append asks for its own write
+        await _until(lambda: _entries_on_disk(partition_log) == 4, "the next entry written")
+        await logs.shutdown()
+
+    run(scenario())
+
+
+def test_a_failed_index_write_takes_only_its_dir_offline(tmp_path, monkeypatch):
+    failing, healthy = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        failing_log = logs.create(failing, LogConfig(index_interval_bytes=1))
+        healthy_log = logs.create(healthy, LogConfig(index_interval_bytes=1))
+        for value in (b"a", b"b"):
+            append(failing_log, value)
+        real_pwrite = index_module.os.pwrite
+
+        def pwrite(fd, data, position):
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(failing_log.directory):
+                raise OSError(5, "Input/output error")
+            return real_pwrite(fd, data, position)
+
+        monkeypatch.setattr(index_module.os, "pwrite", pwrite)
+        for value in (b"a", b"b"):
+            append(healthy_log, value)
+
+        await _until(lambda: logs.is_offline(failing), "the failing log's dir offline")
+        await _until(lambda: _entries_on_disk(healthy_log) == 1, "the healthy log's entry written")
+        assert not logs.is_offline(healthy) and logs.get(healthy) is healthy_log
+        monkeypatch.undo()
+        await logs.shutdown()
+
+    run(scenario())
