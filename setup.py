@@ -49,6 +49,7 @@ COMPILED = [
     "protocol/primitives.py",
     "storage/leader_epoch.py",
     "broker/session.py",
+    "broker/deferred.py",
 ]
 
 # Type-check only what is compiled: the other modules are imported for their types alone.

@@ -61,6 +61,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from benchmarks import wire
+from broker.deferred import Deferred
 from protocol.api_keys import ApiKey
 from protocol.primitives import INT64
 from tests.in_process import CLIENT_SESSION, running_broker
@@ -152,10 +153,11 @@ async def measure(
                 return
             INT64.pack_into(frame, fetch_offset_at, next_offset)
             waiting = dispatch(frame, session)
-            if isinstance(waiting, list):
-                raise RuntimeError("the tailing fetch was answered before its record came")
-            fetch = asyncio.ensure_future(waiting)
-            await asyncio.sleep(0)  # the connection starts the long poll on a later turn
+            if not isinstance(waiting, Deferred):
+                raise RuntimeError(f"the tailing fetch was not left waiting for its record: {waiting!r}")
+            fetch = loop.create_future()
+            waiting.when_done(lambda done: fetch.set_result(done.result()))  # as the connection waits
+            await asyncio.sleep(0)  # the produce comes on a later turn
             answered(dispatch(append, session))
             answered(await fetch)
             next_offset += 1

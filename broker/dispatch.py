@@ -44,6 +44,7 @@ from protocol.headers import encode_response_header, parse_request_header, peek_
 from protocol.primitives import INT16, INT32
 from storage.records_file import FileRegion
 
+from broker.deferred import Deferred
 from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
 from broker.metrics.stats import RequestTimes, SendTimer, request_name
@@ -102,8 +103,11 @@ class Dispatcher:
         ])
         return data[INT32.size :]
 
-    def dispatch(self, frame: memoryview, session: Session) -> Chunks | None | Awaitable[Chunks | None]:
-        """The response frame's chunks, None when nothing is sent, or an awaitable of either."""
+    def dispatch(
+        self, frame: memoryview, session: Session
+    ) -> Chunks | None | Deferred[Chunks | None] | Awaitable[Chunks | None]:
+        """The response frame's chunks, None when nothing is sent, or either to come: a Deferred
+        (a long-poll Fetch: broker.deferred) or another awaitable."""
         sasl = session.sasl
         if sasl is not None and sasl.expects_raw_token:
             return cast(Chunks, answer_raw_token(session, frame))  # list[bytes] is a Chunks
@@ -146,6 +150,10 @@ class Dispatcher:
             result = handler.handle(context, request)
             if type(result) is EncodedResponse and not self._broker.client_quotas.enabled:
                 chunks = _frame(response_header, result.chunks)  # the hot paths' answer
+            elif type(result) is Deferred:  # a long-poll Fetch
+                return self._answer_when_done(
+                    result, request, context, response_header, len(frame), _monotonic() - started, started, dispatched
+                )
             elif inspect.isawaitable(result):
                 handler_s = _monotonic() - started
                 return self._finish_later(
@@ -188,17 +196,79 @@ class Dispatcher:
         started: float,
         dispatched: float,
     ) -> Chunks | None:
-        waiting = time.monotonic()
+        waiting = _monotonic()
         try:
             result = await pending
-            woken = time.monotonic()
-            chunks = self._respond(result, request, context, response_header, request_bytes, handler_s)
         except ProtocolError:
             raise
         except Exception as exc:
-            woken = time.monotonic()
+            return self._answer_late(
+                None, exc, waiting, request, context, response_header, request_bytes, handler_s, started, dispatched
+            )
+        return self._answer_late(
+            result, None, waiting, request, context, response_header, request_bytes, handler_s, started, dispatched
+        )
+
+    def _answer_when_done(
+        self,
+        pending: Deferred[Any],
+        request: Any,
+        context: RequestContext,
+        response_header: bytes,
+        request_bytes: int,
+        handler_s: float,
+        started: float,
+        dispatched: float,
+    ) -> Deferred[Chunks | None]:
+        """The response, as a Deferred done in the turn `pending` (the handler's) is done in;
+        cancelling it cancels `pending`."""
+        waiting = _monotonic()
+        answer: Deferred[Chunks | None] = Deferred(pending.cancel)
+
+        def done(handled: Deferred[Any]) -> None:
+            exc = handled.exception()
+            if exc is not None and (isinstance(exc, ProtocolError) or not isinstance(exc, Exception)):
+                answer.fail(exc)
+                return
+            try:
+                chunks = self._answer_late(
+                    None if exc is not None else handled.result(), exc, waiting, request, context, response_header,
+                    request_bytes, handler_s, started, dispatched,
+                )
+            except Exception as failure:  # the connection closes, as for a coroutine's
+                answer.fail(failure)
+                return
+            answer.resolve(chunks)
+
+        pending.when_done(done)
+        return answer
+
+    def _answer_late(
+        self,
+        result: Any,
+        exc: Exception | None,
+        waiting: float,
+        request: Any,
+        context: RequestContext,
+        response_header: bytes,
+        request_bytes: int,
+        handler_s: float,
+        started: float,
+        dispatched: float,
+    ) -> Chunks | None:
+        """The response to a request whose handler's result (`result`, or the exception `exc`)
+        came after waiting since `waiting`: the wait is the request's remote time."""
+        woken = _monotonic()
+        if exc is None:
+            try:
+                chunks = self._respond(result, request, context, response_header, request_bytes, handler_s)
+            except ProtocolError:
+                raise
+            except Exception as failure:
+                exc = failure
+        if exc is not None:
             chunks = self._failed(exc, request, context, response_header, handler_s)
-        local_s = (waiting - dispatched) + (time.monotonic() - woken)
+        local_s = (waiting - dispatched) + (_monotonic() - woken)
         self._record(context, request, dispatched, local_s, woken - waiting, chunks)
         return _logged(chunks, context, started)
 

@@ -27,11 +27,12 @@ import asyncio
 from protocol.errors import ProtocolError
 from protocol.framing import FRAME_PREFIX, FrameReader
 
+from broker.deferred import Deferred
 from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
 
 log: Final = logging.getLogger(__name__)
 
-Dispatch = Callable[[memoryview], "Chunks | None | Awaitable[Chunks | None]"]
+Dispatch = Callable[[memoryview], "Chunks | None | Deferred[Chunks | None] | Awaitable[Chunks | None]"]
 
 _MAX_IOV: Final = 64
 _MAX_QUEUED_REQUESTS: Final = 100
@@ -189,7 +190,7 @@ class Connection:
         # when queued, timer); bytes ever queued.
         self._sending: deque[tuple[int, float, Any]] = deque()
         self._queued_total = 0
-        self._in_progress: asyncio.Future | None = None
+        self._in_progress: asyncio.Future | Deferred[Chunks | None] | None = None
         self._out: deque[Any] = deque()
         self._out_bytes = 0
         # MSG_MORE and TCP_CORK (_flush) are TCP's (the unit tests' socket pairs are Unix sockets).
@@ -318,10 +319,14 @@ class Connection:
                 self._finished(len(frame))
             elif outcome is None:
                 self._finished(len(frame))
+            elif type(outcome) is Deferred:  # a long-poll Fetch: done in the turn that wakes it
+                self._serving_bytes = len(frame)
+                self._in_progress = outcome
+                outcome.when_done(self._on_response_ready)
             else:
                 self._serving_bytes = len(frame)
-                self._in_progress = asyncio.ensure_future(outcome)
-                self._in_progress.add_done_callback(self._on_response_ready)
+                task = self._in_progress = asyncio.ensure_future(outcome)
+                task.add_done_callback(self._on_response_ready)
         if not self._requests and self._in_progress is None:
             self._frames.release()
         if self._out and not self._send_pending and not self._writing:
@@ -329,7 +334,7 @@ class Connection:
             self._sends.add(self)
         self._apply_back_pressure()
 
-    def _on_response_ready(self, future: asyncio.Future) -> None:
+    def _on_response_ready(self, future: asyncio.Future | Deferred[Chunks | None]) -> None:
         self._in_progress = None
         if self.closed or future.cancelled():
             return
@@ -339,9 +344,10 @@ class Connection:
             log.error("request from %s failed; closing the connection", self.address, exc_info=exc)
             self.close("internal error")
             return
-        if future.result() is not None:
-            self._queue(future.result())
-            self._maybe_mute(future.result())
+        response = future.result()
+        if response is not None:
+            self._queue(response)
+            self._maybe_mute(response)
         self._serve()
 
     # ------------------------------------------------------------------------------ throttling
@@ -586,7 +592,8 @@ class Connection:
             self._muted.cancel()
             self._muted = None
         if self._in_progress is not None:
-            self._in_progress.cancel()
+            self._in_progress.cancel()  # a Deferred then calls no one back: nothing is in progress
+            self._in_progress = None
         self._out.clear()
         self._requests.clear()
         self._arrivals.clear()

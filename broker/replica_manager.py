@@ -30,8 +30,9 @@ gets its state from the remote store (`remote_log_aux_state`) and restarts there
 (`start_from_remote`); deletion listeners hear of every replica StopReplica deletes, and whether
 it was led here (the leader deletes a deleted topic's remote data).
 
-Waiting: `wait_for_appends` wakes on appends and high watermark moves of the partitions it
-watches; `wait_for_commit` (a delayed produce) completes when the HW passes the records, when
+Waiting: `watch_appends` calls back (a long-poll Fetch, Kafka's DelayedFetch) on a later turn of
+the loop once any partition it watches gets records or a new high watermark, or its time is up;
+`wait_for_commit` (a delayed produce) completes when the HW passes the records, when
 the replica stops leading, or at its timeout.
 
 State is owned by the event loop.
@@ -73,6 +74,18 @@ class ReplicationSettings:
     replica_selector: RackAwareReplicaSelector | None = None  # replica.selector.class
 
 
+class AppendWatch:
+    """A watch on partitions' appends (`ReplicaManager.watch_appends`), ended by its callback's
+    scheduling or by `ReplicaManager.stop_watching`."""
+
+    __slots__ = ("partitions", "callback", "timer")
+
+    def __init__(self, partitions: list[TopicPartition], callback: Callable[[], None]) -> None:
+        self.partitions = partitions
+        self.callback = callback
+        self.timer: asyncio.TimerHandle | None = None
+
+
 class _CommitWaiter:
     __slots__ = ("required_offset", "min_insync", "future")
 
@@ -98,7 +111,7 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.isr_writer: IsrWriter | None = None
         self.fetchers = ReplicaFetcherManager(self, broker_id, settings.fetcher)
-        self._append_waiters: dict[TopicPartition, set[asyncio.Future]] = {}
+        self._append_waiters: dict[TopicPartition, set[AppendWatch]] = {}
         self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         # Tiered storage (broker.remote_log): where followers below their leader's local log
@@ -594,35 +607,40 @@ class ReplicaManager:
         except OSError as exc:
             raise self.log_manager.handle_io_error(partition.topic_partition, exc) from exc
 
-    async def wait_for_appends(self, partitions: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return when any of `partitions` gets new records or a new HW, after `timeout_s` at
-        the latest."""
-        await self.watch_appends(partitions, timeout_s)
+    def watch_appends(
+        self, partitions: list[TopicPartition], timeout_s: float, callback: Callable[[], None]
+    ) -> AppendWatch:
+        """Call `callback` once, on a later turn of the loop, when any of `partitions` gets new
+        records or a new HW, or `timeout_s` from now, unless `stop_watching` comes first. It
+        watches from this call on: a long-poll Fetch that read too little misses no append."""
+        watch = AppendWatch(partitions, callback)
+        waiters = self._append_waiters
+        for tp in partitions:
+            watches = waiters.get(tp)
+            if watches is None:
+                waiters[tp] = {watch}
+            else:
+                watches.add(watch)
+        watch.timer = asyncio.get_running_loop().call_later(timeout_s, self._time_up, watch)
+        return watch
 
-    def watch_appends(self, partitions: Iterable[TopicPartition], timeout_s: float) -> asyncio.Future:
-        """A future done when any of `partitions` gets new records or a new HW, after
-        `timeout_s` at the latest. It watches from this call on: a caller that reads, then
-        returns a coroutine to wait (a long-poll Fetch, which its connection starts on a later
-        turn of the loop), misses no append made in between. Done or cancelled, it stops
-        watching."""
-        loop = asyncio.get_running_loop()
-        woken = loop.create_future()
-        watched = list(partitions)
-        for tp in watched:
-            self._append_waiters.setdefault(tp, set()).add(woken)
-        timer = loop.call_later(timeout_s, _resolve, woken)
+    def stop_watching(self, watch: AppendWatch) -> None:
+        """End `watch` without its callback (once called back, it has ended already)."""
+        if watch.timer is not None:
+            watch.timer.cancel()
+            watch.timer = None
+        waiters = self._append_waiters
+        for tp in watch.partitions:
+            watches = waiters.get(tp)
+            if watches is not None:
+                watches.discard(watch)
+                if not watches:
+                    del waiters[tp]
 
-        def stop_watching(_: asyncio.Future) -> None:
-            timer.cancel()
-            for tp in watched:
-                waiters = self._append_waiters.get(tp)
-                if waiters is not None:
-                    waiters.discard(woken)
-                    if not waiters:
-                        del self._append_waiters[tp]
-
-        woken.add_done_callback(stop_watching)
-        return woken
+    def _time_up(self, watch: AppendWatch) -> None:
+        watch.timer = None
+        self.stop_watching(watch)
+        watch.callback()
 
     def wake_all(self) -> None:
         """Release every waiting fetch and delayed produce (shutdown)."""
@@ -638,8 +656,15 @@ class ReplicaManager:
         self._complete_commits(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
-        for waiter in self._append_waiters.pop(tp, ()):
-            _resolve(waiter)
+        """The watches of `tp` end, and their callbacks run on the next turn: the change that
+        woke them (an append, most often) is done by then."""
+        watches = self._append_waiters.pop(tp, None)
+        if watches is None:
+            return
+        loop = asyncio.get_running_loop()
+        for watch in watches:
+            self.stop_watching(watch)
+            loop.call_soon(watch.callback)
 
 
 def _commit_outcome(partition: Partition | None, required_offset: int, min_insync: int) -> ErrorCode | None:
@@ -658,8 +683,3 @@ def _rack(cache: MetadataCache, broker_id: int, listener: str | None) -> str | N
     if cache.endpoint(broker_id, listener) is None:
         return None
     return cache.brokers[broker_id].rack
-
-
-def _resolve(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)

@@ -1,5 +1,6 @@
 """What the dispatcher hands a connection for a request: its answer's chunks (bytes, and file
-regions of fetched records), a ThrottledResponse, or CloseAfterResponse raised.
+regions of fetched records), a ThrottledResponse, or CloseAfterResponse raised; or either to
+come, as a Deferred (broker/deferred.py: a long-poll Fetch) or another awaitable.
 
 Apart from broker.network because that module is compiled (setup.py) and a compiled class
 cannot subclass list, as ThrottledResponse does so that it goes wherever chunks go.

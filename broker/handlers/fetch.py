@@ -57,7 +57,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sized
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -73,11 +73,15 @@ from protocol.fetch import (
 from storage.errors import OffsetMovedToTieredStorageError
 from storage.topic_partition import TopicPartition
 
+from broker.deferred import Deferred
 from broker.handlers import authorization
 from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import EncodedResponse, RequestContext, api
 from broker.security.acl import AclOperation, ResourceType
 from broker.security.throttling import fetch_max_bytes
+
+if TYPE_CHECKING:
+    from broker.replica_manager import AppendWatch
 
 log: Final = logging.getLogger(__name__)
 
@@ -140,11 +144,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _answer_with_remote(ctx, request, read)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _answer(ctx, request, read.topics)
-    # Watched from now: the connection starts the long poll on a later turn of the loop, and an
-    # append served meanwhile must end its wait.
-    watched = [_new_tuple(TopicPartition, (t.topic, p.partition)) for t in request.topics for p in t.partitions]
-    woken = ctx.broker.replica_manager.watch_appends(watched, max_wait_s)
-    return _long_poll(ctx, request, denied, time.monotonic() + max_wait_s, min_bytes, max_bytes, watched, woken)
+    return _LongPoll(ctx, request, denied, max_wait_s, min_bytes, max_bytes).answer
 
 
 def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
@@ -158,27 +158,65 @@ def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
     return names - authorized_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
-async def _long_poll(
-    ctx: RequestContext,
-    request: FetchRequest,
-    denied: set[str],
-    deadline: float,
-    min_bytes: int,
-    max_bytes: int,
-    watched: list[TopicPartition],
-    woken: asyncio.Future,
-) -> EncodedResponse:
-    # Cancelling this task cancels `woken`, and a task closed before it started leaves it to its
-    # timer: either way the watch ends (ReplicaManager.watch_appends).
-    await woken
-    while True:
-        read = _read(ctx, request, denied, max_bytes)
-        if read.remote:
-            return await _answer_with_remote(ctx, request, read)
-        remaining = deadline - time.monotonic()
-        if read.total_bytes >= min_bytes or read.answer_now or remaining <= 0 or ctx.broker.shutting_down:
-            return _answer(ctx, request, read.topics)
-        await ctx.broker.replica_manager.wait_for_appends(watched, remaining)
+class _LongPoll:
+    """A fetch that read less than min_bytes, waiting for appends to its partitions (Kafka's
+    DelayedFetch): each time one of them changes it reads again, and answers once it has enough,
+    at max_wait_ms, or when the broker shuts down. Its `answer` is a Deferred (broker.deferred):
+    the callbacks run in the turn after the append that woke it, so the answer joins that turn's
+    send row, with no task or coroutine in between. Cancelling the answer (its connection
+    closed) stops the watch."""
+
+    __slots__ = ("ctx", "request", "denied", "deadline", "min_bytes", "max_bytes", "watched", "answer", "_watch", "_remote")
+
+    def __init__(
+        self, ctx: RequestContext, request: FetchRequest, denied: set[str], max_wait_s: float, min_bytes: int, max_bytes: int
+    ) -> None:
+        self.ctx = ctx
+        self.request = request
+        self.denied = denied
+        self.deadline = time.monotonic() + max_wait_s
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.watched = [_new_tuple(TopicPartition, (t.topic, p.partition)) for t in request.topics for p in t.partitions]
+        self.answer: Deferred[EncodedResponse] = Deferred(self._stop)
+        self._remote: asyncio.Future | None = None
+        self._watch: AppendWatch | None = ctx.broker.replica_manager.watch_appends(self.watched, max_wait_s, self._woken)
+
+    def _woken(self) -> None:
+        self._watch = None
+        if self.answer.done():
+            return
+        ctx, request = self.ctx, self.request
+        try:
+            read = _read(ctx, request, self.denied, self.max_bytes)
+            if read.remote:
+                remote = self._remote = asyncio.ensure_future(_answer_with_remote(ctx, request, read))
+                remote.add_done_callback(self._remote_read)
+                return
+            remaining = self.deadline - time.monotonic()
+            if read.total_bytes >= self.min_bytes or read.answer_now or remaining <= 0 or ctx.broker.shutting_down:
+                self.answer.resolve(_answer(ctx, request, read.topics))
+            else:
+                self._watch = ctx.broker.replica_manager.watch_appends(self.watched, remaining, self._woken)
+        except Exception as exc:
+            self.answer.fail(exc)
+
+    def _remote_read(self, remote: asyncio.Future) -> None:
+        self._remote = None
+        if remote.cancelled():
+            return
+        exc = remote.exception()
+        if exc is not None:
+            self.answer.fail(exc)
+        else:
+            self.answer.resolve(remote.result())
+
+    def _stop(self) -> None:
+        if self._watch is not None:
+            self.ctx.broker.replica_manager.stop_watching(self._watch)
+            self._watch = None
+        if self._remote is not None:
+            self._remote.cancel()
 
 
 def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_bytes: int) -> _Read:

@@ -11,6 +11,7 @@ import pytest
 import trustme
 
 from broker import network
+from broker.deferred import Deferred
 from broker.network import (
     Connection,
     ConnectionQuotas,
@@ -201,6 +202,57 @@ def test_answers_of_one_turn_of_the_loop_go_out_after_its_reads_are_served(monke
 
     asyncio.run(scenario())
     assert events == ["serve a", "serve b", "send", "send"]
+
+
+@pytest.mark.pure_python  # counts PendingSends.send's calls
+def test_a_deferred_answer_woken_by_another_connections_request_leaves_in_that_requests_row(monkeypatch):
+    """A long poll's answer (a Deferred) done on the turn after the request that woke it goes
+    out in the same row of sends as that request's answer: no turn of its own in between."""
+    events = []
+    real_send = PendingSends.send
+    monkeypatch.setattr(PendingSends, "send", lambda self: events.append("row") or real_send(self))
+    real_sendmsg = socket.socket.sendmsg
+    monkeypatch.setattr(
+        socket.socket, "sendmsg", lambda self, bufs, *flags: events.append("send") or real_sendmsg(self, bufs, *flags)
+    )
+    waiting = Deferred()
+
+    def dispatch(view):
+        events.append(f"serve {bytes(view).decode()}")
+        if bytes(view) == b"wait":
+            return waiting
+        # As the replica manager wakes a watch: its callback runs on the next turn.
+        asyncio.get_running_loop().call_soon(waiting.resolve, [frame(b"woken")])
+        return echo(view)
+
+    async def scenario():
+        sends = PendingSends(asyncio.get_running_loop())
+        waiter, waker = Harness(dispatch, sends=sends), Harness(dispatch, sends=sends)
+        waiter.client.sendall(frame(b"wait"))
+        while events != ["serve wait"]:
+            await asyncio.sleep(0.001)
+        waker.client.sendall(frame(b"wake"))
+        assert await waker.receive(len(frame(b"re:wake"))) == frame(b"re:wake")
+        assert await waiter.receive(len(frame(b"woken"))) == frame(b"woken")
+
+    asyncio.run(scenario())
+    assert events == ["serve wait", "serve wake", "row", "send", "send"]
+
+
+def test_closing_a_connection_cancels_the_deferred_answer_it_waits_for():
+    stopped = []
+    waiting = Deferred(lambda: stopped.append(True))
+
+    async def scenario():
+        h = Harness(lambda view: waiting)
+        h.client.sendall(frame(b"wait"))
+        while not h.connection.busy:
+            await asyncio.sleep(0.001)
+        h.client.close()
+        await asyncio.wait_for(h.closed.wait(), 5)
+
+    asyncio.run(scenario())
+    assert waiting.cancelled() and stopped == [True]
 
 
 def test_a_row_of_pending_sends_is_sent_once_it_holds_its_most_connections():

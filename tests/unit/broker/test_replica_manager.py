@@ -257,3 +257,44 @@ def test_a_partition_follows_its_log_moved_to_another_log_dir(tmp_path):
         assert logs.get(TP).log_end_offset == 2
 
     with_manager(tmp_path, scenario, log_dirs=("a", "b"))
+
+
+def test_a_watch_is_called_back_on_the_turn_after_the_append_that_wakes_it_and_once(tmp_path):
+    other = TopicPartition("t", 1)
+
+    async def scenario(manager: ReplicaManager):
+        manager.add_partition(TP, LogConfig())
+        manager.add_partition(other, LogConfig())
+        calls = []
+        manager.watch_appends([TP, other], 60, lambda: calls.append("woken"))
+
+        manager.append(TP, memoryview(batch(b"a")), required_acks=1)
+        manager.append(other, memoryview(batch(b"b")), required_acks=1)
+        assert calls == []  # not within the appends, which are not over when the watch hears
+
+        await asyncio.sleep(0)
+        assert calls == ["woken"] and manager.waiting_requests() == (0, 0)
+        manager.append(TP, memoryview(batch(b"c")), required_acks=1)
+        await asyncio.sleep(0.01)
+        assert calls == ["woken"]
+
+    with_manager(tmp_path, scenario)
+
+
+def test_a_watch_is_called_back_at_its_timeout_unless_stopped_first(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.add_partition(TP, LogConfig())
+        calls = []
+        manager.watch_appends([TP], 0.05, lambda: calls.append("timed out"))
+        stopped = manager.watch_appends([TP], 0.05, lambda: calls.append("stopped"))
+        assert manager.waiting_requests() == (2, 0)
+
+        manager.stop_watching(stopped)
+        await asyncio.sleep(0.2)
+
+        assert calls == ["timed out"] and manager.waiting_requests() == (0, 0)
+        manager.append(TP, memoryview(batch(b"a")), required_acks=1)
+        await asyncio.sleep(0)
+        assert calls == ["timed out"]
+
+    with_manager(tmp_path, scenario)

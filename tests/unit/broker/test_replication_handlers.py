@@ -3,6 +3,7 @@ DeleteRecords, on an in-process broker whose partition the test makes leader or 
 the replica manager, or leaves to other brokers in its metadata cache."""
 
 import asyncio
+import inspect
 import datetime
 
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
@@ -128,7 +129,7 @@ async def fetch(
     )
     frame = encode_request(ApiKey.FETCH, version, request)
     chunks = broker._dispatcher.dispatch(memoryview(bytearray(frame))[4:], CLIENT_SESSION)
-    if asyncio.iscoroutine(chunks) or isinstance(chunks, asyncio.Future):
+    if inspect.isawaitable(chunks):
         chunks = await chunks
     body = memoryview(b"".join(bytes(c) if not hasattr(c, "read") else c.read() for c in chunks))
     header_size = 4 + 4 + (1 if version >= 12 else 0)  # frame size, correlation id, tagged fields
