@@ -1,6 +1,6 @@
 """The broker's CPU per Produce or Fetch request without the socket, in process (issue 19).
 
-    python -m benchmarks.request_cost [--api produce|fetch|tail|wire] [--requests 3000] [--repeats 15]
+    python -m benchmarks.request_cost [--api produce|fetch|tail|replicated|wire] [--requests 3000] [--repeats 15]
                                       [--batch-bytes 16384] [--calls] [--instructions]
 
 A standalone broker runs in this process (tests.in_process.running_broker, uvloop) with a
@@ -16,6 +16,11 @@ it:
   next offset, which waits (librdkafka's 500 ms long poll), started as its connection starts it
   on a later turn of the loop; then a Produce v3 of one 100 B record, which wakes it; the
   Fetch's answer awaited. A "request" here is that pair.
+- replicated: a record a time through a follower, as an acks=all producer and the replica
+  fetcher exchange them: the partition is led here with a follower (broker 1) in its ISR; the
+  follower's Fetch v12 for the next offset (which commits the previous record and waits), the
+  previous Produce's answer awaited, then an acks=-1 Produce v3 of one 100 B record, which wakes
+  the follower's Fetch, whose answer is awaited. A "request" here is that pair too.
 - wire: the produce request over a loopback TCP connection to the broker's listener, written
   and its answer read by this same loop (loop.sock_sendall, loop.sock_recv_into): the
   connection's read, framing, back-pressure checks, send and send-time metrics are counted too,
@@ -64,6 +69,8 @@ from benchmarks import wire
 from broker.deferred import Deferred
 from protocol.api_keys import ApiKey
 from protocol.primitives import INT64
+from replication.partition_state import PartitionState
+from storage.topic_partition import TopicPartition
 from tests.in_process import CLIENT_SESSION, running_broker
 from tests.kafka_wire import encode_request
 
@@ -71,11 +78,13 @@ _TOPIC = "request-cost"
 _WARM_UP = 2000
 _TAILED_BATCHES = 100
 _FETCH_VERSION = 12
+_FOLLOWER = 1
+_UNLIKELY_OFFSET = 1 << 40  # found in a request's bytes to patch the offset fetched
 
 
-def _fetch_frame(offset: int) -> memoryview:
+def _fetch_frame(offset: int, replica_id: int = -1) -> memoryview:
     request = FetchRequest(
-        replica_id=BrokerId(-1),
+        replica_id=BrokerId(replica_id),
         max_wait=i32Timedelta.parse(timedelta(milliseconds=500)),
         min_bytes=i32(1),
         max_bytes=i32(52_428_800),
@@ -107,12 +116,22 @@ async def measure(
     data_dir: Path, requests: int, repeats: int, batch_bytes: int, calls: bool, api: str = "produce"
 ) -> dict:
     async with running_broker(data_dir, None) as broker:
-        await broker.topics.create(_TOPIC, 1, {})
+        if api == "replicated":
+            tp = TopicPartition(_TOPIC, 0)
+            led = PartitionState(tp, 1, broker.broker_id, 1, (broker.broker_id, _FOLLOWER), 0, (broker.broker_id, _FOLLOWER), is_new=True)
+            broker.replica_manager.become_leader_or_follower(1, [led], {}, broker.broker_id)
+        else:
+            await broker.topics.create(_TOPIC, 1, {})
         dispatch = broker.dispatcher.dispatch
         session = CLIENT_SESSION
         one_record, _ = wire.make_batch(100, 100)
-        append = memoryview(wire.produce_request(_TOPIC, 0, one_record))[4:]
-        if api in ("produce", "wire"):
+        append = memoryview(wire.produce_request(_TOPIC, 0, one_record, acks=-1 if api == "replicated" else 1))[4:]
+        if api == "replicated":
+            frame = _fetch_frame(_UNLIKELY_OFFSET, replica_id=_FOLLOWER)  # patched before each use
+            fetch_offset_at = bytes(frame).index(INT64.pack(_UNLIKELY_OFFSET))
+            next_offset = 0
+            previous_produce: asyncio.Future | None = None
+        elif api in ("produce", "wire"):
             batch, _ = wire.make_batch(100, batch_bytes)
             frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
         else:
@@ -120,7 +139,7 @@ async def measure(
                 dispatch(append, session)
             frame = _fetch_frame(_TAILED_BATCHES - 1)
             fetch_offset_at = bytes(frame).index(INT64.pack(_TAILED_BATCHES - 1))
-        next_offset = _TAILED_BATCHES
+            next_offset = _TAILED_BATCHES
 
         def answered(chunks) -> None:
             if chunks is None or not isinstance(chunks, list):
@@ -137,8 +156,29 @@ async def measure(
             framed = bytes(wire.produce_request(_TOPIC, 0, batch))
             answer = bytearray(1024)
 
+        def waited_for(waiting: object) -> asyncio.Future:
+            """The answer of a request left waiting, waited for as its connection waits: a
+            Deferred with a callback, a coroutine (a handler of an older tree) as a task."""
+            if not isinstance(waiting, Deferred):
+                if isinstance(waiting, list) or waiting is None:
+                    raise RuntimeError(f"{api}: a request was not left waiting: {waiting!r}")
+                return asyncio.ensure_future(waiting)
+            done = loop.create_future()
+            waiting.when_done(lambda answer: done.set_result(answer.result()))
+            return done
+
         async def serve_one() -> None:
-            nonlocal next_offset
+            nonlocal next_offset, previous_produce
+            if api == "replicated":
+                INT64.pack_into(frame, fetch_offset_at, next_offset)
+                follower_fetch = waited_for(dispatch(frame, session))
+                if previous_produce is not None:
+                    answered(await previous_produce)
+                await asyncio.sleep(0)  # the produce comes on a later turn
+                previous_produce = waited_for(dispatch(append, session))
+                answered(await follower_fetch)
+                next_offset += 1
+                return
             if api == "wire":
                 await loop.sock_sendall(client, framed)
                 got = 0
@@ -152,11 +192,7 @@ async def measure(
                 answered(dispatch(frame, session))
                 return
             INT64.pack_into(frame, fetch_offset_at, next_offset)
-            waiting = dispatch(frame, session)
-            if not isinstance(waiting, Deferred):
-                raise RuntimeError(f"the tailing fetch was not left waiting for its record: {waiting!r}")
-            fetch = loop.create_future()
-            waiting.when_done(lambda done: fetch.set_result(done.result()))  # as the connection waits
+            fetch = waited_for(dispatch(frame, session))
             await asyncio.sleep(0)  # the produce comes on a later turn
             answered(dispatch(append, session))
             answered(await fetch)
@@ -227,7 +263,7 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--api", choices=("produce", "fetch", "tail", "wire"), default="produce")
+    parser.add_argument("--api", choices=("produce", "fetch", "tail", "replicated", "wire"), default="produce")
     parser.add_argument("--requests", type=int, default=3000, help="requests per repetition")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--batch-bytes", type=int, default=16 * 1024, help="the produced batch's size")
@@ -238,6 +274,7 @@ def main() -> None:
         "produce": f"Produce v3, one {args.batch_bytes // 1024} KiB batch",
         "fetch": f"Fetch v{_FETCH_VERSION} of the newest one-record batch",
         "tail": f"A record a time: a waiting Fetch v{_FETCH_VERSION} woken by a one-record Produce v3",
+        "replicated": f"A record a time through a follower: an acks=all Produce v3 committed by the follower's Fetch v{_FETCH_VERSION}",
         "wire": f"Produce v3, one {args.batch_bytes // 1024} KiB batch, over a loopback connection",
     }[args.api]
     path = "its connection" if args.api == "wire" else "Dispatcher.dispatch"

@@ -5,7 +5,8 @@ whoever satisfied it). Through asyncio it went a task, two coroutines and three 
 the append to the answer's send: every callback of an asyncio Future runs a turn after the
 future is done (call_soon), and a Task adds a turn of its own to start. A Deferred calls its
 callback when it is given its value, in the same turn, so the answer goes out with the send row
-of the append that woke it (broker.network's SendRows).
+of the append that woke it (broker.network's SendRows). An acks=all Produce answers the same way
+once its appends commit (Kafka's DelayedProduce).
 
 The connection (broker.network) and the dispatcher (broker.dispatch) wait for one with
 `when_done`; others (in-process serving, tests) can `await` it, which goes through an asyncio

@@ -107,7 +107,7 @@ class Dispatcher:
         self, frame: memoryview, session: Session
     ) -> Chunks | None | Deferred[Chunks | None] | Awaitable[Chunks | None]:
         """The response frame's chunks, None when nothing is sent, or either to come: a Deferred
-        (a long-poll Fetch: broker.deferred) or another awaitable."""
+        (a long-poll Fetch or an acks=all Produce: broker.deferred) or another awaitable."""
         sasl = session.sasl
         if sasl is not None and sasl.expects_raw_token:
             return cast(Chunks, answer_raw_token(session, frame))  # list[bytes] is a Chunks
@@ -150,7 +150,7 @@ class Dispatcher:
             result = handler.handle(context, request)
             if type(result) is EncodedResponse and not self._broker.client_quotas.enabled:
                 chunks = _frame(response_header, result.chunks)  # the hot paths' answer
-            elif type(result) is Deferred:  # a long-poll Fetch
+            elif type(result) is Deferred:  # a long-poll Fetch, an acks=all Produce
                 return self._answer_when_done(
                     result, request, context, response_header, len(frame), _monotonic() - started, started, dispatched
                 )

@@ -319,7 +319,7 @@ class Connection:
                 self._finished(len(frame))
             elif outcome is None:
                 self._finished(len(frame))
-            elif type(outcome) is Deferred:  # a long-poll Fetch: done in the turn that wakes it
+            elif type(outcome) is Deferred:  # a long-poll Fetch or acks=all Produce: done in the turn that settles it
                 self._serving_bytes = len(frame)
                 self._in_progress = outcome
                 outcome.when_done(self._on_response_ready)

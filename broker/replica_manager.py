@@ -32,8 +32,11 @@ it was led here (the leader deletes a deleted topic's remote data).
 
 Waiting: `watch_appends` calls back (a long-poll Fetch, Kafka's DelayedFetch) on a later turn of
 the loop once any partition it watches gets records or a new high watermark, or its time is up;
-`wait_for_commit` (a delayed produce) completes when the HW passes the records, when
-the replica stops leading, or at its timeout.
+`watch_commits` (an acks=all Produce, Kafka's DelayedProduce) calls back on a later turn once
+each of its appends has an outcome: committed (the HW passed its records), the replica no
+longer leads, or the ISR under min.insync.replicas; those still waiting at its timeout answer
+REQUEST_TIMED_OUT. `wait_for_commit` awaits one append's commit the same way (coordinators,
+transaction markers).
 
 State is owned by the event loop.
 """
@@ -86,11 +89,23 @@ class AppendWatch:
         self.timer: asyncio.TimerHandle | None = None
 
 
-class _CommitWaiter:
-    __slots__ = ("required_offset", "min_insync", "future")
+class CommitWatch:
+    """A wait for appends to commit (`ReplicaManager.watch_commits`), ended by its callback's
+    scheduling or by `ReplicaManager.stop_watching_commits`. `outcomes` holds each append's
+    answer once it is known (None until then), in the order the appends were given."""
 
-    def __init__(self, required_offset: int, min_insync: int, future: asyncio.Future) -> None:
-        self.required_offset, self.min_insync, self.future = required_offset, min_insync, future
+    __slots__ = ("partitions", "required_offsets", "min_insync", "outcomes", "waiting", "callback", "timer")
+
+    def __init__(
+        self, appends: list[tuple[TopicPartition, int]], min_insync: list[int], callback: Callable[[list[ErrorCode]], None]
+    ) -> None:
+        self.partitions = [tp for tp, _ in appends]
+        self.required_offsets = [last_offset + 1 for _, last_offset in appends]
+        self.min_insync = min_insync
+        self.outcomes: list[ErrorCode | None] = [None] * len(appends)
+        self.waiting = len(appends)
+        self.callback = callback
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class ReplicaManager:
@@ -112,7 +127,8 @@ class ReplicaManager:
         self.isr_writer: IsrWriter | None = None
         self.fetchers = ReplicaFetcherManager(self, broker_id, settings.fetcher)
         self._append_waiters: dict[TopicPartition, set[AppendWatch]] = {}
-        self._commit_waiters: dict[TopicPartition, list[_CommitWaiter]] = {}
+        # per partition, the commit watches waiting on it and the position of its append in each
+        self._commit_waiters: dict[TopicPartition, list[tuple[CommitWatch, int]]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         # Tiered storage (broker.remote_log): where followers below their leader's local log
         # start find their state, and who hears of the partitions a StopReplica deleted
@@ -303,8 +319,8 @@ class ReplicaManager:
     def waiting_requests(self) -> tuple[int, int]:
         """(fetches waiting for data, produces waiting for followers): Kafka's purgatory sizes."""
         fetches = set().union(*self._append_waiters.values()) if self._append_waiters else set()
-        produces = sum(len(waiters) for waiters in self._commit_waiters.values())
-        return len(fetches), produces
+        produces = {watch for waiting in self._commit_waiters.values() for watch, _ in waiting}
+        return len(fetches), len(produces)
 
     def _count_isr_change(self, before: int, after: int) -> None:
         if after < before:
@@ -427,51 +443,95 @@ class ReplicaManager:
         return result
 
     async def wait_for_commit(self, tp: TopicPartition, last_offset: int, timeout_s: float) -> None:
-        """Return once the HW passes `last_offset` (a delayed produce). Raises
+        """Return once the HW passes `last_offset` (a delayed produce of one append). Raises
         NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than min.insync.replicas,
         NOT_LEADER_OR_FOLLOWER when the replica stops leading, REQUEST_TIMED_OUT at the
         timeout."""
-        partition = self.get_partition(tp)
-        min_insync = partition.min_insync_replicas
-        waiter = _CommitWaiter(last_offset + 1, min_insync, asyncio.get_running_loop().create_future())
-        self._commit_waiters.setdefault(tp, []).append(waiter)
-        self._complete_commits(tp)
+        known: asyncio.Future[list[ErrorCode]] = asyncio.get_running_loop().create_future()
+        watch = self.watch_commits([(tp, last_offset)], timeout_s, known.set_result)
         try:
-            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
-        except TimeoutError:
-            raise KafkaError(
-                f"{tp}: records up to {last_offset} not replicated within {timeout_s * 1000:.0f} ms",
-                ErrorCode.request_timed_out,
-            ) from None
-        finally:
-            waiters = self._commit_waiters.get(tp)
-            if waiters is not None and waiter in waiters:
-                waiters.remove(waiter)
-                if not waiters:
-                    del self._commit_waiters[tp]
+            outcome = (await known)[0]
+        except asyncio.CancelledError:
+            self.stop_watching_commits(watch)
+            raise
+        if outcome is ErrorCode.request_timed_out:
+            raise KafkaError(f"{tp}: records up to {last_offset} not replicated within {timeout_s * 1000:.0f} ms", outcome)
+        if outcome is not ErrorCode.none:
+            raise KafkaError(f"{tp}: {outcome.name}", outcome)
+
+    def watch_commits(
+        self, appends: list[tuple[TopicPartition, int]], timeout_s: float, callback: Callable[[list[ErrorCode]], None]
+    ) -> CommitWatch:
+        """Call `callback(outcomes)` once, on a later turn of the loop, when each of `appends`
+        (a partition and the last offset appended to it) has its outcome, as `commit_status`
+        tells it; those still waiting `timeout_s` from now answer REQUEST_TIMED_OUT. Nothing is
+        called after `stop_watching_commits`."""
+        watch = CommitWatch(appends, [self._min_insync(tp) for tp, _ in appends], callback)
+        waiters = self._commit_waiters
+        for index, tp in enumerate(watch.partitions):
+            waiting = waiters.get(tp)
+            if waiting is None:
+                waiters[tp] = [(watch, index)]
+            else:
+                waiting.append((watch, index))
+        watch.timer = asyncio.get_running_loop().call_later(timeout_s, self._commits_timed_out, watch)
+        for tp in set(watch.partitions):
+            self._complete_commits(tp)
+        return watch
+
+    def stop_watching_commits(self, watch: CommitWatch) -> None:
+        """End `watch` without its callback (once called back, it has ended already)."""
+        if watch.timer is not None:
+            watch.timer.cancel()
+            watch.timer = None
+        waiters = self._commit_waiters
+        for tp in set(watch.partitions):
+            waiting = waiters.get(tp)
+            if waiting is not None:
+                left = [entry for entry in waiting if entry[0] is not watch]
+                if left:
+                    waiters[tp] = left
+                else:
+                    del waiters[tp]
+
+    def _commits_timed_out(self, watch: CommitWatch) -> None:
+        watch.timer = None
+        self.stop_watching_commits(watch)
+        outcomes = watch.outcomes
+        for index, outcome in enumerate(outcomes):
+            if outcome is None:
+                outcomes[index] = ErrorCode.request_timed_out
+        watch.callback(_known(outcomes))
 
     def commit_status(self, tp: TopicPartition, last_offset: int) -> ErrorCode | None:
         """What a delayed produce of records up to `last_offset` would answer now; None while
         it must wait."""
+        return _commit_outcome(self.partitions.get(tp), last_offset + 1, self._min_insync(tp))
+
+    def _min_insync(self, tp: TopicPartition) -> int:
         partition = self.partitions.get(tp)
-        min_insync = partition.min_insync_replicas if partition is not None else 1
-        return _commit_outcome(partition, last_offset + 1, min_insync)
+        return partition.min_insync_replicas if partition is not None else 1
 
     def _complete_commits(self, tp: TopicPartition) -> None:
-        waiters = self._commit_waiters.get(tp)
-        if not waiters:
+        """Give the watches waiting on `tp` the outcomes now known; those with all of theirs
+        are called back on the next turn (the change that settled them is done by then)."""
+        waiting = self._commit_waiters.get(tp)
+        if not waiting:
             return
         partition = self.partitions.get(tp)
         remaining = []
-        for waiter in waiters:
-            outcome = _commit_outcome(partition, waiter.required_offset, waiter.min_insync)
+        for watch, index in waiting:
+            outcome = _commit_outcome(partition, watch.required_offsets[index], watch.min_insync[index])
             if outcome is None:
-                remaining.append(waiter)
-            elif not waiter.future.done():
-                if outcome is ErrorCode.none:
-                    waiter.future.set_result(None)
-                else:
-                    waiter.future.set_exception(KafkaError(f"{tp}: {outcome.name}", outcome))
+                remaining.append((watch, index))
+                continue
+            watch.outcomes[index] = outcome
+            watch.waiting -= 1
+            if watch.waiting == 0:
+                if watch.timer is not None:
+                    watch.timer.cancel()
+                    watch.timer = None
+                asyncio.get_running_loop().call_soon(watch.callback, _known(watch.outcomes))
         if remaining:
             self._commit_waiters[tp] = remaining
         else:
@@ -646,10 +706,14 @@ class ReplicaManager:
         """Release every waiting fetch and delayed produce (shutdown)."""
         for tp in list(self._append_waiters):
             self._wake(tp)
-        for tp in list(self._commit_waiters):
-            for waiter in self._commit_waiters[tp]:
-                if not waiter.future.done():
-                    waiter.future.set_exception(KafkaError("broker shutting down", ErrorCode.not_leader_or_follower))
+        watches = {watch for waiting in self._commit_waiters.values() for watch, _ in waiting}
+        for watch in watches:
+            self.stop_watching_commits(watch)
+            outcomes = watch.outcomes
+            for index, outcome in enumerate(outcomes):
+                if outcome is None:
+                    outcomes[index] = ErrorCode.not_leader_or_follower
+            watch.callback(_known(outcomes))
 
     def _on_partition_change(self, tp: TopicPartition) -> None:
         self._wake(tp)
@@ -665,6 +729,11 @@ class ReplicaManager:
         for watch in watches:
             self.stop_watching(watch)
             loop.call_soon(watch.callback)
+
+
+def _known(outcomes: list[ErrorCode | None]) -> list[ErrorCode]:
+    """The outcomes of a watch whose appends all have one."""
+    return [outcome for outcome in outcomes if outcome is not None]
 
 
 def _commit_outcome(partition: Partition | None, required_offset: int, min_insync: int) -> ErrorCode | None:

@@ -41,8 +41,7 @@ v8 record_errors and error_message; v9 is flexible. The request is parsed by han
 views into the request buffer) and the response encoded by hand (protocol.produce).
 """
 
-import asyncio
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from protocol.api_keys import ApiKey
 from protocol.errors import CorruptRecordError, ErrorCode, KafkaError, ProtocolError
@@ -51,11 +50,15 @@ from protocol.produce import PartitionResponse, ProduceRequest, encode_produce_r
 from protocol.record_batch import ATTRIBUTES, MAGIC, TRANSACTIONAL_FLAG
 from storage.topic_partition import TopicPartition
 
+from broker.deferred import Deferred
 from broker.handlers import authorization
 from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import NO_RESPONSE, EncodedResponse, RequestContext, api
 from broker.security.acl import AclOperation, ResourceType
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
+
+if TYPE_CHECKING:
+    from broker.replica_manager import CommitWatch
 
 VALID_ACKS: Final = (-1, 0, 1)
 _new_tuple: Final = tuple.__new__
@@ -112,7 +115,7 @@ def handle_produce(ctx: RequestContext, request: ProduceRequest) -> EncodedRespo
         return NO_RESPONSE
     pending = [w for w in waiting if not _settled(replica_manager, *w)]
     if pending:
-        return _delayed(ctx, request.timeout_ms, pending, responses)
+        return _DelayedProduce(ctx, request.timeout_ms, pending, responses).answer
     return _encoded(ctx.api_version, responses)
 
 
@@ -165,15 +168,41 @@ def _settled(replica_manager, tp: TopicPartition, last_offset: int, partition: P
     return outcome is not None
 
 
-async def _delayed(ctx: RequestContext, timeout_ms: int, pending, responses) -> EncodedResponse:
-    async def wait(tp: TopicPartition, last_offset: int, partition: PartitionResponse) -> None:
-        try:
-            await ctx.broker.replica_manager.wait_for_commit(tp, last_offset, timeout_ms / 1000)
-        except KafkaError as exc:
-            _set_error(partition, exc)
+class _DelayedProduce:
+    """An acks=all produce waiting for its appends to commit (Kafka's DelayedProduce): one
+    commit watch (ReplicaManager.watch_commits) for all its partitions, with the request's
+    timeout. Its `answer` is a Deferred (broker.deferred), resolved by the watch's callback with
+    no task or coroutine in between. Cancelling the answer (its connection closed) ends the
+    watch."""
 
-    await asyncio.gather(*(wait(*w) for w in pending))
-    return _encoded(ctx.api_version, responses)
+    __slots__ = ("version", "pending", "responses", "answer", "_replica_manager", "_watch")
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        timeout_ms: int,
+        pending: list[tuple[TopicPartition, int, PartitionResponse]],
+        responses: list[tuple[str, list[PartitionResponse]]],
+    ) -> None:
+        self.version = ctx.api_version
+        self.pending = pending
+        self.responses = responses
+        self.answer: Deferred[EncodedResponse] = Deferred(self._stop)
+        self._replica_manager = ctx.broker.replica_manager
+        appends = [(tp, last_offset) for tp, last_offset, _ in pending]
+        self._watch: CommitWatch | None = self._replica_manager.watch_commits(appends, timeout_ms / 1000, self._committed)
+
+    def _committed(self, outcomes: list[ErrorCode]) -> None:
+        self._watch = None
+        for (_, _, partition), outcome in zip(self.pending, outcomes):
+            if outcome is not ErrorCode.none:
+                partition.error_code = outcome
+        self.answer.resolve(_encoded(self.version, self.responses))
+
+    def _stop(self) -> None:
+        if self._watch is not None:
+            self._replica_manager.stop_watching_commits(self._watch)
+            self._watch = None
 
 
 def _encoded(version: int, responses: list[tuple[str, list[PartitionResponse]]]) -> EncodedResponse:

@@ -160,6 +160,63 @@ def test_a_commit_waits_for_the_followers_fetch(tmp_path):
     with_manager(tmp_path, scenario)
 
 
+OTHER = TopicPartition("t", 1)
+
+
+def append_to_two_led_partitions(manager: ReplicaManager) -> list[tuple[TopicPartition, int]]:
+    """TP and OTHER led here with broker 2 in their ISRs, and one acks=all append to each:
+    (partition, last offset) of both."""
+    manager.become_leader_or_follower(5, [state(), state(tp=OTHER)], {}, ME)
+    return [(tp, manager.append(tp, memoryview(batch(b"a")), required_acks=-1).last_offset) for tp in (TP, OTHER)]
+
+
+def test_a_commit_watch_is_called_back_once_with_every_outcome_on_the_turn_after_the_last(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        appends = append_to_two_led_partitions(manager)
+        calls = []
+        manager.watch_commits(appends, 60, calls.append)
+        assert manager.waiting_requests() == (0, 1)
+
+        manager.record_follower_fetch(manager.partitions[TP], 2, 1)
+        await asyncio.sleep(0.01)
+        assert calls == []  # one of its appends still waits
+        manager.record_follower_fetch(manager.partitions[OTHER], 2, 1)
+        assert calls == []  # not within the fetch that committed it
+        await asyncio.sleep(0)
+        assert calls == [[ErrorCode.none, ErrorCode.none]]
+        assert manager.waiting_requests() == (0, 0)
+
+    with_manager(tmp_path, scenario)
+
+
+def test_a_commit_watch_times_out_only_the_appends_still_waiting(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        appends = append_to_two_led_partitions(manager)
+        calls = []
+        manager.watch_commits(appends, 0.05, calls.append)
+        manager.record_follower_fetch(manager.partitions[TP], 2, 1)
+        await asyncio.sleep(0.2)
+        assert calls == [[ErrorCode.none, ErrorCode.request_timed_out]]
+        assert manager.waiting_requests() == (0, 0)
+
+    with_manager(tmp_path, scenario)
+
+
+def test_a_stopped_commit_watch_is_not_called_back(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state()], {}, ME)
+        result = manager.append(TP, memoryview(batch(b"a")), required_acks=-1)
+        calls = []
+        watch = manager.watch_commits([(TP, result.last_offset)], 0.05, calls.append)
+        manager.stop_watching_commits(watch)
+        assert manager.waiting_requests() == (0, 0)
+        manager.record_follower_fetch(manager.partitions[TP], 2, 1)
+        await asyncio.sleep(0.2)
+        assert calls == []
+
+    with_manager(tmp_path, scenario)
+
+
 def test_commits_time_out_or_fail_when_leadership_goes(tmp_path):
     async def scenario(manager: ReplicaManager):
         manager.become_leader_or_follower(5, [state()], {}, ME)

@@ -16,6 +16,7 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
+from broker.deferred import Deferred
 from broker.metadata_cache import BrokerNode, PartitionInfo
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -185,8 +186,30 @@ def test_acks_all_waits_for_the_follower_and_times_out_without_it(tmp_path):
     asyncio.run(main())
 
 
+def test_an_acks_all_produce_answers_with_a_deferred_that_stops_waiting_when_cancelled(tmp_path):
+    """Kafka's DelayedProduce: no task per request or partition, and a closed connection (which
+    cancels the answer) leaves nothing waiting for the followers."""
+
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            request = bytearray(encode_request(ApiKey.PRODUCE, 9, acks_all_request(timeout_ms=5000)))
+            waiting = broker._dispatcher.dispatch(memoryview(request)[4:], CLIENT_SESSION)
+            assert isinstance(waiting, Deferred) and not waiting.done()
+            assert broker.replica_manager.waiting_requests() == (0, 1)
+            waiting.cancel()  # its connection closed
+            return broker.replica_manager.waiting_requests()
+
+    assert asyncio.run(main()) == (0, 0)
+
+
 async def produce_acks_all(broker, timeout_ms: int, tp=TP):
-    request = ProduceRequest(
+    response = await call(broker, ApiKey.PRODUCE, 9, acks_all_request(timeout_ms, tp))
+    return response.responses[0].partition_responses[0]
+
+
+def acks_all_request(timeout_ms: int, tp=TP) -> ProduceRequest:
+    return ProduceRequest(
         transactional_id=None,
         acks=-1,
         timeout=datetime.timedelta(milliseconds=timeout_ms),
@@ -196,8 +219,6 @@ async def produce_acks_all(broker, timeout_ms: int, tp=TP):
             ),
         ),
     )
-    response = await call(broker, ApiKey.PRODUCE, 9, request)
-    return response.responses[0].partition_responses[0]
 
 
 async def list_offsets(broker, current_leader_epoch: int = -1, tp=TP):
