@@ -1,4 +1,4 @@
-"""benchmarks.request_cost: Produce, Fetch and tailing pairs served in process (and Produce over a
+"""benchmarks.request_cost: Produce, Fetch, tailing and replicated pairs served in process (and Produce over a
 loopback connection), their CPU and Python calls counted."""
 
 import asyncio
@@ -14,7 +14,7 @@ from benchmarks.request_cost import measure
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("api", ["produce", "fetch", "tail", "wire"])
+@pytest.mark.parametrize("api", ["produce", "fetch", "tail", "replicated", "wire"])
 def test_every_request_is_answered_and_its_cost_and_calls_counted(tmp_path, api):
     result = asyncio.run(measure(tmp_path, requests=20, repeats=3, batch_bytes=4096, calls=True, api=api))
 
