@@ -448,7 +448,12 @@ class ReplicaManager:
         NOT_LEADER_OR_FOLLOWER when the replica stops leading, REQUEST_TIMED_OUT at the
         timeout."""
         known: asyncio.Future[list[ErrorCode]] = asyncio.get_running_loop().create_future()
-        watch = self.watch_commits([(tp, last_offset)], timeout_s, known.set_result)
+
+        def settled(outcomes: list[ErrorCode]) -> None:
+            if not known.done():  # cancelled after its outcome was known, before the callback
+                known.set_result(outcomes)
+
+        watch = self.watch_commits([(tp, last_offset)], timeout_s, settled)
         try:
             outcome = (await known)[0]
         except asyncio.CancelledError:
@@ -496,12 +501,12 @@ class ReplicaManager:
 
     def _commits_timed_out(self, watch: CommitWatch) -> None:
         watch.timer = None
+        self._end_commit_watch(watch, ErrorCode.request_timed_out)
+
+    def _end_commit_watch(self, watch: CommitWatch, for_waiting: ErrorCode) -> None:
+        """Call `watch` back now, its appends still waiting answering `for_waiting`."""
         self.stop_watching_commits(watch)
-        outcomes = watch.outcomes
-        for index, outcome in enumerate(outcomes):
-            if outcome is None:
-                outcomes[index] = ErrorCode.request_timed_out
-        watch.callback(_known(outcomes))
+        watch.callback([for_waiting if outcome is None else outcome for outcome in watch.outcomes])
 
     def commit_status(self, tp: TopicPartition, last_offset: int) -> ErrorCode | None:
         """What a delayed produce of records up to `last_offset` would answer now; None while
@@ -708,12 +713,7 @@ class ReplicaManager:
             self._wake(tp)
         watches = {watch for waiting in self._commit_waiters.values() for watch, _ in waiting}
         for watch in watches:
-            self.stop_watching_commits(watch)
-            outcomes = watch.outcomes
-            for index, outcome in enumerate(outcomes):
-                if outcome is None:
-                    outcomes[index] = ErrorCode.not_leader_or_follower
-            watch.callback(_known(outcomes))
+            self._end_commit_watch(watch, ErrorCode.not_leader_or_follower)
 
     def _on_partition_change(self, tp: TopicPartition) -> None:
         self._wake(tp)

@@ -217,6 +217,24 @@ def test_a_stopped_commit_watch_is_not_called_back(tmp_path):
     with_manager(tmp_path, scenario)
 
 
+def test_a_commit_wait_cancelled_after_its_outcome_is_known_ends_quietly(tmp_path):
+    """The outcome is handed over on the next turn: a caller cancelled in between (its request
+    gone) must not make that hand-over fail in the loop."""
+
+    async def scenario(manager: ReplicaManager):
+        loop_errors = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(context))
+        manager.add_partition(TP, LogConfig())  # standalone: committed as soon as appended
+        result = manager.append(TP, memoryview(batch(b"a")), required_acks=-1)
+        waiting = asyncio.ensure_future(manager.wait_for_commit(TP, result.last_offset, 5))
+        await asyncio.sleep(0)  # it registers, finds the append committed, and awaits the hand-over
+        waiting.cancel()
+        await asyncio.sleep(0.01)
+        assert waiting.cancelled() and loop_errors == []
+
+    with_manager(tmp_path, scenario)
+
+
 def test_commits_time_out_or_fail_when_leadership_goes(tmp_path):
     async def scenario(manager: ReplicaManager):
         manager.become_leader_or_follower(5, [state()], {}, ME)
