@@ -82,6 +82,10 @@ class Dispatcher:
         # versions a handler serves get in, so it stays small.
         self._flexible: dict[int, bool] = {}
 
+    def for_session(self, session: Session) -> "SessionDispatch":
+        """`dispatch` for one connection's requests (what broker.network's Connection calls)."""
+        return SessionDispatch(self, session)
+
     async def serve(self, frame: memoryview, session: Session) -> bytes | None:
         """The response (header and body, without its size) to one request frame (header and
         body, writable: Produce sets offsets in place) served in-process as a connection would
@@ -332,6 +336,22 @@ class Dispatcher:
             response = throttling.with_throttle_time(response, throttle_ms)
             return ThrottledResponse(_frame(response_header, [schemas.encode(response)]), throttle_ms / 1000)
         return _frame(response_header, [schemas.encode(response)])
+
+
+class SessionDispatch:
+    """`Dispatcher.dispatch` with a connection's session bound. A functools.partial with the
+    session as a keyword made every request a generic call: the partial merged its keywords
+    into a new dict, and the compiled dispatch parsed them back out. Compiled, this calls
+    dispatch directly."""
+
+    __slots__ = ("_dispatcher", "_session")
+
+    def __init__(self, dispatcher: Dispatcher, session: Session) -> None:
+        self._dispatcher = dispatcher
+        self._session = session
+
+    def __call__(self, frame: memoryview) -> Chunks | None | Deferred[Chunks | None] | Awaitable[Chunks | None]:
+        return self._dispatcher.dispatch(frame, self._session)
 
 
 def _logged(response: Chunks | None, context: RequestContext, started: float) -> Any:

@@ -388,7 +388,7 @@ class Broker:
             asyncio.get_running_loop(),
             sock,
             address,
-            functools.partial(self._dispatcher.dispatch, session=session),
+            self._dispatcher.for_session(session),
             self._forget_connection,
         )
         limits = {

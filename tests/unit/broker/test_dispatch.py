@@ -50,6 +50,19 @@ def test_api_versions_advertises_exactly_the_registry(tmp_path):
     with_broker(tmp_path, scenario)
 
 
+def test_a_sessions_dispatch_serves_its_requests_in_that_session(tmp_path):
+    """What a connection calls: dispatch with its session bound (the session's principal is who
+    Produce is authorized as, its client id what quotas count)."""
+
+    async def scenario(broker):
+        session_dispatch = broker._dispatcher.for_session(CLIENT_SESSION)
+        request = encode_request(ApiKey.API_VERSIONS, 3, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        frame = memoryview(bytearray(request))[4:]
+        assert b"".join(bytes(c) for c in session_dispatch(frame)) == await exchange(broker, request)
+
+    with_broker(tmp_path, scenario)
+
+
 def test_api_versions_beyond_ours_answers_unsupported_in_the_v0_layout(tmp_path):
     async def scenario(broker):
         header = INT16.pack(ApiKey.API_VERSIONS) + INT16.pack(99) + INT32.pack(7) + b"\xff\xff"
