@@ -5,7 +5,7 @@ transaction coordinator (coordinator.transaction_coordinator) records them in
 __transaction_state, beginning the transaction if none is open, and answers once written.
 
 Errors, the same for every partition of the request (Kafka's): UNKNOWN_TOPIC_OR_PARTITION for
-partitions that do not exist (the others OPERATION_NOT_ATTEMPTED); NOT_COORDINATOR,
+partitions not in this broker's metadata (the others OPERATION_NOT_ATTEMPTED); NOT_COORDINATOR,
 COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS; INVALID_PRODUCER_ID_MAPPING for an
 unknown transactional id or another producer id; PRODUCER_FENCED for an old epoch
 (INVALID_PRODUCER_EPOCH before v2); CONCURRENT_TRANSACTIONS while the previous transaction is
@@ -46,13 +46,10 @@ async def handle_add_partitions_to_txn(
     ctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     wanted = [TopicPartition(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
-    known = ctx.broker.topics.topics
+    metadata = ctx.broker.metadata_cache
     writable = authorized_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, {tp.topic for tp in wanted})
     denied = {tp for tp in wanted if tp.topic not in writable}
-    unknown = {
-        tp for tp in wanted
-        if tp not in denied and (tp.topic not in known or not 0 <= tp.partition < known[tp.topic].partitions)
-    }
+    unknown = {tp for tp in wanted if tp not in denied and metadata.partition(tp) is None}
     if unknown or denied:
         errors = {
             tp: ErrorCode.topic_authorization_failed if tp in denied

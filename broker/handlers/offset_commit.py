@@ -6,12 +6,13 @@ group commits with its member id and generation. A consumer without group member
 commits with generation -1 and no member id: a "simple" commit, accepted while the group has no
 members (a group that does not exist yet is created for it).
 
-Per partition: UNKNOWN_TOPIC_OR_PARTITION (no such partition), OFFSET_METADATA_TOO_LARGE (over
-offset.metadata.max.bytes), INVALID_COMMIT_OFFSET_SIZE (the records do not fit a batch); for the
-request, given to every partition: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
-COORDINATOR_LOAD_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID (also a simple commit to a
-group with members), FENCED_INSTANCE_ID (v7+), REBALANCE_IN_PROGRESS (a member between JoinGroup
-and SyncGroup). The empty group id is allowed, as Kafka allows it for old clients.
+Per partition: UNKNOWN_TOPIC_OR_PARTITION (no such partition in this broker's metadata, which
+Kafka's KafkaApis checks too), OFFSET_METADATA_TOO_LARGE (over offset.metadata.max.bytes),
+INVALID_COMMIT_OFFSET_SIZE (the records do not fit a batch); for the request, given to every
+partition: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID (also a simple commit to a group with members),
+FENCED_INSTANCE_ID (v7+), REBALANCE_IN_PROGRESS (a member between JoinGroup and SyncGroup). The
+empty group id is allowed, as Kafka allows it for old clients.
 
 Version notes: v0 has no generation or member id; v1 adds them and a commit timestamp per
 partition (-1: now); v2-4 carry a retention time: -1 lets offsets.retention.minutes apply, another
@@ -69,7 +70,7 @@ async def handle_offset_commit(ctx: RequestContext, sent) -> OffsetCommitRespons
             if topic.name not in readable:
                 denied.add(tp)
                 continue
-            if not _exists(ctx, tp):
+            if ctx.broker.metadata_cache.partition(tp) is None:
                 unknown.add(tp)
                 continue
             commit_timestamp = sent_partition.commit_timestamp if version == VERSION_WITH_COMMIT_TIMESTAMP else DEFAULT
@@ -106,8 +107,3 @@ async def handle_offset_commit(ctx: RequestContext, sent) -> OffsetCommitRespons
             for topic in request.topics
         ),
     )
-
-
-def _exists(ctx: RequestContext, tp: TopicPartition) -> bool:
-    info = ctx.broker.topics.topics.get(tp.topic)
-    return info is not None and 0 <= tp.partition < info.partitions

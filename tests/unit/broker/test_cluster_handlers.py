@@ -29,6 +29,7 @@ from storage.topic_partition import TopicPartition
 from tests.in_process import Client
 from tests.unit.broker.test_admin_handlers import Admin, settings
 from tests.unit.coordinator.test_group_coordinator import TOPIC as COMMITTED_TOPIC, commit, fetch
+from tests.unit.coordinator.test_transaction_coordinator import add_partitions, init
 
 TIMEOUT = datetime.timedelta(seconds=5)
 
@@ -171,3 +172,24 @@ def test_a_standalone_broker_has_no_controller_to_obey(tmp_path):
         assert listed.error_code == ErrorCode.not_controller
 
     run_standalone(tmp_path, scenario)
+
+
+def test_partitions_in_the_metadata_take_commits_before_the_topic_watch_reads_them(tmp_path, zookeeper):
+    # CreateTopics answers once the controller's UpdateMetadata names the partitions; this
+    # broker's own watch of the topic znodes may read the topic later (a ZooKeeper reconnect).
+    # OffsetCommit and AddPartitionsToTxn check the metadata, as Kafka's KafkaApis does, so a
+    # client that just created the topic is not told it does not exist.
+    async def scenario(admin: Admin):
+        client = Client(admin.broker)
+        await admin.create_topic(COMMITTED_TOPIC, 2)
+        admin.broker.topics.uninstall(COMMITTED_TOPIC)  # the watch not caught up yet
+        assert await commit(client, "g", {0: 5, 1: 6}) == [ErrorCode.none] * 2
+        assert await commit(client, "g", {2: 1}) == [ErrorCode.unknown_topic_or_partition]
+        error, producer_id, epoch = await init(client)
+        assert error == ErrorCode.none
+        assert await add_partitions(client, producer_id, epoch, COMMITTED_TOPIC, (0, 2)) == [
+            ErrorCode.operation_not_attempted, ErrorCode.unknown_topic_or_partition,
+        ]
+        assert await add_partitions(client, producer_id, epoch, COMMITTED_TOPIC, (0, 1)) == [ErrorCode.none] * 2
+
+    run_cluster_broker(tmp_path, zookeeper, scenario)
