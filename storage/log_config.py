@@ -624,8 +624,8 @@ def _check_compaction_lags(values: Mapping[str, Any]) -> None:
 
 
 PREALLOCATE_REFUSAL = (
-    "logway does not preallocate segment files (a segment's file grows with its appends), so only "
-    "false can be honoured"
+    "logway does not preallocate segment files to their full size (a segment's file grows with its "
+    "appends, its blocks reserved a few MiB ahead), so only false can be honoured"
 )
 
 

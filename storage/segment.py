@@ -111,9 +111,11 @@ class LogSegment:
         missing.
 
         Only the active segment (or one the cleaner writes) maps its indexes writable and
-        extended (sparse) to segment.index.bytes; older segments map them as they are on disk.
+        extended (sparse) to segment.index.bytes, and reserves blocks ahead of its appends
+        (storage.records_file); older segments map them as they are on disk.
         """
         records = RecordsFile.open(segment_path(directory, base_offset, LOG_SUFFIX + file_suffix))
+        records.reserve_ahead = active
         size = config.segment_index_bytes
         offset_index = OffsetIndex(
             segment_path(directory, base_offset, INDEX_SUFFIX + file_suffix),
@@ -359,14 +361,17 @@ class LogSegment:
         return True
 
     def on_become_inactive(self) -> None:
-        """The segment stops taking appends: record its largest timestamp, trim its indexes."""
+        """The segment stops taking appends: record its largest timestamp, trim its indexes,
+        give back the blocks its .log reserved ahead."""
         self._record_max_timestamp()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self.records.stop_reserving()
 
     def make_active(self, config: LogConfig) -> None:
         self.offset_index.resize(config.segment_index_bytes)
         self.time_index.resize(config.segment_index_bytes)
+        self.records.reserve_ahead = True
 
     def _record_max_timestamp(self) -> None:
         if self.max_timestamp == NO_TIMESTAMP:
@@ -392,6 +397,7 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
+        self.records.stop_reserving()
         self.records.close()
 
     def rename_to_deleted(self) -> None:

@@ -3,6 +3,7 @@ import struct
 import time
 
 import crc32c
+
 import pytest
 
 from protocol.compression import Compression
@@ -103,6 +104,24 @@ def test_segments_roll_on_size_and_reads_cross_them(open_log):
     assert [s.base_offset for s in log.segments] == sorted(s.base_offset for s in log.segments)
     assert [r.value[0] for r in read_all(log)] == list(range(20))
     assert [r.value[0] for r in read_all(log, start=13)] == list(range(13, 20))
+
+
+def test_only_the_active_segment_keeps_blocks_reserved_ahead_and_closing_gives_them_back(open_log):
+    # storage.records_file reserves blocks ahead of large appends to the active segment.
+    def past_end(segment) -> int:
+        stat = os.stat(segment.records.path)
+        return stat.st_blocks * 512 - stat.st_size
+
+    log = open_log(LogConfig(segment_bytes=100_000))
+    for _ in range(8):
+        append(log, b"x" * 20_000)
+    rolled, active = log.segments[0], log.segments[-1]
+
+    assert len(log.segments) == 2
+    assert past_end(rolled) <= 4096
+    assert past_end(active) >= 100_000
+    log.close()
+    assert past_end(active) <= 4096
 
 
 def test_roll_on_time_uses_record_timestamps(open_log):

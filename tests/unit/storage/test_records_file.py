@@ -1,10 +1,13 @@
+import ctypes
 import errno
+import logging
 import os
 
 import pytest
 
-from storage import descriptor_pool
+from storage import descriptor_pool, records_file
 from storage.records_file import RecordsFile
+from tests.compat.test_storage_failure import tmpfs
 
 
 def open_descriptors() -> int:
@@ -95,4 +98,117 @@ def test_a_read_only_file_is_not_created_and_reopens_read_only(tmp_path, at_most
     RecordsFile.open(str(tmp_path / "1.log")).close()
 
     assert records.read(0, 3) == b"xyz"
+    records.close()
+
+
+# Blocks reserved ahead of appends (fallocate, FALLOC_FL_KEEP_SIZE). The machine's /tmp (ext4)
+# and tmpfs both support it; a file system without it is the faked case at the end.
+BLOCK = 4096
+APPEND = b"r" * 16 * 1024
+
+
+def allocated(path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_large_appends_reserve_blocks_past_the_end_and_the_size_stays_the_end(tmp_path):
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    records.reserve_ahead = True
+    for _ in range(3):
+        records.append(APPEND)
+
+    assert os.stat(records.path).st_size == records.size == 3 * len(APPEND)
+    assert allocated(records.path) >= records_file._RESERVE_MIN
+    assert records.read(len(APPEND), len(APPEND)) == APPEND
+    records.close()
+
+
+def test_appends_smaller_than_a_block_or_to_a_file_not_reserving_reserve_nothing(tmp_path):
+    small = RecordsFile.open(str(tmp_path / "0.log"))
+    small.reserve_ahead = True
+    for _ in range(100):
+        small.append(b"s" * 100)
+    inactive = RecordsFile.open(str(tmp_path / "1.log"))
+    inactive.append(APPEND)
+
+    assert allocated(small.path) <= 3 * BLOCK
+    assert allocated(inactive.path) <= len(APPEND) + BLOCK
+    small.close()
+    inactive.close()
+
+
+def test_stopping_gives_the_reserved_blocks_back_and_keeps_the_file_times(tmp_path):
+    # A segment whose records carry no timestamps is as old as its .log's modification time.
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    records.reserve_ahead = True
+    records.append(APPEND)
+    os.utime(records.path, ns=(1_000_000_000, 2_000_000_000))
+    records.stop_reserving()
+
+    assert allocated(records.path) <= len(APPEND) + BLOCK
+    assert os.stat(records.path).st_mtime_ns == 2_000_000_000
+    records.append(APPEND)  # appends go on, block by block
+    assert allocated(records.path) <= 2 * len(APPEND) + BLOCK
+    records.close()
+
+
+def test_truncating_gives_the_reserved_blocks_back(tmp_path):
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    records.reserve_ahead = True
+    records.append(APPEND)
+    records.truncate_to(100)
+
+    assert os.stat(records.path).st_size == 100
+    assert allocated(records.path) <= BLOCK
+    records.close()
+
+
+def test_a_reservation_a_crash_left_is_given_back_on_opening(tmp_path):
+    crashed = RecordsFile.open(str(tmp_path / "0.log"))
+    crashed.reserve_ahead = True
+    crashed.append(APPEND)
+    crashed.close()  # closing the file alone keeps the reservation, as a crash would
+    assert allocated(crashed.path) >= records_file._RESERVE_MIN
+    os.utime(crashed.path, ns=(1_000_000_000, 2_000_000_000))
+
+    reopened = RecordsFile.open(str(tmp_path / "0.log"))
+
+    assert reopened.size == len(APPEND)
+    assert allocated(reopened.path) <= len(APPEND) + BLOCK
+    assert os.stat(reopened.path).st_mtime_ns == 2_000_000_000
+    reopened.close()
+
+
+def test_a_file_system_short_of_room_gets_no_reservations(tmp_path):
+    # Below the floor of free room a reservation would take what another partition's append
+    # needs: appends allocate block by block, as without reservations.
+    with tmpfs(tmp_path / "small", "16m") as small:
+        records = RecordsFile.open(str(small / "0.log"))
+        records.reserve_ahead = True
+        for _ in range(4):
+            records.append(APPEND)
+
+        assert allocated(records.path) <= 4 * len(APPEND) + BLOCK
+        assert records.reserve_ahead  # asked again once the file system has room
+        records.close()
+
+
+@pytest.mark.pure_python
+def test_a_failed_reservation_stops_reserving_and_the_append_goes_on(tmp_path, monkeypatch, caplog):
+    def unsupported(fd: int, mode: int, offset: int, length: int) -> int:
+        ctypes.set_errno(errno.EOPNOTSUPP)
+        return -1
+
+    monkeypatch.setattr(records_file, "_fallocate", unsupported)
+    caplog.set_level(logging.INFO, logger=records_file.__name__)
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    records.reserve_ahead = True
+    records.append(APPEND)
+    records.append(APPEND)
+
+    assert records.read(0, 2 * len(APPEND)) == APPEND + APPEND
+    assert not records.reserve_ahead
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{records.path}: no longer reserving blocks ahead of appends: {os.strerror(errno.EOPNOTSUPP)}"
+    ]
     records.close()
