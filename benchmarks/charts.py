@@ -47,6 +47,7 @@ WORKLOADS = {
     "wire_fetch_small": ("wire fetch, {size} B records", "mb"),
     "append": ("page-cache append (recycled pages)", "mb"),
     "append_new": ("page-cache append (new file)", "mb"),
+    "append_reserved": ("page-cache append, blocks reserved ahead (recycled pages)", "mb"),
     "sendfile": ("sendfile over loopback", "mb"),
     "kp_produce": ("kafka-python produce {size} B", "records"),
     "kp_consume": ("kafka-python consume {size} B", "records"),

@@ -25,16 +25,25 @@ class Throughput:
         return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
 
 
-def append_file(path: str, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0) -> Throughput:
-    """os.write of `chunk_bytes` chunks to a new file at `path` until `total_bytes`; no fsync
-    (page cache). The file is left for the caller to remove.
+def append_file(
+    path: str, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0, reserve_ahead: bool = False
+) -> Throughput:
+    """`chunk_bytes` chunks appended to a new file at `path` until `total_bytes`, one pwrite each
+    through logway's records file (storage.records_file); no fsync (page cache). The file is left
+    for the caller to remove. With `reserve_ahead` the file reserves its blocks ahead of the
+    appends, as an active segment's does.
 
     On this kind of VM the cost depends on where the page cache's new pages come from: pages
     the guest freed moments ago (a deleted file's) are cheap, while pages the hypervisor has
     to back first cost several times more CPU (see benchmarks/RESULTS.md). benchmarks.run
     measures both: a first append into a new file, then another right after deleting it."""
+    from storage.records_file import RecordsFile
+
     chunk = os.urandom(chunk_bytes)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    records = RecordsFile.open(path)
+    if records.size:
+        records.truncate_to(0)
+    records.reserve_ahead = reserve_ahead
     written = 0
     try:
         start = time.perf_counter()
@@ -44,10 +53,11 @@ def append_file(path: str, chunk_bytes: int, total_bytes: int, deadline_s: float
             if time.perf_counter() > deadline:
                 timed_out = True
                 break
-            written += os.write(fd, chunk)
+            records.append(chunk)  # one pwrite (after a reservation, now and then)
+            written += chunk_bytes
         seconds = time.perf_counter() - start
     finally:
-        os.close(fd)
+        records.close()
     return Throughput(written, seconds, timed_out)
 
 

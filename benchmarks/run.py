@@ -6,8 +6,10 @@
 
 Parts (all by default):
   crc           CRC-32C on 1 MiB: the crc32c package vs crcmod's C extension ('crc-32c').
-  machine       page-cache append (os.write of produce-batch-sized chunks, no fsync) and
-                os.sendfile of a page-cached file to a reader process over loopback.
+  machine       page-cache append (a pwrite of each produce-batch-sized chunk, no fsync): into a
+                new file, again into recycled pages, and again into blocks reserved ahead as
+                logway's active segment reserves them; os.sendfile of a page-cached file to a
+                reader process over loopback.
   mock          the C peer: librdkafka's in-memory mock cluster (test.mock.num.brokers=1),
                 under the same client workloads. It keeps only the last ~5 MiB (or 100k
                 batches) of a partition, so the consume comparison reads that retained window
@@ -635,11 +637,16 @@ class Bench:
         total = a.wire_mb * MiB
         path_a, path_b = self.scratch / f"append-{number}-a.bench", self.scratch / f"append-{number}-b.bench"
         append = machine.append_file(str(path_a), clients.BATCH_BYTES, total, a.deadline)
-        report.add("append_new", "machine", _throughput("machine: page-cache append, 1 MiB os.write, new file", append))
+        report.add("append_new", "machine", _throughput("machine: page-cache append, 1 MiB pwrite, new file", append))
         os.unlink(path_a)
         append = machine.append_file(str(path_b), clients.BATCH_BYTES, total, a.deadline)
         report.add("append", "machine", _throughput("machine: the same right after deleting that file", append))
         os.unlink(path_b)
+        path_c = self.scratch / f"append-{number}-c.bench"
+        append = machine.append_file(str(path_c), clients.BATCH_BYTES, total, a.deadline, reserve_ahead=True)
+        report.add("append_reserved", "machine", _throughput(
+            "machine: the same again, blocks reserved ahead (as logway's active segment)", append))
+        os.unlink(path_c)
         sendfile = machine.sendfile_loopback(str(self.scratch), min(total, 256 * MiB), 2 * total, deadline_s=a.deadline)
         report.add("sendfile", "machine", _throughput("machine: os.sendfile over loopback, cached file", sendfile))
 
@@ -902,6 +909,7 @@ RATIOS = [
     ("produce 16 KiB batches (requests/s), wire: logway / mock", ("wire_produce_16k", "logway"), ("wire_produce_16k", "mock"), "records", None),
     ("fetch 1 MiB records, wire: logway / raw sendfile", ("wire_fetch_large", "logway"), ("sendfile", "machine"), "mb", 0.6),
     ("produce 1 MiB batches, wire: logway / raw append (recycled pages)", ("wire_produce", "logway"), ("append", "machine"), "mb", None),
+    ("produce 1 MiB batches, wire: logway / raw append into reserved blocks (recycled pages)", ("wire_produce", "logway"), ("append_reserved", "machine"), "mb", None),
     ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
     ("broker CPU, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu", None),
