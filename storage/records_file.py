@@ -112,8 +112,8 @@ class RecordsFile(PooledFile):
         super().__init__(read_only)
         self._path = path
         self.size = size
-        # Set while the file is a log's active segment (LogSegment.make_active); off again
-        # for good when a reservation fails (a file system without fallocate, a full disk).
+        # Set while the file is a log's active segment (LogSegment.open, make_active); off
+        # again when a reservation fails (a file system without fallocate, a full disk).
         self.reserve_ahead = False
         self._reserved_to = 0  # the end of the blocks reserved past `size` (0: none)
         self._ask_at = 0  # appends that end past this ask for a reservation
