@@ -23,6 +23,12 @@ messages with "Unknown topic"). Kafka answers such a topic LEADER_NOT_AVAILABLE 
 auto-creation is on (its create finds the topic exists), UNKNOWN_TOPIC_OR_PARTITION otherwise;
 an auto-creation that finds the topic exists answers LEADER_NOT_AVAILABLE here too.
 
+A broker that has heard from no controller yet holds a Metadata request until the controller's
+first UpdateMetadata, at most WAIT_FOR_CONTROLLER_S, and answers from the filled cache. Kafka
+(ZooKeeper mode) answers at once, with no brokers; librdkafka 2.10 and later drop every broker a
+Metadata answer leaves out, and with none left a producer stopped for good (librdkafka #5301,
+seen in tests/cluster/test_jepsen_idempotent.py after a broker restart).
+
 Authorization (with an authorizer, as Kafka's KafkaApis): a topic the caller may not DESCRIBE
 is left out of an all-topics answer, and answered TOPIC_AUTHORIZATION_FAILED (no id, no
 partitions; whether it exists is not disclosed) when named. Auto-creation needs CREATE on the
@@ -60,10 +66,30 @@ from broker.metadata_cache import PartitionInfo
 from broker.topic_manager import INTERNAL_TOPICS, validate_topic_name
 
 
+# How long a broker that has heard from no controller yet (just started in cluster mode) holds a
+# Metadata request for the controller's first UpdateMetadata, which comes within a second or
+# two of its registration; then it answers from what it has (no brokers). Kept well under the
+# clients' request timeouts (30 s and more).
+WAIT_FOR_CONTROLLER_S = 5.0
+
+
 # v8-10's include_cluster_authorized_operations is not in the newest version: the request is kept
 # as sent to read it, and adapted for the rest.
 @api(ApiKey.METADATA, versions=(0, 12), parse=as_sent(ApiKey.METADATA))
 def handle_metadata(ctx: RequestContext, sent):
+    if not ctx.broker.metadata_cache.filled:
+        return _answer_once_filled(ctx, sent)
+    return _answer_sent(ctx, sent)
+
+
+async def _answer_once_filled(ctx: RequestContext, sent):
+    cache = ctx.broker.metadata_cache
+    await cache.wait_until(lambda: cache.filled, WAIT_FOR_CONTROLLER_S)
+    response = _answer_sent(ctx, sent)
+    return await response if inspect.isawaitable(response) else response
+
+
+def _answer_sent(ctx: RequestContext, sent):
     request = schemas.adapt(sent, MetadataRequest)
     response = _answer_request(ctx, request)
     if not getattr(sent, "include_cluster_authorized_operations", False):

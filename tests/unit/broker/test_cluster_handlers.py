@@ -10,6 +10,7 @@ import pytest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.metadata.v12.request import MetadataRequest
 
 from broker.server import Broker
 from protocol.api_keys import ApiKey
@@ -191,5 +192,25 @@ def test_partitions_in_the_metadata_take_commits_before_the_topic_watch_reads_th
             ErrorCode.operation_not_attempted, ErrorCode.unknown_topic_or_partition,
         ]
         assert await add_partitions(client, producer_id, epoch, COMMITTED_TOPIC, (0, 1)) == [ErrorCode.none] * 2
+
+    run_cluster_broker(tmp_path, zookeeper, scenario)
+
+
+def test_a_broker_not_yet_told_by_a_controller_holds_metadata_until_the_first_update_metadata(tmp_path, zookeeper):
+    # A just-restarted broker answering with no brokers made librdkafka (2.10+) drop every
+    # broker it knew, and the producer stopped for good (librdkafka #5301).
+    async def scenario(admin: Admin):
+        broker = admin.broker
+        epoch = broker.cluster.controller_epoch
+        broker.metadata_cache.controller_epoch = -1  # as on a start, before the controller's word
+        asked = asyncio.ensure_future(admin.call(ApiKey.METADATA, 12, MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False,
+        )))
+        await asyncio.sleep(0.3)
+        assert not asked.done()
+        told = await admin.call(ApiKey.UPDATE_METADATA, 5, _update_metadata(epoch))
+        assert told.error_code == ErrorCode.none
+        answer = await asyncio.wait_for(asked, 5)
+        assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [(1, "h", 1)]
 
     run_cluster_broker(tmp_path, zookeeper, scenario)
