@@ -69,6 +69,19 @@ def run_standalone(tmp_path, scenario):
     return asyncio.run(main())
 
 
+async def once_loaded(call):
+    """The answer of `call` once its coordinator has loaded its partition: in cluster mode the
+    internal topic is made on first use and loaded after the controller's LeaderAndIsr, and
+    clients retry COORDINATOR_LOAD_IN_PROGRESS as this does."""
+    for _ in range(200):
+        answer = await call()
+        codes = answer if isinstance(answer, list) else [answer[0]]
+        if ErrorCode.coordinator_load_in_progress not in codes:
+            return answer
+        await asyncio.sleep(0.05)
+    return answer
+
+
 def _update_metadata(controller_epoch: int, broker_epoch: int = -1) -> UpdateMetadataRequest:
     return UpdateMetadataRequest(
         controller_id=1, controller_epoch=controller_epoch, broker_epoch=broker_epoch, topic_states=(),
@@ -149,7 +162,7 @@ def test_a_topic_deleted_through_the_controller_leaves_no_committed_offsets(tmp_
     async def scenario(admin: Admin):
         client = Client(admin.broker)
         await admin.create_topic(COMMITTED_TOPIC, 2)
-        assert await commit(client, "g", {0: 5, 1: 6}) == [ErrorCode.none] * 2
+        assert await once_loaded(lambda: commit(client, "g", {0: 5, 1: 6})) == [ErrorCode.none] * 2
         await admin.broker.topics.delete(COMMITTED_TOPIC)
         for _ in range(200):
             if await fetch(client, "g") == (ErrorCode.none, {}):
@@ -184,9 +197,9 @@ def test_partitions_in_the_metadata_take_commits_before_the_topic_watch_reads_th
         client = Client(admin.broker)
         await admin.create_topic(COMMITTED_TOPIC, 2)
         admin.broker.topics.uninstall(COMMITTED_TOPIC)  # the watch not caught up yet
-        assert await commit(client, "g", {0: 5, 1: 6}) == [ErrorCode.none] * 2
+        assert await once_loaded(lambda: commit(client, "g", {0: 5, 1: 6})) == [ErrorCode.none] * 2
         assert await commit(client, "g", {2: 1}) == [ErrorCode.unknown_topic_or_partition]
-        error, producer_id, epoch = await init(client)
+        error, producer_id, epoch = await once_loaded(lambda: init(client))
         assert error == ErrorCode.none
         assert await add_partitions(client, producer_id, epoch, COMMITTED_TOPIC, (0, 2)) == [
             ErrorCode.operation_not_attempted, ErrorCode.unknown_topic_or_partition,
