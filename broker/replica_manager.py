@@ -317,10 +317,18 @@ class ReplicaManager:
         return partition
 
     def waiting_requests(self) -> tuple[int, int]:
-        """(fetches waiting for data, produces waiting for followers): Kafka's purgatory sizes."""
+        """(fetches waiting for data, produces waiting for followers): Kafka's
+        NumDelayedOperations of the Fetch and Produce purgatories."""
         fetches = set().union(*self._append_waiters.values()) if self._append_waiters else set()
         produces = {watch for waiting in self._commit_waiters.values() for watch, _ in waiting}
         return len(fetches), len(produces)
+
+    def watched_partitions(self) -> tuple[int, int]:
+        """The same requests counted once per partition each waits on: Kafka's PurgatorySize,
+        which counts a delayed operation in the watch list of every key it watches."""
+        fetches = sum(len(watches) for watches in self._append_waiters.values())
+        produces = sum(len(waiting) for waiting in self._commit_waiters.values())
+        return fetches, produces
 
     def _count_isr_change(self, before: int, after: int) -> None:
         if after < before:

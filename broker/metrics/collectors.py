@@ -270,15 +270,25 @@ def replica_manager_families(broker: "Broker") -> Iterator[Part]:
         "Largest lag in records of a partition this broker follows (leader high watermark minus log end).",
         replica_manager.fetchers.max_lag(),
     )
-    fetches, produces = replica_manager.waiting_requests()
-    purgatory = GaugeMetricFamily(
+    yield _purgatory_gauge(
         "kafka_server_delayedoperationpurgatory_purgatorysize",
-        "Requests waiting: long-poll fetches for data, acks=all produces for followers.",
-        labels=["delayedoperation"],
+        "Waiting requests counted once per partition each waits on: long-poll fetches for data, "
+        "acks=all produces for followers.",
+        replica_manager.watched_partitions(),
     )
+    yield _purgatory_gauge(
+        "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+        "Requests waiting: long-poll fetches for data, acks=all produces for followers.",
+        replica_manager.waiting_requests(),
+    )
+
+
+def _purgatory_gauge(name: str, documentation: str, counts: tuple[int, int]) -> GaugeMetricFamily:
+    fetches, produces = counts
+    purgatory = GaugeMetricFamily(name, documentation, labels=["delayedoperation"])
     purgatory.add_metric(["Fetch"], fetches)
     purgatory.add_metric(["Produce"], produces)
-    yield purgatory
+    return purgatory
 
 
 # Kafka's BrokerState values

@@ -176,6 +176,7 @@ def test_a_commit_watch_is_called_back_once_with_every_outcome_on_the_turn_after
         calls = []
         manager.watch_commits(appends, 60, calls.append)
         assert manager.waiting_requests() == (0, 1)
+        assert manager.watched_partitions() == (0, 2)  # Kafka's PurgatorySize: one per partition
 
         manager.record_follower_fetch(manager.partitions[TP], 2, 1)
         await asyncio.sleep(0.01)
@@ -342,13 +343,14 @@ def test_a_watch_is_called_back_on_the_turn_after_the_append_that_wakes_it_and_o
         manager.add_partition(other, LogConfig())
         calls = []
         manager.watch_appends([TP, other], 60, lambda: calls.append("woken"))
+        assert manager.waiting_requests() == (1, 0) and manager.watched_partitions() == (2, 0)
 
         manager.append(TP, memoryview(batch(b"a")), required_acks=1)
         manager.append(other, memoryview(batch(b"b")), required_acks=1)
         assert calls == []  # not within the appends, which are not over when the watch hears
 
         await asyncio.sleep(0)
-        assert calls == ["woken"] and manager.waiting_requests() == (0, 0)
+        assert calls == ["woken"] and manager.waiting_requests() == (0, 0) == manager.watched_partitions()
         manager.append(TP, memoryview(batch(b"c")), required_acks=1)
         await asyncio.sleep(0.01)
         assert calls == ["woken"]

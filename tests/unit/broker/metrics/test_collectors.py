@@ -298,13 +298,16 @@ def test_a_waiting_long_poll_is_in_the_fetch_purgatory_and_the_broker_state_is_r
             if broker.replica_manager.waiting_requests()[0]:
                 break
             await asyncio.sleep(0.01)
-        during = value(broker, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedoperation="Fetch")
+        during = [
+            value(broker, f"kafka_server_delayedoperationpurgatory_{name}", delayedoperation="Fetch")
+            for name in ("purgatorysize", "numdelayedoperations")
+        ]
         await produce(client, TOPIC, 0, batch(1))  # data: the fetch is answered
         await waiting
         after = value(broker, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedoperation="Fetch")
         return during, after, value(broker, "kafka_server_kafkaserver_brokerstate")
 
-    assert run(tmp_path, scenario) == (1, 0, 3)
+    assert run(tmp_path, scenario) == ([1, 1], 0, 3)
 
 
 def test_a_snapshot_reads_the_state_when_taken_and_builds_the_families_later_on_any_thread(tmp_path):
