@@ -39,10 +39,15 @@ def metered_cluster(cluster_factory):
     return cluster
 
 
+# No test scrapes a paused or killed broker, so a long wait costs nothing; a 5 s one was passed
+# once in CI, on a loaded machine, by a live broker right after a topic's creation.
+SCRAPE_TIMEOUT_S = 20
+
+
 def scrape(broker) -> dict[tuple[str, frozenset], float] | None:
     """The broker's samples; None when it does not answer."""
     try:
-        with urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=5) as answer:
+        with urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=SCRAPE_TIMEOUT_S) as answer:
             text = answer.read().decode()
     except (urllib.error.URLError, OSError):
         return None
@@ -66,7 +71,7 @@ def total(cluster, name: str, broker_ids, **labels) -> float | None:
 
 def health(broker) -> int:
     try:
-        with urllib.request.urlopen(broker.metrics_url + "/health", timeout=5) as answer:
+        with urllib.request.urlopen(broker.metrics_url + "/health", timeout=SCRAPE_TIMEOUT_S) as answer:
             return answer.status
     except urllib.error.HTTPError as refused:
         return refused.code
@@ -93,7 +98,11 @@ def test_a_cluster_reports_one_controller_and_connected_zookeeper_sessions(clust
     topic = unique_topic("metered")
     create_topic(cluster, topic, 3, 3)
     wait_until(lambda: full_isrs(cluster, topic, 3), TIMEOUT_S, "full ISRs")
-    assert total(cluster, "kafka_controller_kafkacontroller_globalpartitioncount", everyone) >= 3
+    wait_until(
+        lambda: (total(cluster, "kafka_controller_kafkacontroller_globalpartitioncount", everyone) or 0) >= 3,
+        TIMEOUT_S,
+        "the partitions counted by the controller",
+    )
     # Each partition counted once: by its leader.
     wait_until(
         lambda: total(cluster, "kafka_server_replicamanager_leadercount", everyone) == 3, TIMEOUT_S, "leaders counted"
