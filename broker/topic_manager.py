@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# How long an admin request waits for this broker's ZooKeeper watch to read a topic its metadata
+# already has (TopicManager.catch_up): well within clients' request timeouts (30 s).
+CATCH_UP_S = 10.0
 
 
 def validate_topic_name(name: str) -> None:
@@ -105,6 +108,7 @@ class TopicManager:
         # Told of each topic deleted here, once its partitions are gone (the remote log).
         self.on_delete: list[Callable[[TopicInfo], None]] = []
         self._log_configs: dict[str, LogConfig] = {}
+        self._install_waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     @property
     def topics(self) -> dict[str, TopicInfo]:
@@ -285,6 +289,26 @@ class TopicManager:
             )
         return info
 
+    async def catch_up(self, name: str, in_metadata: bool) -> None:
+        """Cluster mode: wait, at most CATCH_UP_S, for this broker's ZooKeeper watch to install
+        a topic its metadata already has (`in_metadata`: the controller's UpdateMetadata named
+        it). The watch's read can lag behind the controller's word, as across a ZooKeeper
+        reconnect, and the admin requests that read a topic's configs or id from here (Kafka's
+        read ZooKeeper) would answer UNKNOWN_TOPIC_OR_PARTITION for a topic just created."""
+        if self.cluster_admin is None or not in_metadata or name in self.store.topics:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._install_waiters.setdefault(name, [])
+        waiters.append(waiter)
+        try:
+            await asyncio.wait((waiter,), timeout=CATCH_UP_S)
+        finally:
+            waiter.cancel()
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if not waiters and self._install_waiters.get(name) is waiters:
+                del self._install_waiters[name]
+
     def find_by_id(self, topic_id: uuid.UUID) -> TopicInfo:
         for info in self.store.topics.values():
             if info.topic_id == topic_id:
@@ -391,6 +415,9 @@ class TopicManager:
         self.store.topics[info.name] = info
         if previous is None or previous.configs != info.configs:
             self._apply_configs(info)
+        for waiter in self._install_waiters.pop(info.name, ()):
+            if not waiter.done():
+                waiter.set_result(None)
 
     def uninstall(self, name: str) -> None:
         """Cluster mode: the topic is gone from ZooKeeper (its replicas are stopped and deleted

@@ -6,7 +6,9 @@ empty key list means all), each with its value, source, type and read-only flag:
 - TOPIC (2): every topic config, from the topic's overrides, else the broker keys the operator
   set (in server.properties or as dynamic broker configs, each with its source), else Kafka's
   default (see storage.log_config.describe_topic_configs).
-  INVALID_TOPIC_EXCEPTION for an illegal name, UNKNOWN_TOPIC_OR_PARTITION for a missing topic.
+  INVALID_TOPIC_EXCEPTION for an illegal name, UNKNOWN_TOPIC_OR_PARTITION for a missing topic
+  (in cluster mode after waiting for this broker's ZooKeeper watch to read a topic the
+  controller already announced: TopicManager.catch_up).
 - BROKER (4), named by this broker's id: every broker config with the value in effect and its
   source: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG
   (server.properties) or DEFAULT_CONFIG (broker/dynamic_config.py); read-only unless it can be
@@ -57,7 +59,11 @@ _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
-def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest):
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest):
+    for resource in request.resources:
+        if resource.resource_type == ConfigResourceType.TOPIC:
+            name = resource.resource_name
+            await ctx.broker.topics.catch_up(name, ctx.broker.metadata_cache.has_topic(name))
     results = tuple(
         _describe(ctx, resource, request.include_synonyms, request.include_documentation)
         for resource in request.resources

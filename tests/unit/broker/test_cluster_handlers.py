@@ -8,12 +8,20 @@ import datetime
 
 import pytest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest, TopicPartitions
+from kio.schema.incremental_alter_configs.v1.request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from broker.server import Broker
 from protocol.api_keys import ApiKey
+from protocol.config_types import ConfigResourceType
 from protocol.errors import ErrorCode, KafkaError
 from protocol.legacy import (
     ControlledShutdownRequest,
@@ -205,6 +213,53 @@ def test_partitions_in_the_metadata_take_commits_before_the_topic_watch_reads_th
             ErrorCode.operation_not_attempted, ErrorCode.unknown_topic_or_partition,
         ]
         assert await add_partitions(client, producer_id, epoch, COMMITTED_TOPIC, (0, 1)) == [ErrorCode.none] * 2
+
+    run_cluster_broker(tmp_path, zookeeper, scenario)
+
+
+def test_config_and_deletion_requests_wait_for_the_topic_watch_to_read_a_topic_in_the_metadata(tmp_path, zookeeper):
+    # As for commits above: the topic store, filled by this broker's own ZooKeeper watch, may
+    # lag behind the controller's UpdateMetadata. These requests need the topic's configs or id,
+    # which only the store holds, so they wait for it instead of answering UNKNOWN_TOPIC_OR_PARTITION.
+    async def scenario(admin: Admin):
+        topics = admin.broker.topics
+        loop = asyncio.get_running_loop()
+
+        def lagging(name: str) -> None:
+            info = topics.get(name)
+            topics.uninstall(name)  # the watch not caught up yet
+            loop.call_later(0.3, topics.install, info)  # ...until it reads the topic
+
+        await admin.create_topic("late", 1, {"retention.ms": "60000"})
+        lagging("late")
+        described = await admin.call(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(
+            resources=(DescribeConfigsResource(
+                resource_type=ConfigResourceType.TOPIC, resource_name="late", configuration_keys=("retention.ms",),
+            ),),
+            include_synonyms=False, include_documentation=False,
+        ))
+        assert [(r.error_code, [(c.name, c.value) for c in r.configs]) for r in described.results] == [
+            (ErrorCode.none, [("retention.ms", "60000")]),
+        ]
+        lagging("late")
+        altered = await admin.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IncrementalAlterConfigsRequest(
+            resources=(AlterConfigsResource(
+                resource_type=ConfigResourceType.TOPIC, resource_name="late",
+                configs=(AlterableConfig(name="retention.ms", config_operation=0, value="70000"),),
+            ),),
+            validate_only=True,
+        ))
+        assert [r.error_code for r in altered.responses] == [ErrorCode.none]
+        lagging("late")
+        deleted = await admin.call(ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(
+            topics=(DeleteTopicState(name="late", topic_id=None),), timeout=TIMEOUT,
+        ))
+        assert [t.error_code for t in deleted.responses] == [ErrorCode.none]
+        # A topic the metadata does not have is not waited for.
+        missing = await admin.call(ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(
+            topics=(DeleteTopicState(name="never", topic_id=None),), timeout=TIMEOUT,
+        ))
+        assert [t.error_code for t in missing.responses] == [ErrorCode.unknown_topic_or_partition]
 
     run_cluster_broker(tmp_path, zookeeper, scenario)
 
