@@ -86,12 +86,19 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+# Ports free_port gave out in this process: a cluster's ports are all chosen before any of its
+# processes binds one, so a port still free may already be promised to another broker.
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A free port below Linux's ephemeral range (32768+), so that a process restarted on the
-    same port does not find it taken by some client connection's local port meanwhile."""
+    same port does not find it taken by some client connection's local port meanwhile; never
+    one this process was given before."""
     for _ in range(200):
         port = random.randrange(20000, 32768)
-        if port_is_free(host, port):
+        if port not in _handed_out and port_is_free(host, port):
+            _handed_out.add(port)
             return port
     raise RuntimeError(f"no free port found on {host}")
 
