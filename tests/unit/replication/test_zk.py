@@ -165,8 +165,8 @@ def test_steps_run_in_one_session_start_over_when_the_session_expires_midway(zoo
 
 @pytest.fixture
 def own_zookeeper(tmp_path):
-    """A ZooKeeper of the test's own, to stop and start: sessions up to 30 s (20 ticks)."""
-    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=1500)
+    """A ZooKeeper of the test's own, to stop and start: sessions up to 60 s (20 ticks)."""
+    server = ZooKeeperServer(tmp_path / "zookeeper", tick_ms=3000)
     try:
         server.start()
     except ZooKeeperUnavailable as exc:
@@ -181,7 +181,9 @@ def test_watches_lost_with_the_connection_are_fired_once_the_session_reconnects(
     server = own_zookeeper
 
     async def scenario():
-        client = ZkClient(server.connect_string, 30000)  # outlives a JVM restart on a loaded machine
+        # Outlives a JVM restart on a loaded machine: a 30 s session once expired in CI, the
+        # restarted ZooKeeper too slow to take the client back in time.
+        client = ZkClient(server.connect_string, 60000)
         sessions = []
         client.add_session_listener(sessions.append)
         await client.start()
