@@ -7,6 +7,8 @@ import asyncio
 import datetime
 
 import pytest
+from kio.schema.alter_configs.v2 import request as alter_configs
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
@@ -250,6 +252,15 @@ def test_config_and_deletion_requests_wait_for_the_topic_watch_to_read_a_topic_i
             validate_only=True,
         ))
         assert [r.error_code for r in altered.responses] == [ErrorCode.none]
+        lagging("late")
+        replaced = await admin.call(ApiKey.ALTER_CONFIGS, 2, AlterConfigsRequest(
+            resources=(alter_configs.AlterConfigsResource(
+                resource_type=ConfigResourceType.TOPIC, resource_name="late",
+                configs=(alter_configs.AlterableConfig(name="retention.ms", value="80000"),),
+            ),),
+            validate_only=True,
+        ))
+        assert [r.error_code for r in replaced.responses] == [ErrorCode.none]
         lagging("late")
         deleted = await admin.call(ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(
             topics=(DeleteTopicState(name="late", topic_id=None),), timeout=TIMEOUT,
