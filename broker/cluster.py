@@ -193,6 +193,7 @@ class ClusterMember:
         topics = self.broker.topics
         topics.cluster_admin = self.admin
         topics.live_brokers = self.broker.metadata_cache.live_broker_ids
+        topics.in_metadata = self.broker.metadata_cache.has_topic
         topics.marked_for_deletion = self.controller.marked_for_deletion
         try:
             await self.zk.in_one_session(self._join_session)

@@ -99,6 +99,8 @@ class TopicManager:
         fixed_ids = list(broker_ids)
         self.live_brokers: Callable[[], Sequence[int]] = lambda: fixed_ids
         self.cluster_admin: ClusterTopicAdmin | None = None
+        # Cluster mode: whether the controller's UpdateMetadata named the topic (catch_up).
+        self.in_metadata: Callable[[str], bool] = lambda name: False
         # Cluster mode: the controller's topics whose deletion waits for their replicas.
         self.marked_for_deletion: Callable[[str], bool] = lambda name: False
         self.on_change: list[Callable[[], None]] = []
@@ -289,13 +291,13 @@ class TopicManager:
             )
         return info
 
-    async def catch_up(self, name: str, in_metadata: bool) -> None:
+    async def catch_up(self, name: str) -> None:
         """Cluster mode: wait, at most CATCH_UP_S, for this broker's ZooKeeper watch to install
         a topic its metadata already has (`in_metadata`: the controller's UpdateMetadata named
         it). The watch's read can lag behind the controller's word, as across a ZooKeeper
         reconnect, and the admin requests that read a topic's configs or id from here (Kafka's
         read ZooKeeper) would answer UNKNOWN_TOPIC_OR_PARTITION for a topic just created."""
-        if self.cluster_admin is None or not in_metadata or name in self.store.topics:
+        if name in self.store.topics or not self.in_metadata(name):
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiters = self._install_waiters.setdefault(name, [])

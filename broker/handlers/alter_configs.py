@@ -108,7 +108,7 @@ async def replace_topic_configs(
 ) -> None:
     """Make `configs` the topic's overrides; a None value names a key to drop."""
     topics = ctx.broker.topics
-    await topics.catch_up(topic, ctx.broker.metadata_cache.has_topic(topic))
+    await topics.catch_up(topic)
     existing = topics.get(topic).configs
     validate_topic_overrides(configs)
     topics.check_remote_storage(configs, existing)

@@ -101,7 +101,7 @@ def _check_target(name: str | None, topic_id: uuid.UUID | None, names: Counter, 
 async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> DeletableTopicResult:
     topics = ctx.broker.topics
     if name is not None:
-        await topics.catch_up(name, ctx.broker.metadata_cache.has_topic(name))
+        await topics.catch_up(name)
     info = topics.get(name) if name is not None else topics.find_by_id(topic_id)
     await topics.delete(info.name)
     return DeletableTopicResult(

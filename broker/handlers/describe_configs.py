@@ -62,8 +62,7 @@ _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
 async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest):
     for resource in request.resources:
         if resource.resource_type == ConfigResourceType.TOPIC:
-            name = resource.resource_name
-            await ctx.broker.topics.catch_up(name, ctx.broker.metadata_cache.has_topic(name))
+            await ctx.broker.topics.catch_up(resource.resource_name)
     results = tuple(
         _describe(ctx, resource, request.include_synonyms, request.include_documentation)
         for resource in request.resources

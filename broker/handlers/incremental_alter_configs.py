@@ -93,7 +93,7 @@ async def _alter(ctx: RequestContext, resource: AlterConfigsResource, validate_o
         raise KafkaError("Null value not supported for : " + ", ".join(missing), ErrorCode.invalid_request)
     if resource.resource_type == ConfigResourceType.TOPIC:
         name = resource.resource_name
-        await ctx.broker.topics.catch_up(name, ctx.broker.metadata_cache.has_topic(name))
+        await ctx.broker.topics.catch_up(name)
         current = ctx.broker.topics.get(name).configs
         defaults = {entry.name: entry.value for entry in describe_topic_configs({}, ctx.broker.config.explicit_settings, False)}
         changes = {
