@@ -86,17 +86,32 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+# Where free_port draws: below Linux's ephemeral range (32768+), so that a process restarted on
+# the same port does not find it taken by some client connection's local port meanwhile.
+_PORTS_START, _PORTS_STOP = 20000, 32768
+_ports = range(_PORTS_START, _PORTS_STOP)
 # Ports free_port gave out in this process: a cluster's ports are all chosen before any of its
 # processes binds one, so a port still free may already be promised to another broker.
 _handed_out: set[int] = set()
 
 
+def draw_ports_from_slice(index: int, slices: int) -> None:
+    """Make free_port draw from the `index`-th of `slices` equal parts of its range only: for
+    processes that run side by side (pytest-xdist workers), each with its own part, so that
+    two of them never choose the same port before either has bound it."""
+    global _ports
+    if not 0 <= index < slices:
+        raise ValueError(f"slice {index} of {slices}")
+    size = (_PORTS_STOP - _PORTS_START) // slices
+    start = _PORTS_START + index * size
+    _ports = range(start, start + size)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A free port below Linux's ephemeral range (32768+), so that a process restarted on the
-    same port does not find it taken by some client connection's local port meanwhile; never
-    one this process was given before."""
+    """A free port from this process's range (below the ephemeral ports), never one this
+    process was given before."""
     for _ in range(200):
-        port = random.randrange(20000, 32768)
+        port = random.choice(_ports)
         if port not in _handed_out and port_is_free(host, port):
             _handed_out.add(port)
             return port

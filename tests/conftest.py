@@ -1,5 +1,9 @@
+import os
+
 import pytest
 from hypothesis import settings
+
+from broker import local_cluster
 
 # No per-example deadline: on a shared, loaded machine (CI runs two workers on two cores) an
 # example's duration says nothing about correctness, and speed is the benchmarks' question.
@@ -10,6 +14,14 @@ settings.load_profile("logway")
 pytest.register_assert_rewrite("tests.topic_lifecycle")
 
 from tests.harness import BrokerProcess  # noqa: E402 (after the rewrite is registered)
+
+
+def pytest_configure(config):
+    """Each pytest-xdist worker chooses test ports from its own part of the range: a CI run once
+    gave brokers in both workers the same port, drawn in each before either bound it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+    if worker:
+        local_cluster.draw_ports_from_slice(int(worker.removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
 
 
 @pytest.hookimpl(trylast=True)

@@ -17,6 +17,8 @@ import time
 import uuid
 from pathlib import Path
 
+from broker.local_cluster import free_port  # below the ephemeral ports: a restart finds it free
+
 REPO = Path(__file__).resolve().parent.parent
 SERVER_PROPERTIES = REPO / "config" / "server.properties"
 _START_TIMEOUT_S = 30
@@ -29,12 +31,6 @@ TEST_BROKER_DEFAULTS = {"log.index.size.max.bytes": "1048576"}
 def unique_topic(prefix: str) -> str:
     """A topic name no other test uses, so tests can share one broker."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def broker_python() -> list[str]:

@@ -2,13 +2,38 @@
 
 import random
 
+import pytest
+
 from broker import local_cluster
 
 
-def test_a_port_given_out_once_is_not_given_out_again_while_still_free(monkeypatch):
+@pytest.fixture
+def ports(monkeypatch):
+    """free_port with a fresh memory and range, every port free."""
+    monkeypatch.setattr(local_cluster, "_handed_out", set())
+    monkeypatch.setattr(local_cluster, "_ports", local_cluster._ports)
+    monkeypatch.setattr(local_cluster, "port_is_free", lambda host, port: True)
+    return local_cluster
+
+
+def test_a_port_given_out_once_is_not_given_out_again_while_still_free(ports, monkeypatch):
     # CI once gave two brokers of one cluster the same port: both were chosen before either bound it.
     draws = iter([24001, 24001, 24002])
-    monkeypatch.setattr(random, "randrange", lambda start, stop: next(draws))
-    monkeypatch.setattr(local_cluster, "_handed_out", set())
-    monkeypatch.setattr(local_cluster, "port_is_free", lambda host, port: True)
-    assert [local_cluster.free_port(), local_cluster.free_port()] == [24001, 24002]
+    monkeypatch.setattr(random, "choice", lambda population: next(draws))
+    assert [ports.free_port(), ports.free_port()] == [24001, 24002]
+
+
+def test_processes_drawing_from_different_slices_never_choose_the_same_port(ports):
+    # CI once gave brokers started by the two pytest-xdist workers the same port.
+    chosen = []
+    for index in range(2):
+        ports.draw_ports_from_slice(index, 2)
+        chosen.append({ports.free_port() for _ in range(300)})
+    assert not chosen[0] & chosen[1]
+    assert max(chosen[0]) < min(chosen[1])
+    assert all(20000 <= port < 32768 for port in chosen[0] | chosen[1])
+
+
+def test_a_slice_outside_the_count_is_refused(ports):
+    with pytest.raises(ValueError):
+        ports.draw_ports_from_slice(2, 2)
