@@ -80,7 +80,7 @@ from storage.producer_state import (
     ProducerStateManager,
     SnapshotFile,
 )
-from storage.records_file import BatchLocation, FileRegion, RecordsFile
+from storage.records_file import BatchLocation, DeferredWrites, FileRegion, RecordsFile
 from storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -198,6 +198,9 @@ class Log:
         self.last_flush_ms = _now_ms()
         self._roll_jitter_ms = self._pick_roll_jitter()
         self._index_write_asked = False  # write_index_entries_soon asked for, not yet done
+        # Set by the log manager that serves the log to connections: appends made while it
+        # defers wait in memory until its finish (storage.records_file); None: written at once.
+        self.deferred_writes: DeferredWrites | None = None
 
     # ----------------------------------------------------------------------------- loading
 
@@ -508,7 +511,7 @@ class Log:
         self, data: memoryview, batches: Sequence[AppendedBatch], record_count: int, now_ms: int
     ) -> None:
         self._maybe_roll(len(data), batches[0].max_timestamp, batches[-1].last_offset, now_ms)
-        self.active_segment.append(data, batches)
+        self.active_segment.append(data, batches, self.deferred_writes)
         self.log_end_offset = batches[-1].last_offset + 1
         if not self._index_write_asked:
             self._index_write_asked = True
@@ -861,16 +864,17 @@ class Log:
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         if self.log_end_offset > self.recovery_point:
-            # The flush fsyncs files; the index entries the active segment keeps in memory are
-            # written to them first (the segments before it wrote theirs when they rolled).
-            self.active_segment.write_pending_index_entries()
+            # The flush fsyncs files, on a worker thread; the appends and index entries the
+            # active segment keeps in memory are written to them first, on the loop (the
+            # segments before it wrote theirs when they rolled).
+            self.active_segment.write_pending()
             self.scheduler.flush(self, self.log_end_offset)
 
     def write_pending_index_entries(self) -> None:
         """Writes the index entries the active segment keeps in memory (the scheduler's call,
         `write_index_entries_soon`); the next append asks for the next such write."""
         self._index_write_asked = False
-        self.active_segment.write_pending_index_entries()
+        self.active_segment.write_pending()
 
     def files_to_flush(self, up_to_offset: int) -> list[LogSegment | SnapshotFile]:
         """Segments holding offsets in [recovery point, up_to_offset), and the producer

@@ -89,6 +89,7 @@ from storage.leader_epoch import EpochEntry
 from storage.log import Log
 from storage.log_config import LogConfig
 from storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS, SnapshotFile
+from storage.records_file import DeferredWrites
 from storage.segment import LogSegment
 from storage.topic_partition import TopicPartition
 
@@ -237,6 +238,8 @@ class LogManager:
         # Every move shares it (replica.alter.log.dirs.io.max.bytes.per.second); the broker sets it.
         self.move_quota: ByteRateQuota = NO_QUOTA
         self._offline_listeners: list[Callable[[str], None]] = []
+        # The connections' deferred appends (storage.records_file), for the logs served here.
+        self.deferred_writes = DeferredWrites(self._deferred_write_failed)
         self._config_for_topic = config_for_topic
         self._settings = settings
         workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
@@ -403,6 +406,7 @@ class LogManager:
                 f"{tp} has a directory in both {other.path} and {log_dir.path}; "
                 "remove the stale one before starting"
             )
+        loaded.deferred_writes = self.deferred_writes
         self.logs[tp] = loaded
         self._log_dir_of[tp] = log_dir
         log_dir.logs.add(tp)
@@ -589,6 +593,15 @@ class LogManager:
         if log_dir is not None:
             self._take_offline(log_dir, exc)
         return KafkaStorageError(f"log directory of {tp} failed: {exc}")
+
+    def _deferred_write_failed(self, path: str, exc: OSError) -> None:
+        """Appends a connection deferred failed to reach `path` (a segment's .log): its log dir
+        goes offline, as when an append fails at once."""
+        partition_dir = os.path.dirname(os.path.abspath(path))
+        for log_dir in self.dirs.values():
+            if os.path.dirname(partition_dir) == log_dir.path:
+                self._take_offline(log_dir, exc)
+                return
 
     def _take_offline(self, log_dir: LogDir, exc: BaseException) -> None:
         if not log_dir.online:
@@ -811,6 +824,7 @@ class LogManager:
         target.futures.discard(tp)
         cleaning = self.cleaner.forget(tp)
         source.logs.discard(tp)
+        future.deferred_writes = self.deferred_writes
         self.logs[tp] = future
         self._log_dir_of[tp] = target
         target.logs.add(tp)

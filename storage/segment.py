@@ -37,7 +37,7 @@ from protocol.record_batch import MAGIC_V2, NO_TIMESTAMP, crc_is_valid
 from protocol.records import iter_records
 from storage.index import CorruptIndexError, IndexFullError, OffsetIndex, TimeIndex
 from storage.log_config import LogConfig
-from storage.records_file import BatchLocation, FileRegion, RecordsFile
+from storage.records_file import BatchLocation, DeferredWrites, FileRegion, RecordsFile
 from storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX: Final = ".log"
@@ -149,8 +149,14 @@ class LogSegment:
     def can_hold_offset(self, offset: int) -> bool:
         return offset - self.base_offset <= _INT32_MAX
 
-    def append(self, data: bytes | memoryview, batches: Sequence[AppendedBatch]) -> None:
-        position = self.records.append(data)
+    def append(
+        self, data: bytes | memoryview, batches: Sequence[AppendedBatch], writes: DeferredWrites | None = None
+    ) -> None:
+        """Append `data`, the batches `batches` describe (written now, or at `writes.finish()`
+        while `writes` defers), and index them."""
+        position = self.records.append(data, writes)
+        if position == 0:  # as Kafka's LogSegment.append: no read of it for the roll checks
+            self._first_batch_timestamp = batches[0].max_timestamp
         for batch in batches:
             self._index_batch(position, batch)
             position += batch.size
@@ -381,8 +387,10 @@ class LogSegment:
         except IndexFullError:
             pass  # the index filled up, which is why the segment rolled; lookups still work
 
-    def write_pending_index_entries(self) -> None:
-        """Writes the index entries waiting in memory (storage.index), as `flush` needs."""
+    def write_pending(self) -> None:
+        """Writes what waits in memory, as `flush` needs: appends (DeferredWrites), then index
+        entries (storage.index)."""
+        self.records.write_deferred()
         self.offset_index.write_pending()
         self.time_index.write_pending()
 
@@ -437,8 +445,8 @@ class LogSegment:
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
+        self.records.close()  # first: it writes appends still waiting while it can open the path
         try:
             os.unlink(self.records.path)
         except FileNotFoundError:
             pass
-        self.records.close()

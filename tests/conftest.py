@@ -50,6 +50,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def pwritev_calls(monkeypatch):
+    """The number of buffers of each os.pwritev call the test makes, in order (they still write)."""
+    calls = []
+    real = os.pwritev
+
+    def counted(fd, buffers, offset):
+        calls.append(len(buffers))
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "pwritev", counted)
+    return calls
+
+
+@pytest.fixture
 def broker_factory(tmp_path):
     """Start brokers on demand (each with its own data dir); all are stopped at the end."""
     started: list[BrokerProcess] = []

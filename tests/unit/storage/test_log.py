@@ -21,6 +21,7 @@ from storage.errors import (
 from storage.index import OffsetIndex, TimeIndex
 from storage.log_config import LogConfig
 from storage.log import InlineScheduler, Log
+from storage.records_file import DeferredWrites
 from storage.txn_index import AbortedTxn
 from tests.unit.storage.conftest import TP, batch
 
@@ -177,6 +178,67 @@ def test_a_flush_finds_every_index_entry_in_the_files_it_fsyncs(open_log):
     log.flush()
 
     assert flushed == [segment.offset_index.entries, segment.time_index.entries] and flushed[0] >= 9
+
+
+def test_a_flush_finds_the_appends_a_connection_deferred_in_the_files_it_fsyncs(open_log):
+    log = open_log(LogConfig())
+    writes = log.deferred_writes = DeferredWrites(lambda path, exc: None)
+    segment = log.active_segment
+    sizes_at_fsync = []
+
+    class FilesReadAtFlush:  # a LogScheduler
+        def flush(self, log, up_to_offset):
+            sizes_at_fsync.append(os.path.getsize(segment.records.path))
+
+    log.scheduler = _IndexWritesAsked()  # which would write the appends too
+    writes.start()
+    append(log, b"deferred")
+    assert os.path.getsize(segment.records.path) == 0
+    log.scheduler = FilesReadAtFlush()
+    log.flush()
+    writes.finish()
+
+    assert sizes_at_fsync == [segment.size] and segment.size > 0
+
+
+def test_appends_deferred_together_stay_in_memory_as_the_roll_checks_need_no_read_of_the_file(open_log):
+    # The segment's first batch timestamp (segment.ms by timestamps) is taken at its append,
+    # as Kafka's LogSegment.append does, not read back from the file by the next append.
+    log = open_log(LogConfig())
+    writes = log.deferred_writes = DeferredWrites(lambda path, exc: None)
+    log.scheduler = _IndexWritesAsked()  # which would write the appends too
+    writes.start()
+    for n in range(3):
+        append(log, b"v%d" % n, timestamp=1_000 + n)
+    segment = log.active_segment
+
+    assert os.path.getsize(segment.records.path) == 0
+    assert segment.first_batch_timestamp() == 1_000
+    writes.finish()
+    assert [r.value for r in read_all(log)] == [b"v0", b"v1", b"v2"]
+
+
+def test_appends_of_a_log_without_deferred_writes_are_written_at_once(open_log):
+    log = open_log(LogConfig())
+    append(log, b"at once")
+    assert log.deferred_writes is None
+    assert os.path.getsize(log.active_segment.records.path) == log.active_segment.size > 0
+
+
+def test_a_rolled_segment_writes_the_appends_it_deferred_before_the_new_one_takes_appends(open_log):
+    log = open_log(LogConfig(segment_bytes=200))
+    writes = log.deferred_writes = DeferredWrites(lambda path, exc: None)
+    log.scheduler = _IndexWritesAsked()  # which would write the appends too
+    writes.start()
+    for _ in range(3):
+        append(log, b"x" * 120)  # a segment a batch
+    first = log.segments[0]
+
+    assert len(log.segments) == 3
+    assert os.path.getsize(first.records.path) == first.size  # it wrote them when it rolled
+    writes.finish()
+    assert [os.path.getsize(s.records.path) for s in log.segments] == [s.size for s in log.segments]
+    assert [r.value for r in read_all(log)] == [b"x" * 120] * 3
 
 
 def test_appends_ask_once_for_an_index_write_until_it_is_done_and_it_reaches_the_files(open_log):

@@ -19,6 +19,7 @@ from broker.replication_quotas import ReplicationQuotaManager
 from broker.security.quotas import WindowConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, LogManagerSettings
 from storage.topic_partition import TopicPartition
+from tests.compat.test_storage_failure import tmpfs
 from tests.unit.storage.conftest import batch
 
 
@@ -128,6 +129,32 @@ def test_a_failing_dir_goes_offline_and_the_others_keep_serving(tmp_path):
 
     failed = run(scenario())
     assert not os.path.exists(os.path.join(failed, CLEAN_SHUTDOWN_FILE))
+
+
+def test_a_deferred_append_that_cannot_be_written_takes_its_dir_offline_and_the_others_keep_serving(tmp_path):
+    good, bad = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    async def scenario(small):
+        logs = manager(tmp_path / "a", small)
+        await logs.startup()
+        for tp in (good, bad):  # one in each dir
+            logs.create(tp, LogConfig())
+        assert logs.log_dir_of(bad) == str(small)
+        writes = logs.deferred_writes
+        writes.start()
+        append(logs.get(good), b"kept")
+        for _ in range(2):  # more than the dir holds
+            append(logs.get(bad), b"x" * 700_000)
+        writes.finish()
+
+        assert writes.failures == 1
+        assert logs.is_offline(bad) and logs.get(bad) is None
+        assert not logs.is_offline(good)
+        assert _values(logs.get(good)) == [b"kept"]
+        await logs.shutdown()
+
+    with tmpfs(tmp_path / "small", "1m") as small:
+        run(scenario(small))
 
 
 def test_unusable_dir_is_offline_at_startup_and_no_usable_dir_fails(tmp_path):

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from storage import descriptor_pool, records_file
-from storage.records_file import RecordsFile
+from storage.records_file import DeferredWrites, RecordsFile
 from tests.compat.test_storage_failure import tmpfs
 
 
@@ -212,3 +212,85 @@ def test_a_failed_reservation_stops_reserving_and_the_append_goes_on(tmp_path, m
         f"{records.path}: no longer reserving blocks ahead of appends: {os.strerror(errno.EOPNOTSUPP)}"
     ]
     records.close()
+
+
+def on_disk(records: RecordsFile) -> bytes:
+    with open(records.path, "rb") as f:
+        return f.read()
+
+
+def test_appends_while_deferring_wait_in_memory_and_go_out_together_at_finish(tmp_path, pwritev_calls):
+    failures = []
+    writes = DeferredWrites(lambda path, exc: failures.append(path))
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    writes.start()
+    positions = [records.append(b"batch %d;" % n, writes) for n in range(3)]
+
+    assert positions == [0, 8, 16] and records.size == 24
+    assert on_disk(records) == b""
+    writes.finish()
+    assert on_disk(records) == b"batch 0;batch 1;batch 2;"
+    assert pwritev_calls == [3]
+    assert writes.failures == 0 and not failures
+    records.append(b"batch 3;", writes)  # not deferring: written at once
+    assert on_disk(records)[24:] == b"batch 3;"
+    records.close()
+
+
+def test_every_file_that_waits_is_written_at_finish_in_order(tmp_path, pwritev_calls):
+    # More appends than one pwritev takes go out in as many as they need, in order.
+    writes = DeferredWrites(lambda path, exc: None)
+    files = [RecordsFile.open(str(tmp_path / f"{n}.log")) for n in range(2)]
+    writes.start()
+    for n in range(records_file._MAX_IOV + 3):
+        for file in files:
+            file.append(b"%05d" % n, writes)
+    writes.finish()
+
+    expected = b"".join(b"%05d" % n for n in range(records_file._MAX_IOV + 3))
+    assert [on_disk(file) for file in files] == [expected, expected]
+    assert pwritev_calls == [records_file._MAX_IOV, 3] * 2
+    for file in files:
+        file.close()
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda records: records.read(0, 4),
+        lambda records: records.region(0, 4),
+        lambda records: records.stop_reserving(),
+        lambda records: records.truncate_to(records.size),
+        lambda records: records.close(),
+    ],
+    ids=["read", "region", "stop_reserving", "truncate_to", "close"],  # batches() reads with read()
+)
+def test_a_file_writes_the_appends_waiting_in_memory_before_it_is_read_truncated_or_closed(tmp_path, use):
+    writes = DeferredWrites(lambda path, exc: None)
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    writes.start()
+    records.append(b"waiting", writes)
+    use(records)
+
+    assert on_disk(records) == b"waiting"
+    writes.finish()  # nothing left to write
+    assert on_disk(records) == b"waiting"
+    records.close()
+
+
+def test_a_deferred_write_that_fails_is_counted_and_reported_and_the_others_still_written(tmp_path):
+    failures = []
+    writes = DeferredWrites(lambda path, exc: failures.append((path, exc.errno)))
+    with tmpfs(tmp_path / "small", "1m") as small:
+        full = RecordsFile.open(str(small / "0.log"))
+        healthy = RecordsFile.open(str(tmp_path / "0.log"))
+        writes.start()
+        full.append(b"x" * (2 * 1024 * 1024), writes)
+        healthy.append(b"kept", writes)
+        writes.finish()
+
+        assert writes.failures == 1
+        assert failures == [(full.path, errno.ENOSPC)]
+        assert on_disk(healthy) == b"kept"
+        full.close()
+        healthy.close()
