@@ -83,6 +83,19 @@ class RequestMemoryPool:
         self._waiting.pop(connection, None)
 
 
+class DeferredAppends(Protocol):
+    """Where the appends of the requests a connection serves may wait to be written together
+    (storage.records_file.DeferredWrites, the log manager's): started before a read's requests
+    are served, finished (all written) before any of their answers can leave; `failures` counts
+    the writes that failed."""
+
+    failures: int
+
+    def start(self) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 class QueuedSends(Protocol):
     """A connection with answers queued, as PendingSends sees it. (Protocols rather than the
     classes, so that the compiled module's run-time type checks let other objects stand in.)"""
@@ -168,8 +181,14 @@ class Connection:
         pool: RequestMemoryPool | None = None,
         timing: Any = None,
         sends: SendRows | None = None,
+        appends: DeferredAppends | None = None,
     ) -> None:
         """`sends`: where the connection waits to send its answers (its own when None).
+
+        `appends`: where the appends of the requests of one read wait to be written together
+        (None: each is written as it is made). They are written before any answer leaves; if
+        one fails, the connection closes without answering, as what it would acknowledge may
+        be lost.
 
         `timing`: an object whose `received_at` is set, before each request is dispatched, to
         the loop time its frame was read whole (the request metrics' queue time), and whose
@@ -201,6 +220,7 @@ class Connection:
         self._max_queued_bytes = max_queued_bytes
         self._pool = pool
         self._sends = sends if sends is not None else PendingSends(loop)
+        self._appends = appends
         self._send_pending = False  # in _sends
         self._granted = 0  # pool bytes taken for the frame being received (its announced size)
         self._held = 0  # pool bytes of frames received and not yet finished
@@ -293,7 +313,37 @@ class Connection:
         self.close(str(exc))
 
     def _serve(self) -> None:
-        """Serve queued requests in order until one has to wait."""
+        """Serve queued requests in order until one has to wait; then queue their answers to
+        be sent, their appends written first."""
+        appends = self._appends
+        if appends is None:
+            rejected = self._serve_requests()
+        else:
+            failures = appends.failures
+            appends.start()
+            try:
+                rejected = self._serve_requests()
+            finally:
+                appends.finish()
+            if appends.failures != failures:
+                self.close("an append of its requests could not be written")
+                return
+        if rejected is not None:
+            self._reject(rejected)
+            return
+        if self.closed:
+            return
+        if not self._requests and self._in_progress is None:
+            self._frames.release()
+        if self._out and not self._send_pending and not self._writing:
+            self._send_pending = True
+            self._sends.add(self)
+        self._apply_back_pressure()
+
+    def _serve_requests(self) -> ProtocolError | None:
+        """Dispatch queued requests in order until one has to wait; the first request that
+        breaks the protocol stops them, and is returned to be rejected once their appends are
+        written (its rejection sends what was answered before it)."""
         requests, arrivals, timing, dispatch = self._requests, self._arrivals, self._timing, self._dispatch
         while requests and self._in_progress is None and self._muted is None and not self.closed:
             frame = requests.popleft()
@@ -303,12 +353,11 @@ class Connection:
             try:
                 outcome = dispatch(frame)
             except ProtocolError as exc:
-                self._reject(exc)
-                return
+                return exc
             except Exception:
                 log.exception("request from %s failed; closing the connection", self.address)
                 self.close("internal error")
-                return
+                return None
             if type(outcome) is list:  # the usual answer: no throttling to look at
                 self._queue(outcome)
                 if self._pool is not None:
@@ -327,12 +376,7 @@ class Connection:
                 self._serving_bytes = len(frame)
                 task = self._in_progress = asyncio.ensure_future(outcome)
                 task.add_done_callback(self._on_response_ready)
-        if not self._requests and self._in_progress is None:
-            self._frames.release()
-        if self._out and not self._send_pending and not self._writing:
-            self._send_pending = True
-            self._sends.add(self)
-        self._apply_back_pressure()
+        return None
 
     def _on_response_ready(self, future: asyncio.Future | Deferred[Chunks | None]) -> None:
         self._in_progress = None
@@ -645,6 +689,7 @@ class TlsConnection(Connection):
         pool: RequestMemoryPool | None = None,
         timing: Any = None,
         sends: SendRows | None = None,
+        appends: DeferredAppends | None = None,
     ) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
@@ -661,7 +706,7 @@ class TlsConnection(Connection):
         # Each limit named: mypyc passed **limits on as the next positional argument.
         super().__init__(
             loop, sock, address, dispatch, on_close, max_request_bytes, max_queued_requests, max_queued_bytes,
-            pool, timing, sends,
+            pool, timing, sends, appends,
         )
         self._recv_into = self._decrypt_into
 

@@ -397,6 +397,7 @@ class Broker:
             "pool": self._request_memory,
             "timing": session,
             "sends": self._sends,
+            "appends": self.log_manager.deferred_writes,
         }
         tls_listener = self._tls_listeners.get(listener)
         if tls_listener is None:

@@ -24,7 +24,8 @@ from broker.network import (
 from broker.responses import CloseAfterResponse
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
-from storage.records_file import RecordsFile
+from storage.records_file import DeferredWrites, RecordsFile
+from tests.compat.test_storage_failure import tmpfs
 
 
 def frame(payload: bytes) -> bytes:
@@ -356,6 +357,50 @@ def test_a_corked_answer_larger_than_the_socket_buffer_arrives_whole_and_in_orde
         assert await h.receive(len(expected)) == expected
 
     asyncio.run(scenario())
+
+
+def test_the_appends_of_one_read_wait_while_it_is_served_and_are_written_before_its_answers(tmp_path):
+    async def scenario():
+        writes = DeferredWrites(lambda path, exc: None)
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        on_disk_while_served = []
+
+        def dispatch(view):
+            records.append(bytes(view), writes)
+            on_disk_while_served.append(os.path.getsize(records.path))
+            return [frame(b"ok")]
+
+        h = Harness(dispatch, appends=writes)
+        h.client.sendall(frame(b"one;") + frame(b"two;") + frame(b"three;"))
+        assert await h.receive(3 * len(frame(b"ok"))) == 3 * frame(b"ok")
+        assert on_disk_while_served == [0, 0, 0]
+        with open(records.path, "rb") as f:
+            assert f.read() == b"one;two;three;"
+        records.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_connection_whose_appends_cannot_be_written_closes_without_answering(tmp_path):
+    # Sent at once (a row of one): the answers would leave before a write that came after them.
+    async def scenario(small):
+        failed = []
+        writes = DeferredWrites(lambda path, exc: failed.append(path))
+        records = RecordsFile.open(str(small / "0.log"))
+
+        def dispatch(view):
+            records.append(b"x" * 700_000, writes)
+            return [frame(b"ok")]
+
+        h = Harness(dispatch, appends=writes, sends=PendingSends(asyncio.get_running_loop(), max_connections=1))
+        h.client.sendall(frame(b"first") + frame(b"second"))  # 1.4 MB for a dir of 1 MiB
+        await asyncio.wait_for(h.closed.wait(), 5)
+        assert await h.receive(1) == b""
+        assert failed == [records.path] and writes.failures == 1
+        records.close()
+
+    with tmpfs(tmp_path / "small", "1m") as small:
+        asyncio.run(scenario(small))
 
 
 def test_broken_framing_closes_the_connection():

@@ -2,16 +2,21 @@
 files limit it raises at start."""
 
 import asyncio
+import datetime
 import resource
 import subprocess
 import sys
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker.config import BrokerConfig
 from broker.server import Broker, _log_manager_settings
 from protocol.api_keys import ApiKey
+from protocol.record_batch import iter_batches
+from protocol.records import Record, build_batch, iter_records
 from tests.in_process import broker_config, running_broker
 from tests.kafka_wire import decode_response, encode_request
 
@@ -151,6 +156,48 @@ from storage import descriptor_pool
 raise_open_files_limit()
 print(resource.getrlimit(resource.RLIMIT_NOFILE), descriptor_pool.capacity())
 """
+
+
+def test_produce_requests_of_one_read_are_written_together_and_read_back_in_that_read(tmp_path, pwritev_calls):
+    # Three Produce requests and a Fetch in one write: the appends wait until the read is
+    # served and leave in one pwritev; the Fetch, served after them, reads all three.
+    ms = datetime.timedelta(milliseconds=1)
+
+    def produce(value: bytes) -> bytes:
+        records = build_batch([Record(0, 1_000, None, value)])
+        partition = PartitionProduceData(index=0, records=records)
+        request = ProduceRequest(
+            transactional_id=None, acks=1, timeout=5_000 * ms, topic_data=(TopicProduceData(name="t", partition_data=(partition,)),)
+        )
+        return encode_request(ApiKey.PRODUCE, 9, request)
+
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait=0 * ms,
+        min_bytes=1,
+        topics=(FetchTopic(topic="t", partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(),
+    )
+
+    async def scenario(broker):
+        await broker.topics.create("t", 1, {})
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+        writer.write(b"".join(produce(b"v%d" % n) for n in range(3)) + encode_request(ApiKey.FETCH, 12, fetch))
+        answers = []
+        for api_key, version in [(ApiKey.PRODUCE, 9)] * 3 + [(ApiKey.FETCH, 12)]:
+            size = await asyncio.wait_for(reader.readexactly(4), 5)
+            answers.append(decode_response(api_key, version, size + await reader.readexactly(int.from_bytes(size, "big"))))
+        writer.close()
+
+        *produced, fetched = answers
+        assert [p.responses[0].partition_responses[0].base_offset for p in produced] == [0, 1, 2]
+        (partition,) = fetched.responses[0].partitions
+        data = bytes(partition.records)
+        values = [r.value for position, header in iter_batches(data) for r in iter_records(data[position : position + header.size])]
+        assert values == [b"v0", b"v1", b"v2"]
+        assert pwritev_calls == [3]
+
+    with_broker(tmp_path, scenario)
 
 
 def test_start_raises_the_soft_open_files_limit_to_the_hard_one_and_logs_both():
