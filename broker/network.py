@@ -29,6 +29,7 @@ from protocol.framing import FRAME_PREFIX, FrameReader
 
 from broker.deferred import Deferred
 from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
+from storage.records_file import DeferredWrites
 
 log: Final = logging.getLogger(__name__)
 
@@ -81,19 +82,6 @@ class RequestMemoryPool:
 
     def forget(self, connection: "Connection") -> None:
         self._waiting.pop(connection, None)
-
-
-class DeferredAppends(Protocol):
-    """Where the appends of the requests a connection serves may wait to be written together
-    (storage.records_file.DeferredWrites, the log manager's): started before a read's requests
-    are served, finished (all written) before any of their answers can leave; `failures` counts
-    the writes that failed."""
-
-    failures: int
-
-    def start(self) -> None: ...
-
-    def finish(self) -> None: ...
 
 
 class QueuedSends(Protocol):
@@ -181,14 +169,15 @@ class Connection:
         pool: RequestMemoryPool | None = None,
         timing: Any = None,
         sends: SendRows | None = None,
-        appends: DeferredAppends | None = None,
+        appends: DeferredWrites | None = None,
     ) -> None:
         """`sends`: where the connection waits to send its answers (its own when None).
 
         `appends`: where the appends of the requests of one read wait to be written together
-        (None: each is written as it is made). They are written before any answer leaves; if
-        one fails, the connection closes without answering, as what it would acknowledge may
-        be lost.
+        (storage.records_file.DeferredWrites, the log manager's; None: each is written as it is
+        made): started before a read's requests are served, finished before any of their
+        answers can leave. If a write fails, the connection closes without answering, as what
+        it would acknowledge may be lost.
 
         `timing`: an object whose `received_at` is set, before each request is dispatched, to
         the loop time its frame was read whole (the request metrics' queue time), and whose
@@ -316,7 +305,7 @@ class Connection:
         """Serve queued requests in order until one has to wait; then queue their answers to
         be sent, their appends written first."""
         appends = self._appends
-        if appends is None:
+        if appends is None or len(self._requests) < 2:  # one request's appends are one per file
             rejected = self._serve_requests()
         else:
             failures = appends.failures
@@ -689,7 +678,7 @@ class TlsConnection(Connection):
         pool: RequestMemoryPool | None = None,
         timing: Any = None,
         sends: SendRows | None = None,
-        appends: DeferredAppends | None = None,
+        appends: DeferredWrites | None = None,
     ) -> None:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()

@@ -111,8 +111,9 @@ class DeferredWrites:
     read in the 16 KiB wire produce), and appending 16 KiB costs 6.1-6.4 µs of kernel and user
     time one at a time against 4.0-4.3 µs four to a pwritev (benchmarks/RESULTS.md).
 
-    Rules: a broker's connection starts it before serving the requests of a read and finishes
-    it before any answer leaves, so an append is in the page cache before it is acknowledged,
+    Rules: a broker's connection starts it before serving the requests of a read (of more
+    than one: one request appends once to each file it writes) and finishes it before any
+    answer leaves, so an append is in the page cache before it is acknowledged,
     as when it was written at once; appends made while it is not started (followers', the
     coordinators' tasks) are written at once. A file's waiting bytes are written before
     anything reads, fsyncs, truncates, stops reserving for or closes it. Finishing writes every
