@@ -12,10 +12,10 @@ a 1 MiB append's kernel time and a seventh of a 16 KiB one's on this project's m
 (benchmarks/RESULTS.md). The reservation is given back when the
 segment stops being active or closes, and a reservation a crash left is given back on opening.
 
-Appends may wait in memory to be written together (DeferredWrites): a broker's connection
-defers the appends of the requests one read brought while it serves them, so that several
-Produce requests to one partition leave in one pwritev, and writes them before any answer
-leaves.
+Appends may wait in memory to be written together (DeferredWrites): when one read of a
+broker's connection brings several requests, it defers their appends while it serves them, so
+that several Produce requests to one partition leave in one pwritev, and writes them before any
+answer leaves.
 """
 
 import ctypes
