@@ -113,9 +113,9 @@ class DeferredWrites:
 
     Rules: a broker's connection starts it before serving the requests of a read (of more
     than one: one request appends once to each file it writes) and finishes it before any
-    answer leaves, so an append is in the page cache before it is acknowledged,
-    as when it was written at once; appends made while it is not started (followers', the
-    coordinators' tasks) are written at once. A file's waiting bytes are written before
+    answer leaves, so an append is in the page cache before it is acknowledged, as when it
+    was written at once. Appends made while it is not started (followers', the coordinators'
+    tasks) are written at once. A file's waiting bytes are written before
     anything reads, fsyncs, truncates, stops reserving for or closes it. Finishing writes every
     file that waits, so a `finish` nested in another start's serve is safe, and appends after it
     are written at once. A failed write is counted in `failures` and reported to
@@ -217,7 +217,8 @@ class RecordsFile(PooledFile):
         return position
 
     def write_deferred(self) -> None:
-        """Write the appends that wait in memory, in one pwritev (a few for very many)."""
+        """Write the appends that wait in memory, in one pwritev (a few for very many); nothing
+        when none waits, so every reader may call it first."""
         deferred = self._deferred
         if not deferred:
             return
@@ -243,13 +244,11 @@ class RecordsFile(PooledFile):
             written += os.pwrite(fd, data[written:], position + written)
 
     def read(self, position: int, length: int) -> bytes:
-        if self._deferred:
-            self.write_deferred()
+        self.write_deferred()
         return os.pread(self._fd_holder().fd, length, position)
 
     def region(self, position: int, length: int) -> FileRegion:
-        if self._deferred:
-            self.write_deferred()
+        self.write_deferred()
         return FileRegion(self._fd_holder(), position, length)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchLocation]:
@@ -295,8 +294,7 @@ class RecordsFile(PooledFile):
     def stop_reserving(self) -> None:
         """The file takes no more appends for now: write those waiting, give back the blocks
         reserved past its end."""
-        if self._deferred:
-            self.write_deferred()
+        self.write_deferred()
         self.reserve_ahead = False
         if self._reserved_to > self.size:
             descriptor = self._fd_holder()
@@ -310,8 +308,7 @@ class RecordsFile(PooledFile):
         self._reserved_to = self._ask_at = 0
 
     def truncate_to(self, size: int) -> None:
-        if self._deferred:
-            self.write_deferred()
+        self.write_deferred()
         os.ftruncate(self._fd_holder().fd, size)  # reserved blocks past `size` go too
         self.size = size
         self._reserved_to = self._ask_at = 0
@@ -336,6 +333,5 @@ class RecordsFile(PooledFile):
     def close(self) -> None:
         """Let go of the descriptor (it closes once no region or reader holds it); later uses
         raise OSError (EBADF). Appends waiting in memory are written first."""
-        if self._deferred:
-            self.write_deferred()
+        self.write_deferred()
         self._let_go()
