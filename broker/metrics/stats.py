@@ -18,17 +18,20 @@ LATENCY_BUCKETS_MS: Final = (
 
 
 def bucket(bounds: tuple[float, ...], value: float) -> int:
-    """The index of the first bound at or above `value` (len(bounds) when none is): bisect_left,
-    written out because compiled it compares C doubles, where bisect's generic comparisons cost
-    about a thousand instructions a call, five times per request."""
-    low, high = 0, len(bounds)
-    while low < high:
-        middle = (low + high) >> 1
-        if bounds[middle] < value:
-            low = middle + 1
-        else:
-            high = middle
-    return low
+    """The index of the first bound at or above `value` (len(bounds) when none is), as
+    bisect_left gives it. Written out because compiled it compares C doubles, where bisect's
+    generic comparisons cost about a thousand instructions a call, five times per request.
+
+    Scanned from the lowest bound: most of a request's five times (queue, local, remote, send,
+    total) are under a millisecond, found in one to three steps, where a binary search of the
+    17 latency bounds takes four or five each. On an overloaded broker the queue and total
+    times of tens of milliseconds take about nine steps each, the other three one: still fewer
+    in all."""
+    index = 0
+    count = len(bounds)
+    while index < count and bounds[index] < value:
+        index += 1
+    return index
 
 
 class Histogram:
