@@ -102,11 +102,17 @@ def replicas_identical(cluster, topic: str, partition: int) -> str | None:
 
 
 def zk_controller(cluster) -> tuple[int, int]:
-    """(controller id, controller epoch) from ZooKeeper."""
+    """(controller id, controller epoch) from ZooKeeper, of one controller: the two znodes are
+    read apart, and between the reads the controller's session may end and another broker be
+    elected, which would pair the old controller with the new epoch. So /controller is read
+    again, and must be the same znode (its creation's zxid)."""
     with cluster.zookeeper_client() as zk:
-        controller, _ = zk.get("/controller")
-        epoch, _ = zk.get("/controller_epoch")
-    return json.loads(controller)["brokerid"], int(epoch)
+        for _ in range(10):
+            controller, stat = zk.get("/controller")
+            epoch, _ = zk.get("/controller_epoch")
+            if zk.get("/controller")[1].czxid == stat.czxid:
+                return json.loads(controller)["brokerid"], int(epoch)
+    raise AssertionError("the controller changed at every one of 10 reads")
 
 
 def create_topic(cluster, topic: str, partitions: int, replication_factor: int, config: dict | None = None) -> None:
