@@ -29,6 +29,8 @@ from protocol.primitives import INT32
 from protocol.produce import parse_produce_request
 from protocol.record_batch import BATCH_HEADER_SIZE, BatchHeader
 
+from tests.cuttable_proxy import shut
+
 _HOST = "127.0.0.1"
 _CHUNK = 1 << 16
 
@@ -59,7 +61,7 @@ class ResponseDroppingProxy:
         self._listener.close()
         with self._lock:
             for sock in self._sockets:
-                _shut(sock)
+                shut(sock)
 
     def _accept(self) -> None:
         while True:
@@ -70,7 +72,7 @@ class ResponseDroppingProxy:
             try:
                 upstream = socket.create_connection((_HOST, self._upstream_port))
             except OSError:  # the broker is down (restarting): the client will reconnect
-                _shut(client)
+                shut(client)
                 continue
             with self._lock:
                 self._sockets += [client, upstream]
@@ -93,7 +95,7 @@ class ResponseDroppingProxy:
                 upstream.sendall(frame)
             except OSError:
                 break
-        _shut(upstream)
+        shut(upstream)
 
     def _responses(self, upstream: socket.socket, client: socket.socket, pending: dict) -> None:
         for frame in _frames(upstream):
@@ -112,8 +114,8 @@ class ResponseDroppingProxy:
                 client.sendall(frame)
             except OSError:
                 break
-        _shut(client)
-        _shut(upstream)
+        shut(client)
+        shut(upstream)
 
 
 def _frames(sock: socket.socket):
@@ -144,11 +146,3 @@ def _batch_keys(produce) -> list[tuple]:
                 key = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
                 keys.append((topic.name, partition.index, *key))
     return keys
-
-
-def _shut(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()

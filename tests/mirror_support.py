@@ -2,10 +2,8 @@
 readers see it, and the checker of exactly once in order per partition."""
 
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -152,81 +150,6 @@ def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, pa
         if pace_s and (number - first) % 50 == 49:
             time.sleep(pace_s)
     assert producer.flush(TIMEOUT_S) == 0
-
-
-class CuttableProxy:
-    """A TCP proxy to one broker port, standing for the network between the mirror and a
-    cluster. `cut` drops every connection through it and, until `heal`, drops new ones as soon as
-    they are accepted: the mirror's clients see connections lost and refused. The broker must
-    advertise the proxy's address on the listener the mirror uses.
-
-    Threads: one accepting, two per connection; daemons, ended by closing their sockets."""
-
-    def __init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._upstream_port = 0
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._cut = False
-
-    def start(self, upstream_port: int) -> "CuttableProxy":
-        self._upstream_port = upstream_port
-        threading.Thread(target=self._accept, daemon=True).start()
-        return self
-
-    def cut(self) -> None:
-        with self._lock:
-            self._cut = True
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            _shut(sock)
-
-    def heal(self) -> None:
-        with self._lock:
-            self._cut = False
-
-    def close(self) -> None:
-        self.cut()
-        _shut(self._listener)
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            with self._lock:
-                if self._cut:
-                    _shut(client)
-                    continue
-                try:
-                    upstream = socket.create_connection(("127.0.0.1", self._upstream_port), timeout=5)
-                except OSError:
-                    _shut(client)
-                    continue
-                upstream.settimeout(None)
-                self._sockets += [client, upstream]
-            threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(1 << 16):
-            sink.sendall(data)
-    except OSError:
-        pass
-    _shut(source)
-    _shut(sink)
-
-
-def _shut(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()
 
 
 def consume_and_commit(bootstrap: str, group: str, topic: str, count: int) -> None:

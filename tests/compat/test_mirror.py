@@ -23,9 +23,9 @@ from confluent_kafka.admin import (
 
 from replication.mirror.records import decode_checkpoint, decode_heartbeat
 from tests.harness import REPO, BrokerProcess, free_port
+from tests.cuttable_proxy import CuttableProxy
 from tests.mirror_support import (
     TIMEOUT_S,
-    CuttableProxy,
     Mirror,
     committed,
     consume_and_commit,
