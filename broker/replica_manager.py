@@ -36,7 +36,9 @@ the loop once any partition it watches gets records or a new high watermark, or 
 each of its appends has an outcome: committed (the HW passed its records), the replica no
 longer leads, or the ISR under min.insync.replicas; those still waiting at its timeout answer
 REQUEST_TIMED_OUT. `wait_for_commit` awaits one append's commit the same way (coordinators,
-transaction markers).
+transaction markers). `wait_for_low_watermark` (a DeleteRecords, Kafka's DelayedDeleteRecords)
+returns once every replica on a live broker has its log start at an offset: followers raise
+theirs to the leader's as they fetch (`follow_log_start`) and report it in their next fetch.
 
 State is owned by the event loop.
 """
@@ -129,6 +131,9 @@ class ReplicaManager:
         self._append_waiters: dict[TopicPartition, set[AppendWatch]] = {}
         # per partition, the commit watches waiting on it and the position of its append in each
         self._commit_waiters: dict[TopicPartition, list[tuple[CommitWatch, int]]] = {}
+        # per partition, the DeleteRecords waits: (the offset the low watermark must reach, the
+        # future of the low watermark then)
+        self._low_watermark_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[int]]]] = {}
         self._leadership_listeners: list[tuple[LeadershipCallback, LeadershipCallback]] = []
         # Tiered storage (broker.remote_log): where followers below their leader's local log
         # start find their state, and who hears of the partitions a StopReplica deleted
@@ -558,6 +563,67 @@ class ReplicaManager:
         except OSError as exc:
             raise self.log_manager.handle_io_error(tp, exc) from exc
 
+    def low_watermark(self, partition: Partition) -> int:
+        """The lowest log start offset among the leader and the followers on live brokers
+        (Kafka's lowWatermarkIfLeader): records below it are gone from every replica that could
+        lead next. A follower that has not fetched since this broker took the lead counts as
+        -1 (unknown); one on a broker the metadata cache does not know alive is left out."""
+        low = partition.log.log_start_offset
+        live = self.metadata_cache.brokers if self.metadata_cache is not None else {}
+        for replica, follower in partition.followers.items():
+            if follower.log_start_offset < low and replica in live:
+                low = follower.log_start_offset
+        return low
+
+    async def wait_for_low_watermark(self, tp: TopicPartition, offset: int, timeout_s: float) -> int:
+        """Return the partition's low watermark once it reaches `offset` (a delayed
+        DeleteRecords, Kafka's DelayedDeleteRecords): followers raise their log start to the
+        leader's when they fetch, and report it, once in their checkpoint, in the next fetch.
+        Raises NOT_LEADER_OR_FOLLOWER when the replica stops leading, REQUEST_TIMED_OUT at the
+        timeout."""
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._low_watermark_waiters.setdefault(tp, []).append((offset, waiter))
+        self._complete_low_watermark_waits(tp)
+        try:
+            return await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            raise KafkaError(
+                f"{tp}: the replicas' log start offsets did not reach {offset} within {timeout_s * 1000:.0f} ms",
+                ErrorCode.request_timed_out,
+            ) from None
+        finally:
+            self._forget_low_watermark_wait(tp, waiter)
+
+    def check_low_watermarks(self) -> None:
+        """Complete the DeleteRecords waits the live brokers now allow (after UpdateMetadata:
+        a dead follower no longer holds the low watermark back)."""
+        for tp in list(self._low_watermark_waiters):
+            self._complete_low_watermark_waits(tp)
+
+    def _complete_low_watermark_waits(self, tp: TopicPartition) -> None:
+        waiting = self._low_watermark_waiters.get(tp)
+        if not waiting:
+            return
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            error = KafkaError(f"{tp}: no longer led here", ErrorCode.not_leader_or_follower)
+            for _offset, waiter in waiting:
+                if not waiter.done():
+                    waiter.set_exception(error)
+            return
+        low = self.low_watermark(partition)
+        for offset, waiter in waiting:
+            if low >= offset and not waiter.done():
+                waiter.set_result(low)
+
+    def _forget_low_watermark_wait(self, tp: TopicPartition, waiter: asyncio.Future) -> None:
+        waiting = self._low_watermark_waiters.get(tp, [])
+        left = [entry for entry in waiting if entry[1] is not waiter]
+        if left:
+            self._low_watermark_waiters[tp] = left
+        else:
+            self._low_watermark_waiters.pop(tp, None)
+
     # -------------------------------------------------------------------------- following
 
     def append_as_follower(self, partition: Partition, records: memoryview, leader_high_watermark: int) -> None:
@@ -576,6 +642,20 @@ class ReplicaManager:
         if high_watermark != partition.log.high_watermark:
             partition.log.high_watermark = high_watermark
             self._wake(partition.topic_partition)
+
+    def follow_log_start(self, partition: Partition, leader_log_start_offset: int) -> bool:
+        """Raise our log start offset to the leader's (DeleteRecords, retention), up to our HW;
+        whether it moved. The caller writes the checkpoint before the next fetch reports it."""
+        log_ = partition.log
+        start = min(leader_log_start_offset, log_.high_watermark)
+        if start <= log_.log_start_offset:
+            return False
+        tp = partition.topic_partition
+        try:
+            log_.delete_records_before(start)
+        except OSError as exc:
+            raise self.log_manager.handle_io_error(tp, exc) from exc
+        return True
 
     def truncate(self, partition: Partition, offset: int) -> None:
         tp = partition.topic_partition
@@ -623,6 +703,8 @@ class ReplicaManager:
         (waking delayed produces and consumer long polls) or start an ISR expansion."""
         if partition.update_follower_fetch(replica_id, fetch_offset, log_start_offset=log_start_offset):
             self._on_partition_change(partition.topic_partition)
+        elif partition.topic_partition in self._low_watermark_waiters:
+            self._complete_low_watermark_waits(partition.topic_partition)
 
     # --------------------------------------------------------------------------- reading
 
@@ -716,16 +798,22 @@ class ReplicaManager:
         watch.callback()
 
     def wake_all(self) -> None:
-        """Release every waiting fetch and delayed produce (shutdown)."""
+        """Release every waiting fetch, delayed produce and DeleteRecords (shutdown)."""
         for tp in list(self._append_waiters):
             self._wake(tp)
         watches = {watch for waiting in self._commit_waiters.values() for watch, _ in waiting}
         for watch in watches:
             self._end_commit_watch(watch, ErrorCode.not_leader_or_follower)
+        shutting_down = KafkaError("the broker is shutting down", ErrorCode.not_leader_or_follower)
+        for waiting in self._low_watermark_waiters.values():
+            for _offset, waiter in waiting:
+                if not waiter.done():
+                    waiter.set_exception(shutting_down)
 
     def _on_partition_change(self, tp: TopicPartition) -> None:
         self._wake(tp)
         self._complete_commits(tp)
+        self._complete_low_watermark_waits(tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         """The watches of `tp` end, and their callbacks run on the next turn: the change that

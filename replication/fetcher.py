@@ -18,8 +18,11 @@ A fetcher is one asyncio task looping over:
    partition's log end offset, with the current leader epoch and the last fetched epoch. Records
    are appended as they come (Log.append_as_follower; the appends are plain writes, flushes stay
    where they are), and the follower's HW becomes min(leader HW, log end): consumers reading
-   from this follower (KIP-392) read up to it. A diverging_epoch in the answer truncates there
-   first and fetches again.
+   from this follower (KIP-392) read up to it. The follower's log start offset follows the
+   leader's (DeleteRecords, retention; up to the HW), and once raised is written to the log
+   dir's checkpoint before the next fetch reports it (the leader's low watermark, which a
+   DeleteRecords waits for, counts it). A diverging_epoch in the answer truncates there first
+   and fetches again.
 
 Errors: a failed request (connection, timeout) backs the whole fetcher off
 replica.fetch.backoff.ms. Per partition, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and
@@ -170,6 +173,9 @@ class FollowerReplicas(Protocol):
     def append_as_follower(self, partition: "Partition", records: memoryview, leader_high_watermark: int) -> None: ...
 
     def follow_high_watermark(self, partition: "Partition", leader_high_watermark: int) -> None: ...
+
+    def follow_log_start(self, partition: "Partition", leader_log_start_offset: int) -> bool:
+        """Raise the log start offset to the leader's (up to the HW); whether it moved."""
 
     def truncate(self, partition: "Partition", offset: int) -> None: ...
 
@@ -424,6 +430,7 @@ class ReplicaFetcher:
         response = await self.client.send(ApiKey.FETCH, FETCH_VERSION, request)
         if response.error_code != ErrorCode.none:
             raise BrokerClientError(f"fetch answered {ErrorCode(response.error_code).name}")
+        started_later: list[TopicPartition] = []
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, result.partition_index)
@@ -432,9 +439,22 @@ class ReplicaFetcher:
                     continue
                 state, _fetch_offset, partition = still
                 try:
-                    await self._apply(partition, state, result)
+                    if await self._apply(partition, state, result):
+                        started_later.append(tp)
                 except KafkaError as exc:
                     self._local_failure(tp, state, exc)
+        if started_later:
+            await self._save_log_starts(started_later)
+
+    async def _save_log_starts(self, partitions: list[TopicPartition]) -> None:
+        """Write the checkpoints holding the log start offsets just raised before the next
+        fetch reports them: the leader answers a DeleteRecords once every follower has, and a
+        follower restarted after a crash must not hold the deleted records again. A failed
+        write takes its log dir offline (and its partitions out of the fetch)."""
+        try:
+            await self._replicas.log_manager.write_checkpoints_of(partitions)
+        except KafkaError as exc:
+            log.error("cannot save the log start offsets of %s: %s", partitions, exc)
 
     def _fetch_request(self, fetched: dict[TopicPartition, tuple[FetchState, int]]) -> FetchRequest:
         topics = {}
@@ -459,21 +479,22 @@ class ReplicaFetcher:
             forgotten_topics_data=(),
         )
 
-    async def _apply(self, partition: "Partition", state: FetchState, result: PartitionResult) -> None:
+    async def _apply(self, partition: "Partition", state: FetchState, result: PartitionResult) -> bool:
+        """Act on one partition's answer; True when our log start offset rose to the leader's."""
         tp = partition.topic_partition
         if result.error_code == ErrorCode.offset_out_of_range:
             await self._handle_out_of_range(partition, state)
-            return
+            return False
         if result.error_code == ErrorCode.offset_moved_to_tiered_storage:
             await self._start_from_remote(partition, state)
-            return
+            return False
         if result.error_code != ErrorCode.none:
             self._partition_error(tp, state, ErrorCode(result.error_code))
-            return
+            return False
         if result.diverging_epoch is not None:
             epoch, end_offset = result.diverging_epoch
             self._apply_epoch_end(partition, state, epoch, end_offset)
-            return
+            return False
         if result.records:
             quota = self.settings.quota
             if quota.is_throttled(tp):
@@ -483,6 +504,7 @@ class ReplicaFetcher:
             self._replicas.follow_high_watermark(partition, result.high_watermark)
         state.lag = max(result.high_watermark - partition.log.log_end_offset, 0)
         state.in_sync = state.lag == 0
+        return self._replicas.follow_log_start(partition, result.log_start_offset)
 
     async def _handle_out_of_range(self, partition: "Partition", state: FetchState) -> None:
         """Our fetch offset is outside the leader's log: beyond its end (an unclean election

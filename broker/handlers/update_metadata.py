@@ -5,7 +5,7 @@ rack) and updates the partitions listed (leader, leader epoch, ISR, replicas, of
 replicas); a partition whose leader is -2 is being deleted and leaves the metadata cache, and
 its committed offsets leave the groups this broker coordinates (as Kafka's KafkaApis tells its
 group coordinator). The topic manager's live brokers (replication factor checks) follow the
-cache.
+cache, and DeleteRecords waiting on a follower whose broker is gone now answer.
 
 Fencing as LeaderAndIsr (broker/handlers/leader_and_isr.py): STALE_CONTROLLER_EPOCH,
 STALE_BROKER_EPOCH. Version 5 is the one Kafka's ZooKeeper-mode controllers of 2.4 to 2.8 send.
@@ -49,4 +49,5 @@ def handle_update_metadata(ctx: RequestContext, request: UpdateMetadataRequest) 
     }
     removed = ctx.broker.metadata_cache.update(request.controller_id, request.controller_epoch, brokers, partitions)
     ctx.broker.topics.partitions_deleted(removed)
+    ctx.broker.replica_manager.check_low_watermarks()
     return UpdateMetadataResponse(error_code=ErrorCode.none)

@@ -143,14 +143,20 @@ def zk_controller_or_none(cluster) -> tuple[int, int] | None:
 
 
 def read_values(
-    bootstrap: str, topic: str, count: int, partitions: Iterable[int] = (0,), isolation: str = "read_uncommitted"
+    bootstrap: str,
+    topic: str,
+    count: int,
+    partitions: Iterable[int] = (0,),
+    isolation: str = "read_uncommitted",
+    start: int = 0,
 ) -> list[bytes]:
-    """The values of `partitions` of `topic` from their start, until `count` (or the timeout)."""
+    """The values of `partitions` of `topic` from offset `start` (OFFSET_BEGINNING: their log
+    start), until `count` (or the timeout)."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": unique_topic("reader"),
         "enable.auto.commit": False, "isolation.level": isolation,
     })
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    consumer.assign([TopicPartition(topic, p, start) for p in partitions])
     read = []
     deadline = time.monotonic() + TIMEOUT_S
     while len(read) < count and time.monotonic() < deadline:

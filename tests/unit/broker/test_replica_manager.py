@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from broker.metadata_cache import MetadataCache, PartitionInfo
+from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from protocol.errors import ErrorCode, KafkaError
 from replication.partition_state import LeaderEndpoint, PartitionState
@@ -249,6 +249,83 @@ def test_commits_time_out_or_fail_when_leadership_goes(tmp_path):
         with pytest.raises(KafkaError) as moved:
             await waiting
         assert moved.value.error_code == ErrorCode.not_leader_or_follower
+
+    with_manager(tmp_path, scenario)
+
+
+def live_brokers(*broker_ids: int) -> MetadataCache:
+    cache = MetadataCache("PLAINTEXT")
+    cache.update(0, 5, [BrokerNode(b, {"PLAINTEXT": ("127.0.0.1", 9)}) for b in broker_ids], {})
+    return cache
+
+
+def led_with_four_records(manager: ReplicaManager):
+    """TP led here with followers 2 and 3, four records committed by both, the first three
+    deleted: (the partition, the DeleteRecords wait for offset 3)."""
+    manager.become_leader_or_follower(5, [state(isr=(1, 2, 3), replicas=(1, 2, 3))], {}, ME)
+    partition = manager.partitions[TP]
+    manager.append(TP, memoryview(batch(b"a", b"b", b"c", b"d")), required_acks=-1)
+    for follower in (2, 3):
+        manager.record_follower_fetch(partition, follower, 4, log_start_offset=0)
+    assert manager.delete_records_before(TP, 3) == 3
+    return partition, asyncio.ensure_future(manager.wait_for_low_watermark(TP, 3, 5))
+
+
+def test_a_delete_records_wait_ends_once_every_follower_on_a_live_broker_has_the_log_start(tmp_path):
+    """Kafka's DelayedDeleteRecords: a follower still holding the deleted records could lead
+    next and serve them again."""
+
+    async def scenario(manager: ReplicaManager):
+        partition, waiting = led_with_four_records(manager)
+        assert manager.low_watermark(partition) == 0
+        manager.record_follower_fetch(partition, 2, 4, log_start_offset=3)
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        manager.record_follower_fetch(partition, 3, 4, log_start_offset=3)
+        assert await asyncio.wait_for(waiting, 1) == 3
+
+    with_manager(tmp_path, scenario, metadata_cache=live_brokers(1, 2, 3))
+
+
+def test_a_follower_on_a_dead_broker_does_not_hold_the_low_watermark_back(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        partition, waiting = led_with_four_records(manager)
+        manager.record_follower_fetch(partition, 2, 4, log_start_offset=3)
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        manager.metadata_cache.update(0, 5, [BrokerNode(b, {}) for b in (1, 2)], {})  # broker 3 died
+        manager.check_low_watermarks()
+        assert await asyncio.wait_for(waiting, 1) == 3
+
+    with_manager(tmp_path, scenario, metadata_cache=live_brokers(1, 2, 3))
+
+
+def test_a_delete_records_wait_times_out_or_fails_when_leadership_goes(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        partition, waiting = led_with_four_records(manager)
+        with pytest.raises(KafkaError) as timed_out:
+            await manager.wait_for_low_watermark(TP, 3, 0.05)
+        assert timed_out.value.error_code == ErrorCode.request_timed_out
+        manager.become_leader_or_follower(5, [state(leader=2, epoch=2, replicas=(1, 2, 3))], {2: NOWHERE}, ME)
+        with pytest.raises(KafkaError) as moved:
+            await asyncio.wait_for(waiting, 1)
+        assert moved.value.error_code == ErrorCode.not_leader_or_follower
+        assert not manager._low_watermark_waiters  # neither wait left anything behind
+
+    with_manager(tmp_path, scenario, metadata_cache=live_brokers(1, 2, 3))
+
+
+def test_a_follower_takes_the_leaders_log_start_up_to_its_high_watermark(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state(leader=2)], {2: NOWHERE}, ME)
+        partition = manager.partitions[TP]
+        manager.append_as_follower(partition, memoryview(batch(b"a", b"b", b"c", b"d")), leader_high_watermark=2)
+        assert manager.follow_log_start(partition, 3)
+        assert partition.log.log_start_offset == 2  # the HW: the rest may not be committed
+        assert not manager.follow_log_start(partition, 1)  # never back
+        manager.follow_high_watermark(partition, 4)
+        assert manager.follow_log_start(partition, 3)
+        assert partition.log.log_start_offset == 3
 
     with_manager(tmp_path, scenario)
 

@@ -20,10 +20,11 @@ from replication.broker_client import BrokerConnectionError
 from replication.fetcher import FetcherSettings, ReplicaFetcherManager, truncation_for
 from replication.partition import Partition
 from replication.partition_state import LeaderEndpoint, PartitionState
+from storage.checkpoint import OffsetCheckpointFile
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, LeaderEpochCache
 from storage.log import InlineScheduler, Log
 from storage.log_config import LogConfig
-from storage.log_manager import LogManager
+from storage.log_manager import LOG_START_OFFSET_CHECKPOINT, LogManager
 from storage.remote.manager import RemoteLogAuxState
 from protocol.records import iter_records
 from storage.topic_partition import TopicPartition
@@ -69,7 +70,9 @@ class StandInLeader:
 
     def _fetch(self, request):
         wanted = request.topics[0].partitions[0]
-        result = PartitionResult(0, self.fail_with or ErrorCode.none, self.log.high_watermark, records=b"")
+        result = PartitionResult(
+            0, self.fail_with or ErrorCode.none, self.log.high_watermark, log_start_offset=self.log.log_start_offset, records=b""
+        )
         if self.fail_with is None:
             result.diverging_epoch = self.diverging or self.partition.diverging_epoch(
                 wanted.last_fetched_epoch, wanted.fetch_offset
@@ -154,6 +157,31 @@ def test_a_diverging_epoch_in_a_fetch_answer_truncates_and_fetches_again(tmp_pat
         assert log_bytes(partition.log) == log_bytes(leader.log)
 
     run(tmp_path, leader, [(0, (b"a",)), (2, (b"z",))], scenario)
+
+
+def test_a_follower_takes_its_leaders_log_start_and_reports_it_once_checkpointed(tmp_path):
+    """The leader answers a DeleteRecords once every follower reports the new log start: a
+    follower killed after reporting it must not come back with the deleted records."""
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c", b"d", b"e"))]), epoch=0)
+    checkpoint = OffsetCheckpointFile(str(tmp_path / "follower" / LOG_START_OFFSET_CHECKPOINT))
+    reported = []  # per fetch: (the log start it reports, the one in the follower's checkpoint)
+    answer = leader.send
+
+    async def send(api_key, version, request):
+        if api_key == ApiKey.FETCH:
+            reported.append((request.topics[0].partitions[0].log_start_offset, checkpoint.read().get(TP, 0)))
+        return await answer(api_key, version, request)
+
+    leader.send = send
+
+    async def scenario(manager, partition):
+        await eventually(lambda: partition.log.log_end_offset == 5)
+        leader.log.delete_records_before(3)
+        await eventually(lambda: any(start == 3 for start, _ in reported))
+        assert partition.log.log_start_offset == 3
+        assert all(start <= saved for start, saved in reported)
+
+    run(tmp_path, leader, [], scenario)
 
 
 def test_retriable_errors_back_off_and_fenced_epochs_stop_fetching(tmp_path):
