@@ -187,6 +187,10 @@ class InternalTopic(Generic[Contents]):
         self._wanted_replication_factor = replication_factor
         self._configs = dict(configs)
         self.partition_count: int | None = None
+        # Whether keys can be mapped to coordinators: the topic made or found, and (cluster
+        # mode) in this broker's metadata. Leading one of its partitions sets the partition
+        # count earlier: LeaderAndIsr comes before the UpdateMetadata naming the leaders.
+        self._ready = False
         self.partitions: dict[int, LoadState] = {}  # the partitions this broker leads
         self._creating: asyncio.Task | None = None
         self._loads: dict[int, asyncio.Task] = {}
@@ -210,7 +214,7 @@ class InternalTopic(Generic[Contents]):
 
     async def ensure(self) -> bool:
         """Whether the topic is ready, creating it on first use."""
-        if self.partition_count is not None:
+        if self._ready:
             return True
         if self._creating is None:
             self._creating = asyncio.get_running_loop().create_task(self._create())
@@ -275,6 +279,7 @@ class InternalTopic(Generic[Contents]):
         """Serve the partitions this broker leads (standalone: all); a new topic has nothing to
         load. In cluster mode leadership changes drive it (on_become_leader)."""
         self.partition_count = partition_count
+        self._ready = True
         if not self._topics.is_local:
             return
         for partition in range(partition_count):

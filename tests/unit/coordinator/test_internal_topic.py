@@ -2,16 +2,19 @@
 it reaches this broker's metadata, whoever created it (brokers racing to create it converge)."""
 
 import asyncio
+from types import SimpleNamespace
 
 from coordinator.internal_topic import InternalTopic, partition_for
 from protocol.errors import ErrorCode, KafkaError
+from storage.topic_partition import TopicPartition
 
 PARTITIONS = 5
 
 
 class ClusterTopics:
     """A cluster-mode TopicManager: `create` fails with `create_error` (after letting a rival
-    creation land in `topics`), `wait_for_topic` answers `metadata_partitions` or raises."""
+    creation land in `topics`), `wait_for_topic` answers `metadata_partitions` or raises (once
+    `metadata_arrived` is set, if there is one)."""
 
     is_local = False
     live_broker_count = 3
@@ -22,6 +25,7 @@ class ClusterTopics:
         self.metadata_partitions = metadata_partitions
         self.created: list[tuple[str, int, int]] = []
         self.waited_for: list[str] = []
+        self.metadata_arrived: asyncio.Event | None = None  # wait_for_topic waits for it when set
 
     def check_new_topic(self, *args, **kwargs) -> None:
         pass
@@ -33,6 +37,8 @@ class ClusterTopics:
 
     async def wait_for_topic(self, name: str) -> int:
         self.waited_for.append(name)
+        if self.metadata_arrived is not None:
+            await self.metadata_arrived.wait()
         if self.metadata_partitions is None:
             raise KafkaError("not in the metadata in time", ErrorCode.request_timed_out)
         return self.metadata_partitions
@@ -92,3 +98,25 @@ def test_other_creation_errors_leave_the_topic_not_ready():
     topic = _internal_topic(topics)
     assert _ensure(topic) == [False]
     assert topics.waited_for == [] and topic.partition_count is None
+
+
+def test_leading_a_partition_before_the_topic_reaches_the_metadata_does_not_make_it_ready():
+    """LeaderAndIsr comes before the UpdateMetadata naming the topic's leaders: a FindCoordinator
+    in between must wait for the metadata, not find no leader there (COORDINATOR_NOT_AVAILABLE,
+    seen with brokers racing to create the topic)."""
+    topics = ClusterTopics()
+    topics.topics["__consumer_offsets"] = SimpleNamespace(partitions=PARTITIONS)
+    topic = _internal_topic(topics)
+
+    async def main():
+        arrived = topics.metadata_arrived = asyncio.Event()
+        topic.on_become_leader(TopicPartition("__consumer_offsets", 0))
+        topic.stop()  # the partition's load is not what this is about
+        assert topic.partition_count == PARTITIONS
+        ensured = asyncio.ensure_future(topic.ensure())
+        await asyncio.sleep(0.01)
+        assert not ensured.done()
+        arrived.set()
+        assert await ensured
+
+    asyncio.run(main())
