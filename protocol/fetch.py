@@ -206,7 +206,9 @@ def _string(body: memoryview, pos: int, flexible: bool) -> tuple[str, int]:
     else:
         (length,) = _INT16.unpack_from(body, pos)
         pos += 2
-    if not 0 <= length <= len(body) - pos:
+    if not 0 < length <= len(body) - pos:
+        if length == 0:  # a consumer's rack, most often: no slice and no decoding
+            return "", pos
         raise _Malformed
     return str(body[pos : pos + length], "utf-8"), pos + length
 

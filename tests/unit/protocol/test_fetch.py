@@ -94,10 +94,11 @@ def fetch_request_body(version, topics, *, forgotten=(), rack_id="r1", cluster_i
     return memoryview(schemas.encode(schemas.adapt(request, schemas.request_type(ApiKey.FETCH, version))))
 
 
+@pytest.mark.parametrize("rack", ["r1", ""])  # a consumer's rack is most often empty
 @pytest.mark.parametrize("version", range(4, 13))
-def test_a_fetch_request_is_parsed_by_hand_as_kio_reads_it(version):
+def test_a_fetch_request_is_parsed_by_hand_as_kio_reads_it(version, rack):
     body = fetch_request_body(
-        version, [("orders", [(0, 10), (3, 2**40)]), ("é-topic", [(1, 0)])], forgotten=[("old", [1, 2])]
+        version, [("orders", [(0, 10), (3, 2**40)]), ("é-topic", [(1, 0)])], forgotten=[("old", [1, 2])], rack_id=rack
     )
 
     by_hand = fetch._parse_by_hand(version, body)
@@ -109,7 +110,7 @@ def test_a_fetch_request_is_parsed_by_hand_as_kio_reads_it(version):
     assert first.current_leader_epoch == (5 if version >= 9 else -1)
     assert first.last_fetched_epoch == (4 if version >= 12 else -1)
     assert first.log_start_offset == (2 if version >= 5 else -1)
-    assert by_hand.rack_id == ("r1" if version >= 11 else "")
+    assert by_hand.rack_id == (rack if version >= 11 else "")
 
 
 def test_a_follower_fetch_of_hundreds_of_partitions_is_parsed_by_hand():
