@@ -430,7 +430,7 @@ class ReplicaFetcher:
         response = await self.client.send(ApiKey.FETCH, FETCH_VERSION, request)
         if response.error_code != ErrorCode.none:
             raise BrokerClientError(f"fetch answered {ErrorCode(response.error_code).name}")
-        started_later: list[TopicPartition] = []
+        raised_starts: list[TopicPartition] = []
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, result.partition_index)
@@ -440,11 +440,11 @@ class ReplicaFetcher:
                 state, _fetch_offset, partition = still
                 try:
                     if await self._apply(partition, state, result):
-                        started_later.append(tp)
+                        raised_starts.append(tp)
                 except KafkaError as exc:
                     self._local_failure(tp, state, exc)
-        if started_later:
-            await self._save_log_starts(started_later)
+        if raised_starts:
+            await self._save_log_starts(raised_starts)
 
     async def _save_log_starts(self, partitions: list[TopicPartition]) -> None:
         """Write the checkpoints holding the log start offsets just raised before the next
