@@ -557,11 +557,15 @@ class ReplicaManager:
 
     def delete_records_before(self, tp: TopicPartition, offset: int) -> int:
         """Raise the partition's log start offset (DeleteRecords); returns the new one."""
-        partition = self.leader_partition(tp)
+        return self._raise_log_start(self.leader_partition(tp), offset)
+
+    def _raise_log_start(self, partition: Partition, offset: int) -> int:
+        """The log's start raised to `offset` (at most its HW); its new start. An I/O error
+        takes the log dir offline."""
         try:
             return partition.log.delete_records_before(offset)
         except OSError as exc:
-            raise self.log_manager.handle_io_error(tp, exc) from exc
+            raise self.log_manager.handle_io_error(partition.topic_partition, exc) from exc
 
     def low_watermark(self, partition: Partition) -> int:
         """The lowest log start offset among the leader and the followers on live brokers
@@ -650,11 +654,7 @@ class ReplicaManager:
         start = min(leader_log_start_offset, log_.high_watermark)
         if start <= log_.log_start_offset:
             return False
-        tp = partition.topic_partition
-        try:
-            log_.delete_records_before(start)
-        except OSError as exc:
-            raise self.log_manager.handle_io_error(tp, exc) from exc
+        self._raise_log_start(partition, start)
         return True
 
     def truncate(self, partition: Partition, offset: int) -> None:

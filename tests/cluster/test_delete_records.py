@@ -13,7 +13,7 @@ from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteR
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
-from tests.cluster.clients import TIMEOUT_S, admin_client, read_values, send_request, wait_formed
+from tests.cluster.clients import TIMEOUT_S, admin_client, read_values, send_request, topic_view, wait_formed
 from tests.cluster.harness import wait_until
 from tests.harness import unique_topic
 
@@ -34,8 +34,8 @@ def _delete_before(broker, topic: str, offset: int, timeout_ms: int):
 
 def _leader(broker, topic: str) -> int:
     """Partition 0's leader in `broker`'s metadata (-1 while it has none)."""
-    metadata = admin_client(broker.bootstrap).list_topics(topic, timeout=TIMEOUT_S)
-    return metadata.topics[topic].partitions[0].leader
+    view = topic_view(broker.bootstrap, topic)
+    return view[0][0] if view else -1
 
 
 def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
