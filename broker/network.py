@@ -39,6 +39,18 @@ _MAX_IOV: Final = 64
 _MAX_QUEUED_REQUESTS: Final = 100
 _MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 _SENDFILE_CHUNK: Final = 4 * 1024 * 1024
+# File region bytes an answer may carry as a copy instead (Connection._queue).
+_COPIED_REGION_BYTES: Final = 16 * 1024
+
+
+def _copied(region: Any, size: int) -> Any:
+    """A file region's bytes, read now; the region itself if they cannot all be read (a
+    truncated file, a failing disk), so that sending it fails as any region's send fails."""
+    try:
+        data = os.pread(region.fd, size, region.position)
+    except OSError:
+        return region
+    return data if len(data) == size else region
 
 
 class RequestMemoryPool:
@@ -145,7 +157,8 @@ class Connection:
     regions of fetched records (objects with `fd`, `position` and a length). Everything one read
     produced is sent together, once the loop's turn has served its reads (`sends`, a
     PendingSends shared by a broker's connections): runs of bytes with one sendmsg, regions with
-    os.sendfile. When the socket is full the rest waits for it to become writable.
+    os.sendfile (but for an answer's first 16 KiB of regions, read and sent as bytes: `_queue`).
+    When the socket is full the rest waits for it to become writable.
 
     Back-pressure: reading stops while `max_queued_requests` frames wait to be served or
     `max_queued_bytes` of responses wait to be sent, or while the next frame gets no memory
@@ -465,11 +478,21 @@ class Connection:
     # ------------------------------------------------------------------------------ writing
 
     def _queue(self, chunks: Chunks) -> None:
+        """Queue an answer's chunks. File regions up to _COPIED_REGION_BYTES in all are read
+        and queued as bytes: a tailing consumer's few records then leave with the rest of the
+        answer in one sendmsg, where a sendfile takes a corked socket and three more system
+        calls and costs more than the copy below tens of KiB (benchmarks/RESULTS.md, "small
+        file regions sent as bytes"). Larger reads keep sendfile; the budget bounds the copies an
+        answer of many partitions holds."""
         out = self._out
         queued = 0
+        copied = 0
         for chunk in chunks:
             size = len(chunk)
             if size:
+                if copied + size <= _COPIED_REGION_BYTES and not isinstance(chunk, (bytes, memoryview)):
+                    chunk = _copied(chunk, size)
+                    copied += size
                 out.append(chunk)
                 queued += size
         self._out_bytes += queued

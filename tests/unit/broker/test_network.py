@@ -321,11 +321,12 @@ def test_file_regions_go_out_with_sendfile(tmp_path, monkeypatch):
 
 def test_an_answer_with_a_file_region_between_bytes_leaves_in_one_tcp_segment(tmp_path):
     # A Fetch answer: header bytes, the records' file region, the tagged fields after them.
-    # Sent as they come they are three segments, each waking the client.
+    # Sent as they come they are three segments, each waking the client. (The region is larger
+    # than what an answer copies, and fits loopback's 64 KiB segments.)
     async def scenario():
         records = RecordsFile.open(str(tmp_path / "0.log"))
-        records.append(b"R" * 200)
-        region = records.region(0, 200)
+        records.append(b"R" * 20_000)
+        region = records.region(0, 20_000)
         before = []
 
         def dispatch(view):
@@ -334,7 +335,7 @@ def test_an_answer_with_a_file_region_between_bytes_leaves_in_one_tcp_segment(tm
 
         h = Harness(dispatch, tcp=True)
         h.client.sendall(frame(b"fetch"))
-        assert await h.receive(4 + 2 + 200 + 2) == INT32.pack(204) + b"<<" + b"R" * 200 + b">>"
+        assert await h.receive(4 + 2 + 20_000 + 2) == INT32.pack(20_004) + b"<<" + b"R" * 20_000 + b">>"
         assert segments_sent(h.server) - before[0] == 1
 
     asyncio.run(scenario())
@@ -357,6 +358,80 @@ def test_a_corked_answer_larger_than_the_socket_buffer_arrives_whole_and_in_orde
         assert await h.receive(len(expected)) == expected
 
     asyncio.run(scenario())
+
+
+def counting_sendfile(monkeypatch) -> list[int]:
+    """Bytes each os.sendfile call moved, in order."""
+    moved: list[int] = []
+    real_sendfile = os.sendfile
+    monkeypatch.setattr(os, "sendfile", lambda *a: moved.append(real_sendfile(*a)) or moved[-1])
+    return moved
+
+
+def test_a_small_answer_s_records_are_read_and_sent_with_its_bytes_not_by_sendfile(tmp_path, monkeypatch):
+    # A tailing consumer's answer: one sendmsg, no sendfile and no cork, one TCP segment.
+    async def scenario():
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        records.append(b"R" * 200)
+        region = records.region(0, 200)
+        moved = counting_sendfile(monkeypatch)
+        before = []
+
+        def dispatch(view):
+            before.append(segments_sent(h.server))
+            return [INT32.pack(len(region) + 4) + b"<<", region, b">>"]
+
+        h = Harness(dispatch, tcp=True)
+        h.client.sendall(frame(b"fetch"))
+        assert await h.receive(4 + 2 + 200 + 2) == INT32.pack(204) + b"<<" + b"R" * 200 + b">>"
+        assert moved == []
+        assert segments_sent(h.server) - before[0] == 1
+
+    asyncio.run(scenario())
+
+
+def test_regions_past_an_answer_s_first_16_kib_go_out_with_sendfile(tmp_path, monkeypatch):
+    # The copies an answer of many partitions holds are bounded: the third 7 KiB region does
+    # not fit the budget left by the first two, and neither does the large one.
+    async def scenario():
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        payload = bytes(range(256)) * 512
+        records.append(payload)
+        small = [records.region(i * 7168, 7168) for i in range(3)]
+        large = records.region(0, len(payload))
+        moved = counting_sendfile(monkeypatch)
+
+        def dispatch(view):
+            return [INT32.pack(3 * 7168 + len(payload)), *small, large]
+
+        h = Harness(dispatch)
+        h.client.sendall(frame(b"fetch"))
+        received = await h.receive(4 + 3 * 7168 + len(payload))
+        assert received[4:] == payload[: 3 * 7168] + payload
+        assert sum(moved) == 7168 + len(payload)
+
+    asyncio.run(scenario())
+
+
+def test_a_small_region_cut_short_under_its_answer_closes_the_connection_unanswered(tmp_path, monkeypatch):
+    # The file was truncated between the read and the answer: its bytes cannot all be read, and
+    # the answer cannot be completed, as when sendfile finds the file shorter.
+    async def scenario():
+        records = RecordsFile.open(str(tmp_path / "0.log"))
+        records.append(b"R" * 200)
+        region = records.region(0, 200)
+
+        def dispatch(view):
+            os.truncate(records.path, 100)
+            return [INT32.pack(len(region) + 2) + b"<<", region]
+
+        h = Harness(dispatch)
+        h.client.sendall(frame(b"fetch"))
+        received = await h.receive(4 + 2 + 200)
+        await asyncio.wait_for(h.closed.wait(), 5)
+        return received
+
+    assert len(asyncio.run(scenario())) < 4 + 2 + 200
 
 
 def test_the_appends_of_one_read_wait_while_it_is_served_and_are_written_before_its_answers(tmp_path):
