@@ -38,7 +38,6 @@ from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.primitives import (
     EMPTY_TAGGED_FIELDS,
-    INT16,
     INT32,
     INT64,
     Reader,
@@ -118,6 +117,13 @@ _unpack_session: Final = _SESSION.unpack_from
 # last_stable_offset and, from v5, log_start_offset.
 _PARTITION_HEAD_V4: Final = struct.Struct(">ihqq")
 _PARTITION_HEAD_V5: Final = struct.Struct(">ihqqq")
+# The fields of what a tailing consumer is answered in one call each (v12): the response's
+# throttle_time_ms, error_code and session_id; a partition's head with its aborted transactions'
+# compact length (0 for null, 1 for none) and preferred_read_replica.
+_RESPONSE_HEAD_V7: Final = struct.Struct(">ihi")
+_PARTITION_HEAD_V12: Final = struct.Struct(">ihqqqBi")
+_pack_response_head_v7: Final = _RESPONSE_HEAD_V7.pack
+_pack_partition_head_v12: Final = _PARTITION_HEAD_V12.pack
 
 
 def parse_fetch_request(version: int, body: memoryview) -> FetchRequest:
@@ -330,10 +336,10 @@ def encode_fetch_response(
 ) -> list[bytes | Sized]:
     flexible = version >= FIRST_FLEXIBLE_VERSION
     chunks: list[bytes | Sized] = []
-    out = bytearray(INT32.pack(throttle_time_ms))
     if version >= 7:
-        out += INT16.pack(error_code)
-        out += INT32.pack(session_id)
+        out = bytearray(_pack_response_head_v7(throttle_time_ms, error_code, session_id))
+    else:
+        out = bytearray(INT32.pack(throttle_time_ms))
     out += encode_array_length(len(topics), flexible)
     for topic in topics:
         out += encode_string(topic.topic, flexible)
@@ -356,6 +362,14 @@ def _encode_partition(
     partition: PartitionResult,
 ) -> bytearray:
     """Append one partition; returns the buffer to continue in (a new one after a payload)."""
+    aborted = partition.aborted_transactions
+    if flexible and not aborted:  # v12 with no aborted transaction to list, as nearly always
+        out += _pack_partition_head_v12(
+            partition.partition_index, partition.error_code, partition.high_watermark,
+            partition.last_stable_offset, partition.log_start_offset, 0 if aborted is None else 1,
+            partition.preferred_read_replica,
+        )
+        return _encode_partition_records(chunks, out, flexible, partition)
     if version >= 5:
         out += _PARTITION_HEAD_V5.pack(
             partition.partition_index, partition.error_code, partition.high_watermark,
@@ -365,7 +379,6 @@ def _encode_partition(
         out += _PARTITION_HEAD_V4.pack(
             partition.partition_index, partition.error_code, partition.high_watermark, partition.last_stable_offset
         )
-    aborted = partition.aborted_transactions
     out += encode_array_length(None if aborted is None else len(aborted), flexible)
     for producer_id, first_offset in aborted or ():
         out += INT64.pack(producer_id)
@@ -374,6 +387,13 @@ def _encode_partition(
             out += EMPTY_TAGGED_FIELDS
     if version >= 11:
         out += INT32.pack(partition.preferred_read_replica)
+    return _encode_partition_records(chunks, out, flexible, partition)
+
+
+def _encode_partition_records(
+    chunks: list[bytes | Sized], out: bytearray, flexible: bool, partition: PartitionResult
+) -> bytearray:
+    """A partition's records and, in v12, its tagged fields."""
     records = partition.records
     out += encode_bytes_length(None if records is None else len(records), flexible)
     if records is not None and len(records):

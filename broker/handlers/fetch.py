@@ -133,7 +133,8 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _response(ctx, [], ErrorCode.fetch_session_id_not_found)
     denied = _denied_topics(ctx, request)
     max_bytes = request.max_bytes
-    if request.replica_id < 0:
+    if request.replica_id < 0 and ctx.broker.client_quotas.fetch.enabled:
+        # Checked here as well: throttling is not compiled, and calling it costs more.
         max_bytes = fetch_max_bytes(ctx.broker.client_quotas, ctx, max_bytes)
     min_bytes = min(request.min_bytes, max_bytes)
     read = _read(ctx, request, denied, max_bytes)

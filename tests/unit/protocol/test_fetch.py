@@ -59,6 +59,30 @@ def test_top_level_error_and_null_aborted_transactions():
     assert decoded.responses[0].partitions[0].aborted_transactions is None
 
 
+@pytest.mark.parametrize("aborted", [None, [], [(7, 3), (9, 5)]])
+@pytest.mark.parametrize("version", range(4, 13))
+def test_aborted_transactions_and_the_preferred_replica_are_read_back_as_written(version, aborted):
+    # v12 without aborted transactions to list takes a shorter path; every other answer the
+    # general one: kio must read the same either way.
+    partition = PartitionResult(
+        3, high_watermark=10, last_stable_offset=8, log_start_offset=2, aborted_transactions=aborted,
+        preferred_read_replica=2, records=Payload(b"RECORDS"), diverging_epoch=(4, 6),
+    )
+    chunks = encode_fetch_response(version, [TopicResult("t", [partition])])
+    decoded = schemas.decode(schemas.response_type(ApiKey.FETCH, version), memoryview(flatten(chunks)))
+    (read,) = decoded.responses[0].partitions
+    assert (read.partition_index, read.high_watermark, read.last_stable_offset) == (3, 10, 8)
+    assert read.records == b"RECORDS"
+    if version >= 5:
+        assert read.log_start_offset == 2
+    got = None if read.aborted_transactions is None else [(a.producer_id, a.first_offset) for a in read.aborted_transactions]
+    assert got == aborted
+    if version >= 11:
+        assert read.preferred_read_replica == 2
+    if version >= 12:
+        assert (read.diverging_epoch.epoch, read.diverging_epoch.end_offset) == (4, 6)
+
+
 def fetch_request_body(version, topics, *, forgotten=(), rack_id="r1", cluster_id=None, session_id=0):
     """A Fetch request body of `version` as kio writes it: topics as (name, [(partition,
     fetch_offset)]), every other partition field set apart so a swapped field shows."""
