@@ -53,9 +53,15 @@ def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 _ONE_BYTE_UVARINTS: Final = [bytes((value,)) for value in range(0x80)]
 
 
+# Two-byte varints (up to 16,383: a small fetch answer's records length) in one pack call.
+_pack_two_bytes: Final = struct.Struct(">BB").pack
+
+
 def encode_uvarint(value: int) -> bytes:
     if 0 <= value < 0x80:
         return _ONE_BYTE_UVARINTS[value]
+    if 0 < value < 0x4000:
+        return _pack_two_bytes((value & 0x7F) | 0x80, value >> 7)
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
