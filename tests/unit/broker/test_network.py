@@ -72,6 +72,14 @@ def segments_sent(sock: socket.socket) -> int:
     return struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256), 136)[0]
 
 
+def counting_sendfile(monkeypatch) -> list[int]:
+    """Bytes each os.sendfile call moved, in order."""
+    moved: list[int] = []
+    real_sendfile = os.sendfile
+    monkeypatch.setattr(os, "sendfile", lambda *a: moved.append(real_sendfile(*a)) or moved[-1])
+    return moved
+
+
 def echo(frame_view):
     return [frame(b"re:" + bytes(frame_view))]
 
@@ -301,11 +309,7 @@ def test_file_regions_go_out_with_sendfile(tmp_path, monkeypatch):
         records = RecordsFile.open(str(tmp_path / "0.log"))
         records.append(b"HEAD" + bytes(range(256)) * 4096 + b"TAIL")
         region = records.region(4, 256 * 4096)
-        sent_by_sendfile = []
-        real_sendfile = os.sendfile
-        monkeypatch.setattr(
-            os, "sendfile", lambda *a: sent_by_sendfile.append(real_sendfile(*a)) or sent_by_sendfile[-1]
-        )
+        sent_by_sendfile = counting_sendfile(monkeypatch)
 
         def dispatch(view):
             return [INT32.pack(len(region) + 2) + b"<<", region]
@@ -319,14 +323,18 @@ def test_file_regions_go_out_with_sendfile(tmp_path, monkeypatch):
     asyncio.run(scenario())
 
 
-def test_an_answer_with_a_file_region_between_bytes_leaves_in_one_tcp_segment(tmp_path):
+@pytest.mark.parametrize("size, by_sendfile", [(200, 0), (20_000, 20_000)])
+def test_an_answer_with_a_file_region_between_bytes_leaves_in_one_tcp_segment(tmp_path, monkeypatch, size, by_sendfile):
     # A Fetch answer: header bytes, the records' file region, the tagged fields after them.
-    # Sent as they come they are three segments, each waking the client. (The region is larger
-    # than what an answer copies, and fits loopback's 64 KiB segments.)
+    # Sent as they come they are three segments, each waking the client. A tailing consumer's
+    # few records are read and sent with the bytes around them (no sendfile, no cork); a region
+    # beyond what an answer copies (this one fits loopback's 64 KiB segments) goes by sendfile,
+    # the socket corked around it.
     async def scenario():
         records = RecordsFile.open(str(tmp_path / "0.log"))
-        records.append(b"R" * 20_000)
-        region = records.region(0, 20_000)
+        records.append(b"R" * size)
+        region = records.region(0, size)
+        moved = counting_sendfile(monkeypatch)
         before = []
 
         def dispatch(view):
@@ -335,7 +343,8 @@ def test_an_answer_with_a_file_region_between_bytes_leaves_in_one_tcp_segment(tm
 
         h = Harness(dispatch, tcp=True)
         h.client.sendall(frame(b"fetch"))
-        assert await h.receive(4 + 2 + 20_000 + 2) == INT32.pack(20_004) + b"<<" + b"R" * 20_000 + b">>"
+        assert await h.receive(4 + 2 + size + 2) == INT32.pack(size + 4) + b"<<" + b"R" * size + b">>"
+        assert sum(moved) == by_sendfile
         assert segments_sent(h.server) - before[0] == 1
 
     asyncio.run(scenario())
@@ -356,36 +365,6 @@ def test_a_corked_answer_larger_than_the_socket_buffer_arrives_whole_and_in_orde
         h.client.sendall(frame(b"fetch"))
         expected = INT32.pack(len(payload) + 4) + b"<<" + payload + b">>" + frame(b"next")
         assert await h.receive(len(expected)) == expected
-
-    asyncio.run(scenario())
-
-
-def counting_sendfile(monkeypatch) -> list[int]:
-    """Bytes each os.sendfile call moved, in order."""
-    moved: list[int] = []
-    real_sendfile = os.sendfile
-    monkeypatch.setattr(os, "sendfile", lambda *a: moved.append(real_sendfile(*a)) or moved[-1])
-    return moved
-
-
-def test_a_small_answer_s_records_are_read_and_sent_with_its_bytes_not_by_sendfile(tmp_path, monkeypatch):
-    # A tailing consumer's answer: one sendmsg, no sendfile and no cork, one TCP segment.
-    async def scenario():
-        records = RecordsFile.open(str(tmp_path / "0.log"))
-        records.append(b"R" * 200)
-        region = records.region(0, 200)
-        moved = counting_sendfile(monkeypatch)
-        before = []
-
-        def dispatch(view):
-            before.append(segments_sent(h.server))
-            return [INT32.pack(len(region) + 4) + b"<<", region, b">>"]
-
-        h = Harness(dispatch, tcp=True)
-        h.client.sendall(frame(b"fetch"))
-        assert await h.receive(4 + 2 + 200 + 2) == INT32.pack(204) + b"<<" + b"R" * 200 + b">>"
-        assert moved == []
-        assert segments_sent(h.server) - before[0] == 1
 
     asyncio.run(scenario())
 
