@@ -34,7 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from protocol.record_batch import iter_batches
-from protocol.records import iter_records
+from protocol.records import control_batch_marker, iter_records
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, read_entries
 
 
 @dataclass
@@ -283,6 +284,34 @@ def last_sequences(partition_dir: str) -> dict[tuple[int, int], int]:
         if header.producer_id >= 0 and header.base_sequence >= 0 and not header.is_control:
             last[header.producer_id, header.producer_epoch] = header.last_sequence
     return last
+
+
+def producer_batches(partition_dir: str, producer_id: int, from_offset: int) -> list[str]:
+    """A producer id's batches from `from_offset` on in a partition directory, in order:
+    "<offset> data e<epoch>" or "<offset> COMMIT|ABORT e<epoch> c<coordinator epoch>" (what
+    a transaction left in one partition)."""
+    found = []
+    for base, batch in partition_batches(partition_dir):
+        header = next(iter_batches(batch))[1]
+        if header.producer_id != producer_id or base + header.last_offset_delta < from_offset:
+            continue
+        if header.is_control:
+            record_type, coordinator_epoch = control_batch_marker(batch)
+            found.append(f"{base} {record_type.name} e{header.producer_epoch} c{coordinator_epoch}")
+        else:
+            found.append(f"{base} data e{header.producer_epoch}")
+    return found
+
+
+def aborted_entries(partition_dir: str, producer_id: int) -> list[AbortedTxn]:
+    """The transaction index entries of a producer id in a partition directory."""
+    return [
+        entry
+        for name in sorted(os.listdir(partition_dir))
+        if name.endswith(TXN_INDEX_SUFFIX)
+        for entry in read_entries(os.path.join(partition_dir, name))
+        if entry.producer_id == producer_id
+    ]
 
 
 def _is_control(batch: bytes) -> bool:

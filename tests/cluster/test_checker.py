@@ -2,6 +2,7 @@
 process killed with SIGKILL under load (standalone: nothing acknowledged may be lost)."""
 
 import shutil
+import struct
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from protocol.records import ControlRecordType, Record, build_batch, control_rec
 from tests.cluster.checker import (
     History,
     Transactions,
+    aborted_entries,
     check,
     check_transactions,
     control_batch_offsets,
@@ -17,6 +19,7 @@ from tests.cluster.checker import (
     offsets_acked_twice,
     offsets_going_backwards,
     partition_batches,
+    producer_batches,
     producer_fields,
     replicas_agree,
     values_in,
@@ -157,6 +160,24 @@ def test_control_batches_are_found_by_offset_and_left_out_of_the_values(tmp_path
     _write_partition(partition, [_batch(0, b"x"), marker, _batch(2, b"y")])
     assert control_batch_offsets(str(partition)) == [1]
     assert values_in(str(partition)) == [(0, b"x"), (2, b"y")]
+
+
+def test_a_producers_batches_and_aborted_entries_show_what_its_transactions_left(tmp_path):
+    partition = tmp_path / "t-0"
+    session = {"producer_id": 7, "is_transactional": True}
+    _write_partition(partition, [
+        build_batch([Record(0, 1000, None, b"a")], producer_epoch=0, base_sequence=0, **session),
+        build_batch([control_record(ControlRecordType.COMMIT, 3, 1, 1000)], is_control=True, producer_epoch=0,
+                    **session),
+        _batch(2, b"no producer"),
+        build_batch([Record(3, 1000, None, b"b")], producer_epoch=0, base_sequence=1, **session),
+        build_batch([control_record(ControlRecordType.ABORT, 4, 4, 1000)], is_control=True, producer_epoch=1,
+                    **session),
+    ])
+    (partition / "00000000000000000000.txnindex").write_bytes(
+        b"".join(struct.pack(">hqqqq", 0, producer_id, 3, 4, 5) for producer_id in (7, 8)))
+    assert producer_batches(str(partition), 7, 1) == ["1 COMMIT e0 c3", "3 data e0", "4 ABORT e1 c4"]
+    assert aborted_entries(str(partition), 7) == [(7, 3, 4, 5)]
 
 
 def test_no_acknowledged_write_is_lost_when_a_standalone_broker_is_killed_under_load(tmp_path):

@@ -9,7 +9,8 @@ Producers, each writing distinct values `<name>-<n>` round-robin over the partit
 - j0: KafkaJS, idempotent: true, acks=-1, ~50 values/s (its log and aiokafka's in the test's
   tmp_path);
 - ct, kt: confluent-kafka and kafka-python transactional producers, ~50 values/s each in
-  transactions of 10, one in five aborted.
+  transactions of 10, one in five aborted once its values are written (so that readers must
+  skip them by the transaction index).
 
 For FAULT_WINDOW_S (60 s), about every 8 s a fault hits a broker: most often the leader of a
 random partition, sometimes one of its followers. kill -9 (started again 5 s later), SIGSTOP
@@ -30,7 +31,9 @@ consumers, read_committed and read_uncommitted, read every partition to its end.
   real gap: see _librdkafka_4953): then the schedule xfails, with the copies printed;
 - each transactional producer (read_committed): every committed value exactly once, at the
   offset its delivery report gave, in order; nothing of an aborted transaction; a transaction
-  whose outcome the producer never learnt read whole or not at all;
+  whose outcome the producer never learnt read whole or not at all (one read in part is
+  printed value by value, with the producer's batches, markers and aborted-index entries in
+  each of its partitions);
 - both readers agree (read_uncommitted holds what read_committed read, and more only of
   transactions); no offset acknowledged to two values; the replicas byte for byte the same;
 - full ISRs after the heal, and writes after it from the confluent-kafka producers.
@@ -79,8 +82,10 @@ from tests.cluster.checker import (
     check,
     check_transactions,
     last_sequences,
+    aborted_entries,
     offsets_acked_twice,
     offsets_going_backwards,
+    producer_batches,
     producer_fields,
 )
 from tests.cluster.clients import (
@@ -410,6 +415,45 @@ def _isr_report(cluster: Cluster, topic: str) -> str:
     return f"ZooKeeper {zookeeper_isrs(cluster, topic, PARTITIONS)}, Metadata (leader, replicas, ISR) {views}"
 
 
+def _partial_report(cluster: Cluster, topic: str, transactional_id: str, txns: Transactions,
+                    read_committed: dict[bytes, list[tuple[int, int]]], written: dict[tuple[int, int], bytes],
+                    limit: int = 2) -> list[str]:
+    """For the first transactions of unknown outcome read in part: where each value was acked
+    and whether the readers found it, what the producer id left in each partition from the
+    transaction's first record on (data batches and markers, epochs), each broker's aborted
+    transaction entries for it there, and what the brokers logged of the transactional id."""
+    lines = []
+    partial = [txn for txn in txns.unknown if 0 < sum(value in read_committed for value in txn) < len(txn)]
+    for txn in partial[:limit]:
+        acked = {value: txns.history.acked[value] for value in txn if value in txns.history.acked}
+        lines.append(f"transaction {txn[0].decode()}..{txn[-1].decode()}:")
+        for value in txn:
+            where = acked.get(value)
+            seen = ("read_committed" if value in read_committed
+                    else "read_uncommitted only" if where and written.get(where) == value else "not read")
+            lines.append(f"  {value.decode()}: {f'acked at p{where[0]}@{where[1]}' if where else 'not acked'}, {seen}")
+        first = {}
+        for partition, offset in acked.values():
+            first[partition] = min(offset, first.get(partition, offset))
+        for partition, offset in sorted(first.items()):
+            directory = _partition_dir(cluster, topic, partition)
+            producer_id = producer_fields(directory, [offset]).get(offset, (-1,))[0]
+            batches = producer_batches(directory, producer_id, offset)[:6]
+            lines.append(f"  p{partition} pid {producer_id}: {batches}")
+            until = int(batches[-1].split()[0]) if batches else offset
+            by_entries: dict[tuple, list[int]] = {}
+            for broker_id, broker in sorted(cluster.brokers.items()):
+                entries = aborted_entries(str(broker.data_dirs[0] / f"{topic}-{partition}"), producer_id)
+                near = tuple(tuple(e) for e in entries if e.last_offset >= offset and e.first_offset <= until)
+                by_entries.setdefault(near, []).append(broker_id)
+            lines += [f"    aborted entries there on brokers {ids}: {list(near)}" for near, ids in by_entries.items()]
+    if partial:
+        lines += sorted(f"{line[:23]} broker {broker_id}: {line[24:]}"
+                        for broker_id, broker in cluster.brokers.items()
+                        for line in broker.log().splitlines() if transactional_id in line)[-40:]
+    return lines
+
+
 def _reads_disagree(committed: dict, uncommitted: dict) -> list[str]:
     """read_uncommitted must hold what read_committed read, and more only of the transactional
     producers."""
@@ -425,10 +469,10 @@ def _reads_disagree(committed: dict, uncommitted: dict) -> list[str]:
 
 
 def _verdict(cluster: Cluster, topic: str, idempotent: dict[str, History], transactional: dict[str, Transactions],
-             committed: dict, uncommitted: dict, eos_logs: dict[str, Path]
+             transactional_ids: dict[str, str], committed: dict, uncommitted: dict, eos_logs: dict[str, Path]
              ) -> tuple[list[str], list[str], list[str]]:
     """(problems, duplicates of idempotent producers that librdkafka #4953 explains, summary
-    lines)."""
+    lines). `transactional_ids`: each transactional producer's id."""
     problems, duplicates, summary = [], [], []
     for name, history in idempotent.items():
         verdict = check(history, by_producer(uncommitted, name))
@@ -460,6 +504,8 @@ def _verdict(cluster: Cluster, topic: str, idempotent: dict[str, History], trans
             for value, where in list(verdict.values.lost.items())[:5]:
                 there = "there, not committed" if written.get(where) == value else f"not there ({written.get(where)!r})"
                 problems.append(f"  {value.decode()} acked at p{where[0]}@{where[1]}, read_uncommitted: {there}")
+            problems += [f"  {line}" for line in _partial_report(cluster, topic, transactional_ids[name], txns,
+                                                                  verdict.values.found, written)]
     problems += _reads_disagree(committed, uncommitted)
     histories = [*idempotent.values(), *(txns.history for txns in transactional.values())]
     if twice := offsets_acked_twice(histories):
@@ -609,7 +655,9 @@ def test_idempotent_and_transactional_producers_under_random_faults(cluster_fact
                                  ends=ends)
     except AssertionError as error:
         raise AssertionError("\n".join([*problems, f"reading back: {error}", context()])) from None
-    found, duplicates, summary = _verdict(cluster, topic, idempotent, transactional, committed, uncommitted, eos_logs)
+    found, duplicates, summary = _verdict(cluster, topic, idempotent, transactional,
+                                         {name: c.transactional_id for name, c in committers.items()},
+                                         committed, uncommitted, eos_logs)
     problems += found
     summary += notes
     if list_offsets_errors:

@@ -546,7 +546,8 @@ class TransactionalWorkload:
     - committed: commit answered (retried while the error was retriable);
     - contradicted: commit answered although a send of the transaction had failed (a client
       bug: kafka-python 3.0 does it);
-    - aborted: abort answered, or the producer gave up before asking for the commit (a new
+    - aborted: abort answered (the values sent and answered first, so an aborted transaction
+      leaves records in the log), or the producer gave up before asking for the commit (a new
       producer of the same transactional id then aborts it, or the coordinator does at the
       transaction timeout);
     - unknown: the commit was asked for and neither it nor an abort was answered; the producer
@@ -662,6 +663,10 @@ class TransactionalWorkload:
         except Exception:  # noqa: BLE001
             return self._abort(client)
         if self.rng.random() < self.abort_ratio:
+            # Written first, so that readers must skip an aborted transaction's records in the
+            # log (the transaction index) rather than never see them sent.
+            self.phase = f"flushing {values[0].decode()}.. before aborting"
+            client.flush(self.end_timeout_s)
             return self._abort(client)
         give_up = time.monotonic() + 2 * self.end_timeout_s
         while True:
