@@ -15,7 +15,13 @@ leadership this broker takes (`on_become_leader`, called by the owner, a Replica
 listener), is replayed by the owner's `read` in a worker thread, from its log start to its log end
 (a new leader's HW may lag records its predecessor had committed, and a restarted broker's
 checkpointed HW may lag its log), and what that found is given to the owner's `install` on the
-loop; until then the partition's keys answer COORDINATOR_LOAD_IN_PROGRESS. The loop owns the
+loop once the HW has reached that end; until then the partition's keys answer
+COORDINATOR_LOAD_IN_PROGRESS. The wait is for records the predecessor appended but never saw
+committed (its write failed, and its in-memory state went back): a leader change before they are
+replicated takes them away again, so acting on them (a loaded PrepareCommit's markers) could leave
+a transaction committed in some partitions and aborted in the others once a later leader, without
+them, aborts it. Kafka loads to the log end and acts at once; the HW of a new leader reaches its
+log end as soon as its in-sync followers fetch. The loop owns the
 partition's Log, so the thread is given a LogSlice of that range, taken on the loop
 (storage.log_slice): it reads the segment files through descriptors of its own and never touches
 the Log, which the loop may meanwhile append to, clean, or close (a load called off by a
@@ -69,6 +75,11 @@ class CoordinatorReplicas(Protocol):
         """Append `records` as the leader and return once they are committed; raises
         KafkaError when they cannot be."""
 
+    async def wait_for_commit(self, tp: TopicPartition, last_offset: int, timeout_s: float) -> None:
+        """Return once the HW passes `last_offset`; raises KafkaError (REQUEST_TIMED_OUT after
+        `timeout_s`, NOT_ENOUGH_REPLICAS_AFTER_APPEND when it passed with too small an ISR,
+        NOT_LEADER_OR_FOLLOWER)."""
+
 
 class TopicDescription(Protocol):
     @property
@@ -108,6 +119,7 @@ class CoordinatorTopics(Protocol):
 _INT32_MIN = -(2**31)
 Contents = TypeVar("Contents")  # what replaying one partition finds
 LOAD_RETRY_S = 5.0
+_COMMIT_RETRY_S = 0.1
 
 
 def java_string_hash(text: str) -> int:
@@ -330,10 +342,12 @@ class InternalTopic(Generic[Contents]):
 
     async def _load_partition(self, partition: int) -> None:
         started = time.monotonic()
+        tp = TopicPartition(self.name, partition)
         while True:
             try:
-                partition_log = self._replica_manager.get_partition(TopicPartition(self.name, partition)).log
-                log_slice = partition_log.slice(partition_log.log_start_offset, partition_log.log_end_offset)
+                partition_log = self._replica_manager.get_partition(tp).log
+                end_offset = partition_log.log_end_offset
+                log_slice = partition_log.slice(partition_log.log_start_offset, end_offset)
                 contents = await asyncio.to_thread(_read_slice, self._read, log_slice, self._load_buffer_bytes)
                 break
             except asyncio.CancelledError:
@@ -341,9 +355,25 @@ class InternalTopic(Generic[Contents]):
             except Exception:
                 log.exception("loading %s-%d failed; retrying in %.0f s", self.name, partition, LOAD_RETRY_S)
                 await asyncio.sleep(LOAD_RETRY_S)
+        if end_offset > partition_log.high_watermark:
+            await self._wait_until_committed(tp, end_offset)
         self._install(partition, contents)
         self.partitions[partition] = LoadState.LOADED
         log.info("loaded %s-%d in %.0f ms", self.name, partition, (time.monotonic() - started) * 1000)
+
+
+    async def _wait_until_committed(self, tp: TopicPartition, end_offset: int) -> None:
+        """Return once the HW of `tp` reaches `end_offset`. A resignation cancels the wait."""
+        log.info("%s: loaded up to %d, waiting for the high watermark to reach it", tp, end_offset)
+        while True:
+            try:
+                await self._replica_manager.wait_for_commit(tp, end_offset - 1, LOAD_RETRY_S)
+                return
+            except KafkaError as exc:
+                if exc.error_code is ErrorCode.not_enough_replicas_after_append:
+                    return  # committed; a small ISR concerns only the writes to come
+                if exc.error_code is not ErrorCode.request_timed_out:
+                    await asyncio.sleep(_COMMIT_RETRY_S)  # not leading any more: on_resign calls this off
 
 
 def _read_slice(read: Callable[[LogSlice, int], Contents], log_slice: LogSlice, buffer_bytes: int) -> Contents:

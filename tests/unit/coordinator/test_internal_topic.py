@@ -1,10 +1,11 @@
-"""InternalTopic's creation in cluster mode, against a fake TopicManager: the topic is ready once
-it reaches this broker's metadata, whoever created it (brokers racing to create it converge)."""
+"""InternalTopic in cluster mode, against a fake TopicManager and ReplicaManager: the topic is
+ready once it reaches this broker's metadata, whoever created it (brokers racing to create it
+converge); a partition this broker comes to lead is served once loaded and committed."""
 
 import asyncio
 from types import SimpleNamespace
 
-from coordinator.internal_topic import InternalTopic, partition_for
+from coordinator.internal_topic import InternalTopic, LoadState, partition_for
 from protocol.errors import ErrorCode, KafkaError
 from storage.topic_partition import TopicPartition
 
@@ -44,11 +45,55 @@ class ClusterTopics:
         return self.metadata_partitions
 
 
-def _internal_topic(topics: ClusterTopics) -> InternalTopic:
+class LeaderReplicas:
+    """A ReplicaManager leading every partition, each with a log ending at `log_end_offset` and
+    a HW at `high_watermark`; `wait_for_commit` raises the errors of `commit_errors` in turn,
+    then returns once `committed` is set."""
+
+    def __init__(self, log_end_offset: int, high_watermark: int, commit_errors: tuple[ErrorCode, ...] = ()) -> None:
+        self.log = SimpleNamespace(log_start_offset=0, log_end_offset=log_end_offset, high_watermark=high_watermark,
+                                   slice=lambda start, end: _Slice())
+        self.commit_errors = list(commit_errors)
+        self.committed = asyncio.Event()
+        self.waited_for: list[int] = []
+
+    def leads(self, tp: TopicPartition) -> bool:
+        return True
+
+    def get_partition(self, tp: TopicPartition) -> SimpleNamespace:
+        return SimpleNamespace(log=self.log, leader_epoch=1)
+
+    async def wait_for_commit(self, tp: TopicPartition, last_offset: int, timeout_s: float) -> None:
+        self.waited_for.append(last_offset)
+        if self.commit_errors:
+            error = self.commit_errors.pop(0)
+            raise KafkaError(f"{tp}: {error.name}", error)
+        await self.committed.wait()
+
+
+class _Slice:
+    def __enter__(self) -> "_Slice":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        pass
+
+
+def _internal_topic(topics: ClusterTopics, replicas: LeaderReplicas | None = None,
+                    installed: list | None = None) -> InternalTopic:
     return InternalTopic(
-        "__consumer_offsets", topics, replica_manager=None, partition_count=PARTITIONS, replication_factor=3,
-        configs={"min.insync.replicas": "2"}, load_buffer_bytes=1024, read=lambda *a: None, install=lambda *a: None,
+        "__consumer_offsets", topics, replica_manager=replicas, partition_count=PARTITIONS, replication_factor=3,
+        configs={"min.insync.replicas": "2"}, load_buffer_bytes=1024, read=lambda log_slice, size: "contents",
+        install=lambda partition, contents: (installed if installed is not None else []).append(partition),
     )
+
+
+async def _until(condition, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not within the time")
 
 
 def _ensure(topic: InternalTopic, times: int = 1) -> list[bool]:
@@ -118,5 +163,75 @@ def test_leading_a_partition_before_the_topic_reaches_the_metadata_does_not_make
         assert not ensured.done()
         arrived.set()
         assert await ensured
+
+    asyncio.run(main())
+
+
+def test_a_new_leader_serves_what_it_loaded_once_the_high_watermark_reaches_it():
+    """Its log may end with records its predecessor appended but never saw committed: a leader
+    change before they are replicated would take them away, and a transaction coordinator that
+    had sent a loaded PrepareCommit's markers would leave the transaction committed in some
+    partitions and aborted in the others (Jepsen seed 849222921)."""
+    installed = []
+    tp = TopicPartition("__consumer_offsets", 2)
+
+    async def main():
+        replicas = LeaderReplicas(log_end_offset=10, high_watermark=7)
+        topic = _internal_topic(ClusterTopics(), replicas, installed)
+        topic.on_become_leader(tp)
+        await _until(lambda: replicas.waited_for)
+        await asyncio.sleep(0.05)
+        assert replicas.waited_for == [9]
+        assert installed == [] and topic.partitions[2] is LoadState.LOADING
+        replicas.committed.set()
+        await _until(lambda: installed)
+        assert topic.partitions[2] is LoadState.LOADED
+
+    asyncio.run(main())
+
+
+def test_a_new_leader_whose_high_watermark_is_at_its_log_end_serves_at_once():
+    installed = []
+
+    async def main():
+        replicas = LeaderReplicas(log_end_offset=10, high_watermark=10)
+        topic = _internal_topic(ClusterTopics(), replicas, installed)
+        topic.on_become_leader(TopicPartition("__consumer_offsets", 2))
+        await _until(lambda: installed)
+        assert replicas.waited_for == [] and topic.partitions[2] is LoadState.LOADED
+
+    asyncio.run(main())
+
+
+def test_the_wait_for_the_high_watermark_outlasts_timeouts_and_ends_once_it_is_there_with_a_small_isr():
+    """REQUEST_TIMED_OUT waits again; NOT_ENOUGH_REPLICAS_AFTER_APPEND means the HW passed
+    (the ISR under min.insync.replicas concerns the writes to come, which fail on their own)."""
+    installed = []
+
+    async def main():
+        errors = (ErrorCode.request_timed_out, ErrorCode.not_leader_or_follower,
+                  ErrorCode.not_enough_replicas_after_append)
+        replicas = LeaderReplicas(log_end_offset=10, high_watermark=0, commit_errors=errors)
+        topic = _internal_topic(ClusterTopics(), replicas, installed)
+        topic.on_become_leader(TopicPartition("__consumer_offsets", 2))
+        await _until(lambda: installed)
+        assert replicas.waited_for == [9, 9, 9] and topic.partitions[2] is LoadState.LOADED
+
+    asyncio.run(main())
+
+
+def test_resigning_while_waiting_for_the_high_watermark_installs_nothing():
+    installed = []
+    tp = TopicPartition("__consumer_offsets", 2)
+
+    async def main():
+        replicas = LeaderReplicas(log_end_offset=10, high_watermark=7)
+        topic = _internal_topic(ClusterTopics(), replicas, installed)
+        topic.on_become_leader(tp)
+        await _until(lambda: replicas.waited_for)
+        assert topic.on_resign(tp)
+        replicas.committed.set()
+        await asyncio.sleep(0.05)
+        assert installed == [] and 2 not in topic.partitions
 
     asyncio.run(main())
