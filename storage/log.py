@@ -93,7 +93,7 @@ from storage.segment import (
     segment_path,
 )
 from storage.topic_partition import TopicPartition
-from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, collect_aborted
 from storage.validation import ProduceChecks, validate_produced_records
 
 log: Final = logging.getLogger(__name__)
@@ -736,8 +736,12 @@ class Log:
         was open meanwhile): the search goes on until an entry says it is complete, as Kafka's.
         """
         found: list[AbortedTxn] = []
-        for segment in self.segments[self._segment_index(fetch_offset) :]:
-            aborted, complete = segment.txn_index.collect_aborted(fetch_offset, upper_bound_offset)
+        segments = self.segments
+        for index in range(self._segment_index(fetch_offset), len(segments)):
+            entries = segments[index].txn_index.entries
+            if not entries:
+                continue  # nearly every segment of most logs: no call, no slice of the list
+            aborted, complete = collect_aborted(entries, fetch_offset, upper_bound_offset)
             found += aborted
             if complete:
                 break

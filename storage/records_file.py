@@ -74,24 +74,22 @@ class FileRegion:
     """
 
     descriptor: Descriptor
+    fd: int  # the descriptor's, copied: compiled readers of a region then take it natively
     position: int
     length: int
 
     def __init__(self, descriptor: Descriptor, position: int, length: int) -> None:
         self.descriptor = descriptor
+        self.fd = descriptor.fd
         self.position = position
         self.length = length
 
     def __len__(self) -> int:
         return self.length
 
-    @property
-    def fd(self) -> int:
-        return self.descriptor.fd
-
     def read(self) -> bytes:
         """The region's bytes, for the few places that must look at them (tests, tools)."""
-        return os.pread(self.descriptor.fd, self.length, self.position)
+        return os.pread(self.fd, self.length, self.position)
 
 
 class BatchLocation(NamedTuple):

@@ -47,12 +47,6 @@ class TransactionIndex:
         self._file.flush()  # to the page cache: readers of the file (offline jobs) see it
         self.entries.append(entry)
 
-    def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
-        """Aborted transactions overlapping [fetch_offset, upper_bound_offset), and whether the
-        search is complete: an entry whose last stable offset reaches the bound means later
-        segments hold none that started before it."""
-        return collect_aborted(self.entries, fetch_offset, upper_bound_offset)
-
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of transactions aborted at or after `offset`."""
         kept = [entry for entry in self.entries if entry.last_offset < offset]
@@ -96,7 +90,10 @@ class TransactionIndex:
 def collect_aborted(
     entries: list[AbortedTxn], fetch_offset: int, upper_bound_offset: int
 ) -> tuple[list[AbortedTxn], bool]:
-    """`TransactionIndex.collect_aborted` over a list of entries (a remote segment's index)."""
+    """The aborted transactions among an index's entries (a local or a remote segment's)
+    overlapping [fetch_offset, upper_bound_offset), and whether the search is complete: an
+    entry whose last stable offset reaches the bound means later segments hold none that
+    started before it."""
     found = []
     for entry in entries:
         if entry.last_offset >= fetch_offset and entry.first_offset < upper_bound_offset:

@@ -222,7 +222,8 @@ class _LongPoll:
 
 def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_bytes: int) -> _Read:
     read_committed = request.isolation_level == READ_COMMITTED
-    follower_id = request.replica_id if request.replica_id >= 0 else None
+    replica_id = request.replica_id
+    follower_id = replica_id if replica_id >= 0 else None
     reader = _consumer_reader(ctx, request) if follower_id is None else None
     remaining = max_bytes
     min_one_batch = True
@@ -288,15 +289,16 @@ def _read_partition(
 ) -> PartitionResult:
     replica_manager = ctx.broker.replica_manager
     result = PartitionResult(wanted.partition, records=b"")
+    fetch_offset = wanted.fetch_offset  # a generic attribute lookup in compiled code: read once
     try:
         partition = replica_manager.partition_at_epoch(tp, wanted.current_leader_epoch, leader_only=reader is None)
         if follower_id is not None:
-            result.diverging_epoch = partition.diverging_epoch(wanted.last_fetched_epoch, wanted.fetch_offset)
+            result.diverging_epoch = partition.diverging_epoch(wanted.last_fetched_epoch, fetch_offset)
         elif reader is not None:
             if not partition.is_leader:
                 replica_manager.check_follower_read(partition)
             elif reader.rack is not None:
-                preferred = replica_manager.preferred_read_replica(partition, reader.rack, wanted.fetch_offset, ctx.listener)
+                preferred = replica_manager.preferred_read_replica(partition, reader.rack, fetch_offset, ctx.listener)
                 if preferred is not None:
                     result.preferred_read_replica = preferred
         if result.diverging_epoch is None and result.preferred_read_replica < 0 and not (
@@ -305,7 +307,7 @@ def _read_partition(
             try:
                 region = replica_manager.read(
                     partition,
-                    wanted.fetch_offset,
+                    fetch_offset,
                     max_bytes,
                     min_one_batch,
                     read_committed,
@@ -316,12 +318,12 @@ def _read_partition(
                     raise
                 region = None
                 if not remote:  # Kafka reads one partition of a fetch remotely
-                    remote.append(_RemoteRead(tp, wanted.fetch_offset, max_bytes, min_one_batch, read_committed, result))
+                    remote.append(_RemoteRead(tp, fetch_offset, max_bytes, min_one_batch, read_committed, result))
             if region is not None:
                 result.records = region
             if follower_id is not None:
                 replica_manager.record_follower_fetch(
-                    partition, follower_id, wanted.fetch_offset, wanted.log_start_offset
+                    partition, follower_id, fetch_offset, wanted.log_start_offset
                 )
     except KafkaError as exc:
         result.error_code = exc.error_code
@@ -332,7 +334,7 @@ def _read_partition(
     result.log_start_offset = partition.log.log_start_offset
     if read_committed:
         result.aborted_transactions = (
-            replica_manager.aborted_transactions(partition, wanted.fetch_offset) if _size(result.records) else []
+            replica_manager.aborted_transactions(partition, fetch_offset) if _size(result.records) else []
         )
     return result
 

@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, read_entries
+from storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, collect_aborted, read_entries
 
 
 def test_entries_are_kafkas_34_byte_layout(tmp_path):
@@ -30,8 +30,8 @@ def test_collect_aborted_finds_overlapping_transactions_and_says_when_the_search
     index.append(AbortedTxn(1, 0, 5, 6))
     index.append(AbortedTxn(2, 3, 9, 10))
     index.append(AbortedTxn(3, 12, 15, 16))
-    assert index.collect_aborted(6, 12) == ([AbortedTxn(2, 3, 9, 10)], True)
-    assert index.collect_aborted(0, 100) == ([AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10), AbortedTxn(3, 12, 15, 16)], False)
+    assert collect_aborted(index.entries, 6, 12) == ([AbortedTxn(2, 3, 9, 10)], True)
+    assert collect_aborted(index.entries, 0, 100) == ([AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10), AbortedTxn(3, 12, 15, 16)], False)
 
 
 def test_truncate_and_torn_tail(tmp_path):
