@@ -28,7 +28,6 @@ from protocol.errors import ProtocolError
 from protocol.framing import FRAME_PREFIX, FrameReader
 
 from broker.deferred import Deferred
-from broker.metrics.stats import SendTimer
 from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
 from storage.records_file import DeferredWrites, FileRegion
 
@@ -210,7 +209,7 @@ class Connection:
         self._timing = timing
         # Responses being sent that wait for their send time: (bytes queued up to their end,
         # when queued, timer); bytes ever queued.
-        self._sending: deque[tuple[int, float, SendTimer]] = deque()  # typed: compiled, sent() is a native call
+        self._sending: deque[tuple[int, float, Any]] = deque()
         self._queued_total = 0
         self._in_progress: asyncio.Future | Deferred[Chunks | None] | None = None
         self._out: deque[Any] = deque()
