@@ -178,7 +178,7 @@ _REQUEST_TIMES = (
 
 def request_part(stats: RequestStats) -> Part:
     rows = [
-        (name, dict(times.requests), [_copy(getattr(times, attribute)) for _, attribute, _ in _REQUEST_TIMES])
+        (name, times.by_version(), [_copy(getattr(times, attribute)) for _, attribute, _ in _REQUEST_TIMES])
         for name, times in stats.by_name.items()
     ]
     return functools.partial(_request_families, rows)
