@@ -47,7 +47,7 @@ from storage.records_file import FileRegion
 from broker.deferred import Deferred
 from broker.handlers import HANDLERS
 from broker.logging_setup import REQUEST_LOGGER
-from broker.metrics.stats import RequestTimes, SendTimer, request_name
+from broker.metrics.stats import SendTimer, request_name
 from broker.handlers.sasl_handshake import answer_raw_token
 from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
 from broker.security.sasl_server import Admission
@@ -280,20 +280,21 @@ class Dispatcher:
         self, context: RequestContext, request: Any, dispatched: float, local_s: float, remote_s: float,
         response: Chunks | None,
     ) -> None:
-        """The request's count and times (RequestMetrics; Fetch also under FetchConsumer or
-        FetchFollower, as Kafka records it). The send and total times come once the connection
-        has sent the response (the session's send_timer); without a response, now."""
+        """The request's count and times (RequestMetrics). A Fetch is recorded under
+        FetchConsumer or FetchFollower only; the scrape adds the two up as Fetch, which Kafka
+        records as well (one record and one send timing a fetch, where both were twice). The
+        send and total times come once the connection has sent the response (the session's
+        send_timer); without a response, now."""
         session = context.session
         api_key, version = context.header.api_key, context.api_version
         queue_ms = max(dispatched - session.received_at, 0.0) * 1000 if session.received_at else 0.0
         local_ms, remote_ms = local_s * 1000, remote_s * 1000
         requests = self._broker.metrics.requests
-        times: tuple[RequestTimes, ...] = (
-            requests.record(_REQUEST_NAMES[api_key], version, queue_ms, local_ms, remote_ms),
-        )
         if api_key == _FETCH:
             name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
-            times += (requests.record(name, version, queue_ms, local_ms, remote_ms),)
+        else:
+            name = _REQUEST_NAMES[api_key]
+        times = requests.record(name, version, queue_ms, local_ms, remote_ms)
         timer = SendTimer(times, queue_ms + local_ms + remote_ms)
         if response is None:
             timer.sent(0.0)

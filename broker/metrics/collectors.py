@@ -26,7 +26,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Final, Union
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.samples import Sample
@@ -176,12 +176,30 @@ _REQUEST_TIMES = (
 )
 
 
+# Fetches are recorded as one of these only (broker.dispatch); Fetch is their sum.
+_FETCH_KINDS: Final = ("FetchConsumer", "FetchFollower")
+
+
 def request_part(stats: RequestStats) -> Part:
     rows = [
         (name, times.by_version(), [_copy(getattr(times, attribute)) for _, attribute, _ in _REQUEST_TIMES])
         for name, times in stats.by_name.items()
     ]
+    fetches = [row for row in rows if row[0] in _FETCH_KINDS]
+    if fetches:
+        versions: Counter[int] = Counter()
+        for _, by_version, _ in fetches:
+            versions.update(by_version)
+        rows.append(("Fetch", dict(versions), [_sum(list(kinds)) for kinds in zip(*(row[2] for row in fetches))]))
     return functools.partial(_request_families, rows)
+
+
+def _sum(histograms: list[Histogram]) -> Histogram:
+    """One histogram of the observations of several with the same bounds."""
+    total = Histogram(histograms[0].bounds)
+    total.counts = [sum(counts) for counts in zip(*(histogram.counts for histogram in histograms))]
+    total.sum = sum(histogram.sum for histogram in histograms)
+    return total
 
 
 def _copy(histogram: Histogram) -> Histogram:

@@ -12,7 +12,8 @@ from kio.schema.offset_commit.v8.request import (
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from broker.metrics.collectors import zookeeper_families
+from broker.metrics.collectors import request_part, zookeeper_families
+from broker.metrics.stats import RequestStats, SendTimer
 from broker.security.quotas import PRODUCER_BYTE_RATE, QuotaEntity
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
@@ -140,6 +141,27 @@ def test_requests_are_counted_by_name_and_version_and_a_consumer_fetch_also_as_f
     assert times == dict.fromkeys(times, 2)
     assert sent == 8
     assert unsent == 0  # a response not sent yet has no send time nor total time
+
+
+def test_fetch_is_the_sum_of_consumer_and_follower_fetches():
+    """A fetch is recorded once, as FetchConsumer or FetchFollower; Fetch is made when read."""
+    stats = RequestStats()
+    SendTimer(stats.record("FetchConsumer", 12, 1.0, 2.0, 3.0), 6.0).sent(0.001)
+    SendTimer(stats.record("FetchFollower", 12, 0.5, 0.5, 0.5), 1.5).sent(0.0005)
+    stats.record("FetchFollower", 11, 0.0, 0.0, 0.0)
+    families = {family.name: family for family in request_part(stats)()}
+
+    def sample(family: str, suffix: str, request: str, **labels) -> float | None:
+        wanted = {"request": request, **labels}
+        return next((s.value for s in families[family].samples
+                     if s.name == family + suffix and all(s.labels.get(k) == v for k, v in wanted.items())), None)
+
+    requests = "kafka_network_requestmetrics_requests"
+    assert sample(requests, "_total", "Fetch", version="12") == 2
+    assert sample(requests, "_total", "Fetch", version="11") == 1
+    assert sample("kafka_network_requestmetrics_localtimems", "_sum", "Fetch") == 2.5
+    assert sample("kafka_network_requestmetrics_totaltimems", "_count", "Fetch") == 2
+    assert sample("kafka_network_requestmetrics_totaltimems", "_sum", "Fetch") == 6.0 + 1.0 + 1.5 + 0.5
 
 
 def test_a_long_poll_fetch_spends_its_wait_in_remote_time(tmp_path):

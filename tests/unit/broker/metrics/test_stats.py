@@ -29,7 +29,7 @@ def test_request_times_add_up_to_the_total_once_the_response_is_sent():
     assert times.by_version() == {9: 1}
     assert stats.record("Produce", 3, 0.0, 0.0, 0.0).by_version() == {3: 1, 9: 1}
     assert sum(times.total.counts) == 0
-    SendTimer((times,), 7.0).sent(0.008)
+    SendTimer(times, 7.0).sent(0.008)
     assert (times.queue.sum, times.local.sum, times.remote.sum, times.send.sum, times.total.sum) == (1.0, 2.0, 4.0, 8.0, 15.0)
 
 
