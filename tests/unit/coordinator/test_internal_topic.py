@@ -88,6 +88,13 @@ def _internal_topic(topics: ClusterTopics, replicas: LeaderReplicas | None = Non
     )
 
 
+def _leading(replicas: LeaderReplicas, installed: list, partition: int = 2) -> InternalTopic:
+    """An InternalTopic told that this broker now leads `partition`: its load starts."""
+    topic = _internal_topic(ClusterTopics(), replicas, installed)
+    topic.on_become_leader(TopicPartition("__consumer_offsets", partition))
+    return topic
+
+
 async def _until(condition, seconds: float = 5.0) -> None:
     for _ in range(int(seconds / 0.01)):
         if condition():
@@ -173,12 +180,10 @@ def test_a_new_leader_serves_what_it_loaded_once_the_high_watermark_reaches_it()
     had sent a loaded PrepareCommit's markers would leave the transaction committed in some
     partitions and aborted in the others (Jepsen seed 849222921)."""
     installed = []
-    tp = TopicPartition("__consumer_offsets", 2)
 
     async def main():
         replicas = LeaderReplicas(log_end_offset=10, high_watermark=7)
-        topic = _internal_topic(ClusterTopics(), replicas, installed)
-        topic.on_become_leader(tp)
+        topic = _leading(replicas, installed)
         await _until(lambda: replicas.waited_for)
         await asyncio.sleep(0.05)
         assert replicas.waited_for == [9]
@@ -195,8 +200,7 @@ def test_a_new_leader_whose_high_watermark_is_at_its_log_end_serves_at_once():
 
     async def main():
         replicas = LeaderReplicas(log_end_offset=10, high_watermark=10)
-        topic = _internal_topic(ClusterTopics(), replicas, installed)
-        topic.on_become_leader(TopicPartition("__consumer_offsets", 2))
+        topic = _leading(replicas, installed)
         await _until(lambda: installed)
         assert replicas.waited_for == [] and topic.partitions[2] is LoadState.LOADED
 
@@ -212,8 +216,7 @@ def test_the_wait_for_the_high_watermark_outlasts_timeouts_and_ends_once_it_is_t
         errors = (ErrorCode.request_timed_out, ErrorCode.not_leader_or_follower,
                   ErrorCode.not_enough_replicas_after_append)
         replicas = LeaderReplicas(log_end_offset=10, high_watermark=0, commit_errors=errors)
-        topic = _internal_topic(ClusterTopics(), replicas, installed)
-        topic.on_become_leader(TopicPartition("__consumer_offsets", 2))
+        topic = _leading(replicas, installed)
         await _until(lambda: installed)
         assert replicas.waited_for == [9, 9, 9] and topic.partitions[2] is LoadState.LOADED
 
@@ -222,14 +225,12 @@ def test_the_wait_for_the_high_watermark_outlasts_timeouts_and_ends_once_it_is_t
 
 def test_resigning_while_waiting_for_the_high_watermark_installs_nothing():
     installed = []
-    tp = TopicPartition("__consumer_offsets", 2)
 
     async def main():
         replicas = LeaderReplicas(log_end_offset=10, high_watermark=7)
-        topic = _internal_topic(ClusterTopics(), replicas, installed)
-        topic.on_become_leader(tp)
+        topic = _leading(replicas, installed)
         await _until(lambda: replicas.waited_for)
-        assert topic.on_resign(tp)
+        assert topic.on_resign(TopicPartition("__consumer_offsets", 2))
         replicas.committed.set()
         await asyncio.sleep(0.05)
         assert installed == [] and 2 not in topic.partitions
