@@ -21,12 +21,11 @@ committed (its write failed, and its in-memory state went back): a leader change
 replicated takes them away again, so acting on them (a loaded PrepareCommit's markers) could leave
 a transaction committed in some partitions and aborted in the others once a later leader, without
 them, aborts it. Kafka loads to the log end and acts at once; the HW of a new leader reaches its
-log end as soon as its in-sync followers fetch. The loop owns the
-partition's Log, so the thread is given a LogSlice of that range, taken on the loop
-(storage.log_slice): it reads the segment files through descriptors of its own and never touches
-the Log, which the loop may meanwhile append to, clean, or close (a load called off by a
-resignation goes on in its thread until it ends). A load that fails is logged and tried again.
-A new topic has nothing to load. Resigning (`on_resign`) forgets the partition (its keys answer
+log end as soon as its in-sync followers fetch. The loop owns the partition's Log, so the thread
+is given a LogSlice of that range, taken on the loop (storage.log_slice): it reads the segment
+files through descriptors of its own and never touches the Log, which the loop may meanwhile
+append to, clean, or close (a load called off by a resignation goes on in its thread until it
+ends). A load that fails is logged and tried again. A new topic has nothing to load. Resigning (`on_resign`) forgets the partition (its keys answer
 NOT_COORDINATOR) and calls off its load; the owner drops its keys.
 """
 
@@ -360,7 +359,6 @@ class InternalTopic(Generic[Contents]):
         self._install(partition, contents)
         self.partitions[partition] = LoadState.LOADED
         log.info("loaded %s-%d in %.0f ms", self.name, partition, (time.monotonic() - started) * 1000)
-
 
     async def _wait_until_committed(self, tp: TopicPartition, end_offset: int) -> None:
         """Return once the HW of `tp` reaches `end_offset`. A resignation cancels the wait."""
