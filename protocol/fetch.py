@@ -31,7 +31,7 @@ import struct
 from collections.abc import Sized
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Final, NamedTuple
+from typing import Final
 
 from protocol import schemas
 from protocol.api_keys import ApiKey
@@ -54,22 +54,49 @@ FIRST_FLEXIBLE_VERSION: Final = 12
 DIVERGING_EPOCH_TAG: Final = 0
 
 
-# Named tuples, which the hand parser builds without a Python __init__ (tuple.__new__).
-class FetchPartition(NamedTuple):
+# Plain classes with their own __init__ (tests/unit/test_compiled_modules.py): compiled code
+# builds them with a direct call and reads their fields natively, where a NamedTuple's fields are
+# generic attribute lookups and its tuple.__new__ a call through the type.
+
+
+@dataclass(slots=True, init=False)
+class FetchPartition:
     partition: int
     fetch_offset: int
     partition_max_bytes: int
-    current_leader_epoch: int = -1  # v9+
-    last_fetched_epoch: int = -1  # v12+
-    log_start_offset: int = -1  # v5+, a follower's
+    current_leader_epoch: int  # v9+
+    last_fetched_epoch: int  # v12+
+    log_start_offset: int  # v5+, a follower's
+
+    def __init__(
+        self,
+        partition: int,
+        fetch_offset: int,
+        partition_max_bytes: int,
+        current_leader_epoch: int = -1,
+        last_fetched_epoch: int = -1,
+        log_start_offset: int = -1,
+    ) -> None:
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.partition_max_bytes = partition_max_bytes
+        self.current_leader_epoch = current_leader_epoch
+        self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
 
 
-class FetchTopic(NamedTuple):
+@dataclass(slots=True, init=False)
+class FetchTopic:
     topic: str
     partitions: list[FetchPartition]
 
+    def __init__(self, topic: str, partitions: list[FetchPartition]) -> None:
+        self.topic = topic
+        self.partitions = partitions
 
-class FetchRequest(NamedTuple):
+
+@dataclass(slots=True, init=False)
+class FetchRequest:
     """What the broker reads of a Fetch request of any version (forgotten_topics_data, which
     only incremental sessions use, and cluster_id are checked and left out)."""
 
@@ -79,15 +106,34 @@ class FetchRequest(NamedTuple):
     max_bytes: int
     isolation_level: int
     topics: list[FetchTopic]
-    session_id: int = 0  # v7+
-    rack_id: str = ""  # v11+
+    session_id: int  # v7+
+    rack_id: str  # v11+
+
+    def __init__(
+        self,
+        replica_id: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        isolation_level: int,
+        topics: list[FetchTopic],
+        session_id: int = 0,
+        rack_id: str = "",
+    ) -> None:
+        self.replica_id = replica_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.topics = topics
+        self.session_id = session_id
+        self.rack_id = rack_id
 
 
 class _Malformed(Exception):
     """Raised by the hand parser at anything it leaves to kio."""
 
 
-_new_tuple: Final = tuple.__new__
 _MILLISECOND: Final = timedelta(milliseconds=1)  # kio's max_wait, a timedelta, in whole ms
 _REQUEST_FIXED: Final = struct.Struct(">iiiib")
 _SESSION: Final = struct.Struct(">ii")
@@ -159,24 +205,24 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
                     raise _Malformed  # tagged fields
                 pos += 1
                 partitions.append(
-                    _new_tuple(FetchPartition, (partition, offset, partition_max, leader_epoch, last_epoch, log_start))
+                    FetchPartition(partition, offset, partition_max, leader_epoch, last_epoch, log_start)
                 )
             elif version >= 9:
                 partition, leader_epoch, offset, log_start, partition_max = _PARTITION_V9.unpack_from(body, pos)
                 pos += _PARTITION_V9_SIZE
                 partitions.append(
-                    _new_tuple(FetchPartition, (partition, offset, partition_max, leader_epoch, -1, log_start))
+                    FetchPartition(partition, offset, partition_max, leader_epoch, -1, log_start)
                 )
             elif version >= 5:
                 partition, offset, log_start, partition_max = _PARTITION_V5.unpack_from(body, pos)
                 pos += _PARTITION_V5_SIZE
-                partitions.append(_new_tuple(FetchPartition, (partition, offset, partition_max, -1, -1, log_start)))
+                partitions.append(FetchPartition(partition, offset, partition_max, -1, -1, log_start))
             else:
                 partition, offset, partition_max = _PARTITION_V4.unpack_from(body, pos)
                 pos += _PARTITION_V4_SIZE
-                partitions.append(_new_tuple(FetchPartition, (partition, offset, partition_max, -1, -1, -1)))
+                partitions.append(FetchPartition(partition, offset, partition_max))
         pos = _no_tagged_fields(body, pos, flexible)
-        topics.append(_new_tuple(FetchTopic, (name, partitions)))
+        topics.append(FetchTopic(name, partitions))
     if version >= 7:
         count, pos = _array_length(body, pos, flexible)
         for _ in range(count):
@@ -189,9 +235,7 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
         rack_id, pos = _string(body, pos, flexible)
     if _no_tagged_fields(body, pos, flexible) > end:
         raise _Malformed  # the forgotten topics' partitions run past the end
-    return _new_tuple(
-        FetchRequest, (replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics, session_id, rack_id)
-    )
+    return FetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics, session_id, rack_id)
 
 
 def _array_length(body: memoryview, pos: int, flexible: bool) -> tuple[int, int]:

@@ -64,6 +64,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.fetch import (
     MAX_VERSION,
     MIN_VERSION,
+    FetchPartition,
     FetchRequest,
     PartitionResult,
     TopicResult,
@@ -89,6 +90,9 @@ READ_COMMITTED: Final = 1
 # TopicPartition(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same
 # tuple from C (as handlers/produce does for every produced partition).
 _new_tuple: Final = tuple.__new__
+# Bound once: compiled code looks a module's attribute up at every use, an enum member too.
+_monotonic: Final = time.monotonic
+_NO_ERROR: Final = ErrorCode.none
 
 
 # Plain classes with their own __init__, which compiled code calls directly
@@ -175,7 +179,7 @@ class _LongPoll:
         self.ctx = ctx
         self.request = request
         self.denied = denied
-        self.deadline = time.monotonic() + max_wait_s
+        self.deadline = _monotonic() + max_wait_s
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
         self.watched = [_new_tuple(TopicPartition, (t.topic, p.partition)) for t in request.topics for p in t.partitions]
@@ -194,7 +198,7 @@ class _LongPoll:
                 remote = self._remote = asyncio.ensure_future(_answer_with_remote(ctx, request, read))
                 remote.add_done_callback(self._remote_read)
                 return
-            remaining = self.deadline - time.monotonic()
+            remaining = self.deadline - _monotonic()
             if read.total_bytes >= self.min_bytes or read.answer_now or remaining <= 0 or ctx.broker.shutting_down:
                 self.answer.resolve(_answer(ctx, request, read.topics))
             else:
@@ -243,7 +247,7 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
                     ctx, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed, remote
                 )
             if (
-                result.error_code != ErrorCode.none
+                result.error_code != _NO_ERROR
                 or result.diverging_epoch is not None
                 or result.preferred_read_replica >= 0
             ):
@@ -279,7 +283,7 @@ def _consumer_reader(ctx: RequestContext, request: FetchRequest) -> _ConsumerRea
 def _read_partition(
     ctx: RequestContext,
     tp: TopicPartition,
-    wanted,
+    wanted: FetchPartition,
     follower_id: int | None,
     reader: _ConsumerReader | None,
     max_bytes: int,
@@ -289,7 +293,7 @@ def _read_partition(
 ) -> PartitionResult:
     replica_manager = ctx.broker.replica_manager
     result = PartitionResult(wanted.partition, records=b"")
-    fetch_offset = wanted.fetch_offset  # a generic attribute lookup in compiled code: read once
+    fetch_offset = wanted.fetch_offset
     try:
         partition = replica_manager.partition_at_epoch(tp, wanted.current_leader_epoch, leader_only=reader is None)
         if follower_id is not None:
@@ -377,7 +381,7 @@ def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult
         stats = ctx.broker.metrics.topics
         for topic in topics:
             for result in topic.partitions:
-                stats.fetched(topic.topic, _size(result.records), result.error_code != ErrorCode.none)
+                stats.fetched(topic.topic, _size(result.records), result.error_code != _NO_ERROR)
     else:
         quota = ctx.broker.replication_quotas.leader
         if quota.throttles_any:
