@@ -28,6 +28,7 @@ from protocol.errors import ProtocolError
 from protocol.framing import FRAME_PREFIX, FrameReader
 
 from broker.deferred import Deferred
+from broker.session import Session
 from broker.responses import Chunks, CloseAfterResponse, ThrottledResponse
 from storage.records_file import DeferredWrites, FileRegion
 
@@ -41,6 +42,9 @@ _MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 _SENDFILE_CHUNK: Final = 4 * 1024 * 1024
 # File region bytes an answer may carry as a copy instead (Connection._queue).
 _COPIED_REGION_BYTES: Final = 16 * 1024
+# The chunks sent with sendmsg. A Final tuple: compiled code would otherwise look `memoryview`
+# up in builtins and build the tuple at every check (several a response).
+_BYTES_LIKE: Final = (bytes, memoryview)
 
 
 def _copied(region: FileRegion, size: int) -> bytes | FileRegion:
@@ -180,7 +184,7 @@ class Connection:
         max_queued_requests: int = _MAX_QUEUED_REQUESTS,
         max_queued_bytes: int = _MAX_QUEUED_BYTES,
         pool: RequestMemoryPool | None = None,
-        timing: Any = None,
+        timing: Session | None = None,
         sends: SendRows | None = None,
         appends: DeferredWrites | None = None,
     ) -> None:
@@ -197,7 +201,10 @@ class Connection:
         `send_timer`, when the dispatcher left one, is taken as its response is queued and told
         (`sent(seconds)`) once the response's last byte went out (the send time)."""
         self._loop = loop
+        # Bound once: compiled code looks a method of the loop up at every call, several a request.
+        self._loop_time: Callable[[], float] = loop.time
         self._sock = sock
+        self._sendmsg: Callable[..., int] = sock.sendmsg
         self._fd = sock.fileno()
         self._recv_into: Callable[[memoryview], int] = sock.recv_into  # TLS decrypts instead
         self.address = address
@@ -256,7 +263,7 @@ class Connection:
                 self._flush()
             self.close(None)
             return
-        now = self.last_active = self._loop.time()
+        now = self.last_active = self._loop_time()
         try:
             frames = self._frames.received(received)
         except ProtocolError as exc:
@@ -406,7 +413,7 @@ class Connection:
         """Read and serve no request for `seconds` (a longer mute already running is kept)."""
         if self.closed or self._draining:
             return
-        until = self._loop.time() + seconds
+        until = self._loop_time() + seconds
         if self._muted is not None:
             if self._muted.when() >= until:
                 return
@@ -499,13 +506,13 @@ class Connection:
         self._queued_total += queued
         timing = self._timing
         if timing is not None and timing.send_timer is not None:
-            self._sending.append((self._queued_total, self._loop.time(), timing.send_timer))
+            self._sending.append((self._queued_total, self._loop_time(), timing.send_timer))
             timing.send_timer = None
 
     def _note_sent(self) -> None:
         """Tell the responses whose last byte has gone how long their sending took."""
         sent_total = self._queued_total - self._out_bytes
-        now = self._loop.time()
+        now = self._loop_time()
         while self._sending and self._sending[0][0] <= sent_total:
             _end, queued_at, timer = self._sending.popleft()
             timer.sent(max(now - queued_at, 0.0))
@@ -522,7 +529,7 @@ class Connection:
         try:
             while self._out:
                 head = self._out[0]
-                sent = self._send_bytes() if isinstance(head, (bytes, memoryview)) else self._send_region(head)
+                sent = self._send_bytes() if isinstance(head, _BYTES_LIKE) else self._send_region(head)
                 if sent is None:
                     self._want_writable(True)
                     return
@@ -547,22 +554,28 @@ class Connection:
                 self.close(f"send failed: {exc}")
 
     def _send_bytes(self) -> int | None:
+        out = self._out
         buffers: list[bytes | memoryview] = []
+        size = 0
         flags = 0
-        for chunk in self._out:
-            if not isinstance(chunk, (bytes, memoryview)):
+        for chunk in out:
+            if not isinstance(chunk, _BYTES_LIKE):
                 if self._tcp:
                     flags = socket.MSG_MORE  # a region follows: its first segment carries these bytes
                 break
             if len(buffers) == _MAX_IOV:
                 break
             buffers.append(chunk)
+            size += len(chunk)
         try:
-            sent = self._sock.sendmsg(buffers, (), flags)
+            sent = self._sendmsg(buffers, (), flags)
         except (BlockingIOError, InterruptedError):
             return None
         self._out_bytes -= sent
-        self.last_active = self._loop.time()
+        self.last_active = self._loop_time()
+        if sent == size and len(buffers) == len(out):  # everything queued went, as nearly always
+            out.clear()
+            return sent
         remaining = sent
         while remaining:
             head = self._out[0]
@@ -599,7 +612,7 @@ class Connection:
             raise OSError(errno.EIO, "records file shrank under a fetch response")
         self._region_sent += sent
         self._out_bytes -= sent
-        self.last_active = self._loop.time()
+        self.last_active = self._loop_time()
         if self._region_sent == len(region):
             self._out.popleft()
             self._region_sent = 0
@@ -699,7 +712,7 @@ class TlsConnection(Connection):
         max_queued_requests: int = _MAX_QUEUED_REQUESTS,
         max_queued_bytes: int = _MAX_QUEUED_BYTES,
         pool: RequestMemoryPool | None = None,
-        timing: Any = None,
+        timing: Session | None = None,
         sends: SendRows | None = None,
         appends: DeferredWrites | None = None,
     ) -> None:
@@ -755,7 +768,7 @@ class TlsConnection(Connection):
         if refused is not None:
             self._handshake_failed(refused)
             return
-        self.last_active = self._loop.time()
+        self.last_active = self._loop_time()
         self._flush()
         self._read_buffered_soon()  # the first request may have come with the handshake's end
 
@@ -840,7 +853,7 @@ class TlsConnection(Connection):
                     break
                 sent = self._sock.send(self._raw_out)
                 del self._raw_out[:sent]
-                self.last_active = self._loop.time()
+                self.last_active = self._loop_time()
         except (BlockingIOError, InterruptedError):
             self._want_writable(True)
             return
@@ -856,10 +869,10 @@ class TlsConnection(Connection):
     def _encrypt_next(self) -> None:
         """Hand the TLS layer the next _TLS_CHUNK bytes of plaintext at most."""
         head = self._out[0]
-        if isinstance(head, (bytes, memoryview)):
+        if isinstance(head, _BYTES_LIKE):
             pieces: list[bytes | memoryview] = []
             size = 0
-            while self._out and size < _TLS_CHUNK and isinstance(self._out[0], (bytes, memoryview)):
+            while self._out and size < _TLS_CHUNK and isinstance(self._out[0], _BYTES_LIKE):
                 chunk = memoryview(self._out.popleft())
                 if size + len(chunk) > _TLS_CHUNK:
                     self._out.appendleft(chunk[_TLS_CHUNK - size :])

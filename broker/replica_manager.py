@@ -64,6 +64,9 @@ from storage.topic_partition import TopicPartition
 from broker.metadata_cache import MetadataCache
 
 log: Final = logging.getLogger(__name__)
+# Bound once: compiled code looks a module's attribute up at every use, an enum member too.
+_get_running_loop: Final = asyncio.get_running_loop
+_NO_ERROR: Final = ErrorCode.none
 
 LeadershipCallback = Callable[[TopicPartition, int], None]
 # A tiered follower's state from the remote store: (partition, the leader's local log start).
@@ -226,7 +229,7 @@ class ReplicaManager:
                 log.info("%s: ignoring leader epoch %d, older than %d", tp, state.leader_epoch, partition.leader_epoch)
                 errors[tp] = ErrorCode.fenced_leader_epoch
                 continue
-            errors[tp] = ErrorCode.none
+            errors[tp] = _NO_ERROR
             was_leader, old_epoch = partition.is_leader, partition.leader_epoch
             if state.leader == self.broker_id:
                 if partition.make_leader(state):
@@ -265,7 +268,7 @@ class ReplicaManager:
             elif partition is not None:
                 partition.make_follower(partition.stopped_state())
                 self._on_partition_change(tp)
-            errors[tp] = ErrorCode.none
+            errors[tp] = _NO_ERROR
         return errors
 
     def resign_leaderships(self, reason: str) -> None:
@@ -460,7 +463,7 @@ class ReplicaManager:
         NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then smaller than min.insync.replicas,
         NOT_LEADER_OR_FOLLOWER when the replica stops leading, REQUEST_TIMED_OUT at the
         timeout."""
-        known: asyncio.Future[list[ErrorCode]] = asyncio.get_running_loop().create_future()
+        known: asyncio.Future[list[ErrorCode]] = _get_running_loop().create_future()
 
         def settled(outcomes: list[ErrorCode]) -> None:
             if not known.done():  # cancelled after its outcome was known, before the callback
@@ -474,7 +477,7 @@ class ReplicaManager:
             raise
         if outcome is ErrorCode.request_timed_out:
             raise KafkaError(f"{tp}: records up to {last_offset} not replicated within {timeout_s * 1000:.0f} ms", outcome)
-        if outcome is not ErrorCode.none:
+        if outcome is not _NO_ERROR:
             raise KafkaError(f"{tp}: {outcome.name}", outcome)
 
     def watch_commits(
@@ -492,7 +495,7 @@ class ReplicaManager:
                 waiters[tp] = [(watch, index)]
             else:
                 waiting.append((watch, index))
-        watch.timer = asyncio.get_running_loop().call_later(timeout_s, self._commits_timed_out, watch)
+        watch.timer = _get_running_loop().call_later(timeout_s, self._commits_timed_out, watch)
         for tp in set(watch.partitions):
             self._complete_commits(tp)
         return watch
@@ -549,7 +552,7 @@ class ReplicaManager:
                 if watch.timer is not None:
                     watch.timer.cancel()
                     watch.timer = None
-                asyncio.get_running_loop().call_soon(watch.callback, _known(watch.outcomes))
+                _get_running_loop().call_soon(watch.callback, _known(watch.outcomes))
         if remaining:
             self._commit_waiters[tp] = remaining
         else:
@@ -585,7 +588,7 @@ class ReplicaManager:
         leader's when they fetch, and report it, once in their checkpoint, in the next fetch.
         Raises NOT_LEADER_OR_FOLLOWER when the replica stops leading, REQUEST_TIMED_OUT at the
         timeout."""
-        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        waiter: asyncio.Future[int] = _get_running_loop().create_future()
         self._low_watermark_waiters.setdefault(tp, []).append((offset, waiter))
         self._complete_low_watermark_waits(tp)
         try:
@@ -776,7 +779,7 @@ class ReplicaManager:
                 waiters[tp] = {watch}
             else:
                 watches.add(watch)
-        watch.timer = asyncio.get_running_loop().call_later(timeout_s, self._time_up, watch)
+        watch.timer = _get_running_loop().call_later(timeout_s, self._time_up, watch)
         return watch
 
     def stop_watching(self, watch: AppendWatch) -> None:
@@ -821,7 +824,7 @@ class ReplicaManager:
         watches = self._append_waiters.pop(tp, None)
         if watches is None:
             return
-        loop = asyncio.get_running_loop()
+        loop = _get_running_loop()
         for watch in watches:
             self.stop_watching(watch)
             loop.call_soon(watch.callback)
@@ -841,7 +844,7 @@ def _commit_outcome(partition: Partition | None, required_offset: int, min_insyn
         return None
     if len(partition.isr) < min_insync:
         return ErrorCode.not_enough_replicas_after_append
-    return ErrorCode.none
+    return _NO_ERROR
 
 
 def _rack(cache: MetadataCache, broker_id: int, listener: str | None) -> str | None:

@@ -51,8 +51,12 @@ NO_LEADER_EPOCH: Final = -1
 UNKNOWN_OFFSET: Final = -1
 
 
+# Bound once: compiled code looks a module's attribute up at every use.
+_monotonic: Final = time.monotonic
+
+
 def _now_ms() -> int:
-    return int(time.monotonic() * 1000)
+    return int(_monotonic() * 1000)
 
 
 @dataclass(init=False)  # its own __init__, which compiled code calls directly

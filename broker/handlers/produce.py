@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
 VALID_ACKS: Final = (-1, 0, 1)
 _new_tuple: Final = tuple.__new__
+# Bound once: compiled code looks an enum member up at every use.
+_NO_ERROR: Final = ErrorCode.none
 
 
 @api(ApiKey.PRODUCE, versions=(0, 9), parse=parse_produce_request)
@@ -163,7 +165,7 @@ def _refused(ctx: RequestContext, request: ProduceRequest, error: ErrorCode) -> 
 def _settled(replica_manager, tp: TopicPartition, last_offset: int, partition: PartitionResponse) -> bool:
     """Whether an acks=all append has its answer already (always, standalone)."""
     outcome = replica_manager.commit_status(tp, last_offset)
-    if outcome is not None and outcome is not ErrorCode.none:
+    if outcome is not None and outcome is not _NO_ERROR:
         partition.error_code = outcome
     return outcome is not None
 
@@ -195,7 +197,7 @@ class _DelayedProduce:
     def _committed(self, outcomes: list[ErrorCode]) -> None:
         self._watch = None
         for (_, _, partition), outcome in zip(self.pending, outcomes):
-            if outcome is not ErrorCode.none:
+            if outcome is not _NO_ERROR:
                 partition.error_code = outcome
         self.answer.resolve(_encoded(self.version, self.responses))
 

@@ -22,6 +22,7 @@ from broker.network import (
     client_ip,
 )
 from broker.responses import CloseAfterResponse
+from broker.session import Session
 from protocol.errors import ProtocolError
 from protocol.primitives import INT32
 from storage.records_file import DeferredWrites, RecordsFile
@@ -103,12 +104,8 @@ def test_pipelined_requests_are_answered_in_order_even_when_one_waits():
 
 
 def test_each_request_is_dispatched_with_the_time_its_frame_was_read_whole():
-    class Timing:
-        received_at = 0.0
-        send_timer = None
-
     async def scenario():
-        timing = Timing()
+        timing = Session("127.0.0.1:1", "PLAINTEXT")
         seen = []
 
         async def slow():
@@ -140,12 +137,8 @@ def test_a_response_is_timed_from_its_queueing_to_its_last_byte_sent(monkeypatch
         def sent(self, seconds):
             self.sent_after = seconds
 
-    class Timing:
-        received_at = 0.0
-        send_timer = None
-
     async def scenario():
-        timing = Timing()
+        timing = Session("127.0.0.1:1", "PLAINTEXT")
         timers = []
 
         def dispatch(view):
