@@ -155,8 +155,12 @@ class AppendResult:
         self.log_start_offset = log_start_offset
 
 
+# Bound once: compiled code looks a module's attribute up at every use.
+_time: Final = time.time
+
+
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return int(_time() * 1000)
 
 
 class Log:
@@ -175,12 +179,7 @@ class Log:
     ) -> None:
         self.directory = directory
         self.topic_partition = topic_partition
-        self._config = config
-        # config.max_segment_ms, which every append's roll check reads: a property of the
-        # interpreted LogConfig that calls another, so computed once per config (see `config`);
-        # what validation reads of it, likewise.
-        self._max_segment_ms = config.max_segment_ms
-        self._produce_checks = ProduceChecks(config)
+        self._take_config(config)
         self.segments = segments
         self.scheduler = scheduler
         self.log_end_offset = segments[-1].read_next_offset()
@@ -406,7 +405,7 @@ class Log:
     def _assign_offsets_and_append(
         self, records: memoryview, header: BatchHeader, leader_epoch: int, now: int
     ) -> AppendResult:
-        codec = _topic_codec(self.config.compression_type)
+        codec = self._codec
         if codec is not None and header.compression != codec:
             records = memoryview(bytearray(recompress_batch(records, codec)))
             header = BatchHeader.from_buffer(records)
@@ -414,7 +413,7 @@ class Log:
         last_offset = first_offset + header.last_offset_delta
         set_base_offset_and_leader_epoch(records, 0, first_offset, leader_epoch)
         max_timestamp, log_append_time = header.max_timestamp, -1
-        if self.config.message_timestamp_type == "LogAppendTime":
+        if self._log_append_time:
             set_log_append_time(records, 0, now)
             max_timestamp = log_append_time = now
         batch = AppendedBatch(last_offset, max_timestamp, header.size)
@@ -517,7 +516,7 @@ class Log:
             self._index_write_asked = True
             self.scheduler.write_index_entries_soon(self)
         self._unflushed_messages += record_count
-        if self._unflushed_messages >= self.config.flush_messages:
+        if self._unflushed_messages >= self._flush_messages:
             self.flush()
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> None:
@@ -525,7 +524,7 @@ class Log:
         if segment.size == 0:
             return
         if (
-            segment.size + size > self.config.segment_bytes
+            segment.size + size > self._segment_bytes
             or segment.time_waited_for_roll(now_ms, max_timestamp)
             > self._max_segment_ms - self._roll_jitter_ms
             or segment.is_full()
@@ -896,8 +895,18 @@ class Log:
 
     @config.setter
     def config(self, config: LogConfig) -> None:
+        self._take_config(config)
+
+    def _take_config(self, config: LogConfig) -> None:
+        """Keep what every append reads of `config` in native fields: the interpreted LogConfig's
+        fields are generic lookups in compiled code (max_segment_ms a property calling another),
+        several an append; what validation reads of it, likewise."""
         self._config = config
-        self._max_segment_ms = config.max_segment_ms
+        self._max_segment_ms: int = config.max_segment_ms
+        self._segment_bytes: int = config.segment_bytes
+        self._flush_messages: int = config.flush_messages
+        self._codec: Compression | None = _topic_codec(config.compression_type)
+        self._log_append_time: bool = config.message_timestamp_type == "LogAppendTime"
         self._produce_checks = ProduceChecks(config)
 
     def update_config(self, config: LogConfig) -> None:
