@@ -132,6 +132,8 @@ class PendingSends:
         self._max_connections = max_connections
         self._connections: list[QueuedSends] = []
         self._scheduled = False
+        # Bound once: compiled code makes a new bound method at every `self._send_scheduled`.
+        self._send_scheduled_callback: Callable[[], None] = self._send_scheduled
 
     def add(self, connection: QueuedSends) -> None:
         connections = self._connections
@@ -140,7 +142,7 @@ class PendingSends:
             self.send()
         elif not self._scheduled:
             self._scheduled = True
-            self._loop.call_soon(self._send_scheduled)
+            self._loop.call_soon(self._send_scheduled_callback)
 
     def _send_scheduled(self) -> None:
         self._scheduled = False
@@ -219,6 +221,8 @@ class Connection:
         self._sending: deque[tuple[int, float, Any]] = deque()
         self._queued_total = 0
         self._in_progress: asyncio.Future | Deferred[Chunks | None] | None = None
+        # Bound once: compiled code makes a new bound method at every `self._on_response_ready`.
+        self._on_response_ready_callback: Callable[[Any], None] = self._on_response_ready
         self._out: deque[Any] = deque()
         self._out_bytes = 0
         # MSG_MORE and TCP_CORK (_flush) are TCP's (the unit tests' socket pairs are Unix sockets).
@@ -380,11 +384,11 @@ class Connection:
             elif type(outcome) is Deferred:  # a long-poll Fetch or acks=all Produce: done in the turn that settles it
                 self._serving_bytes = len(frame)
                 self._in_progress = outcome
-                outcome.when_done(self._on_response_ready)
+                outcome.when_done(self._on_response_ready_callback)
             else:
                 self._serving_bytes = len(frame)
                 task = self._in_progress = asyncio.ensure_future(outcome)
-                task.add_done_callback(self._on_response_ready)
+                task.add_done_callback(self._on_response_ready_callback)
         return None
 
     def _on_response_ready(self, future: asyncio.Future | Deferred[Chunks | None]) -> None:

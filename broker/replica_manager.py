@@ -144,6 +144,12 @@ class ReplicaManager:
         self.remote_aux_state_source: RemoteAuxStateSource | None = None
         self.deletion_listeners: list[Callable[[TopicPartition, bool], None]] = []
         self._isr_check: asyncio.Task | None = None
+        # Bound once: compiled code makes a new bound method at every `self._time_up`, and
+        # every long poll and delayed produce hands its timer one. Whether a log dir failed,
+        # read natively by every partition lookup (LogManager's flag is a generic lookup).
+        self._time_up_callback: Callable[[AppendWatch], None] = self._time_up
+        self._commits_timed_out_callback: Callable[[CommitWatch], None] = self._commits_timed_out
+        self._log_dir_failed = log_manager.has_offline_dirs
         # ISR changes stored by this broker as leader, since start (Kafka's IsrShrinksPerSec
         # and IsrExpandsPerSec counts, read by broker.metrics)
         self.isr_shrinks = 0
@@ -348,6 +354,7 @@ class ReplicaManager:
         """A log dir failed (Kafka's handleLogDirFailure): its partitions stay here as offline
         (answering KAFKA_STORAGE_ERROR, to the controller's LeaderAndIsr too), stop fetching,
         and those led here tell the leadership listeners they no longer are."""
+        self._log_dir_failed = True
         offline = [tp for tp in self.partitions if self.log_manager.is_offline(tp)]
         if not offline:
             return
@@ -376,8 +383,7 @@ class ReplicaManager:
         dir failed; for one not hosted here NOT_LEADER_OR_FOLLOWER if the metadata cache knows
         it or has not been filled by a controller yet, UNKNOWN_TOPIC_OR_PARTITION otherwise
         (Kafka's getPartitionOrException, which answers UNKNOWN before the first UpdateMetadata)."""
-        log_manager = self.log_manager
-        if log_manager.has_offline_dirs and log_manager.is_offline(tp):
+        if self._log_dir_failed and self.log_manager.is_offline(tp):
             raise KafkaError(f"{tp} is offline: its log directory failed", ErrorCode.kafka_storage_error)
         partition = self.partitions.get(tp)
         if partition is not None:
@@ -495,7 +501,7 @@ class ReplicaManager:
                 waiters[tp] = [(watch, index)]
             else:
                 waiting.append((watch, index))
-        watch.timer = _get_running_loop().call_later(timeout_s, self._commits_timed_out, watch)
+        watch.timer = _get_running_loop().call_later(timeout_s, self._commits_timed_out_callback, watch)
         for tp in set(watch.partitions):
             self._complete_commits(tp)
         return watch
@@ -779,7 +785,7 @@ class ReplicaManager:
                 waiters[tp] = {watch}
             else:
                 watches.add(watch)
-        watch.timer = _get_running_loop().call_later(timeout_s, self._time_up, watch)
+        watch.timer = _get_running_loop().call_later(timeout_s, self._time_up_callback, watch)
         return watch
 
     def stop_watching(self, watch: AppendWatch) -> None:
