@@ -97,10 +97,16 @@ def response_header_is_flexible(api_key: int, flexible_body: bool) -> bool:
     return flexible_body and api_key != ApiKey.API_VERSIONS
 
 
+# Response headers v0 (correlation_id) and v1 (and no tagged field), packed by methods bound
+# once: compiled code looks `S.pack` up at every call, and every response has a header.
+_pack_response_header_v0: Final = INT32.pack
+_pack_response_header_v1: Final = struct.Struct(">iB").pack
+
+
 def encode_response_header(correlation_id: int, flexible: bool) -> bytes:
     if flexible:
-        return INT32.pack(correlation_id) + EMPTY_TAGGED_FIELDS
-    return INT32.pack(correlation_id)
+        return _pack_response_header_v1(correlation_id, 0)
+    return _pack_response_header_v0(correlation_id)
 
 
 def encode_request_header(

@@ -82,7 +82,7 @@ from broker.security.acl import AclOperation, ResourceType
 from broker.security.throttling import fetch_max_bytes
 
 if TYPE_CHECKING:
-    from broker.replica_manager import AppendWatch
+    from broker.replica_manager import AppendWatch, ReplicaManager
 
 log: Final = logging.getLogger(__name__)
 
@@ -141,7 +141,9 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         # Checked here as well: throttling is not compiled, and calling it costs more.
         max_bytes = fetch_max_bytes(ctx.broker.client_quotas, ctx, max_bytes)
     min_bytes = min(request.min_bytes, max_bytes)
-    read = _read(ctx, request, denied, max_bytes)
+    # Looked up once a request: the interpreted Broker's attributes are generic lookups.
+    replica_manager = ctx.broker.replica_manager
+    read = _read(ctx, replica_manager, request, denied, max_bytes)
     max_wait_s = request.max_wait_ms / 1000
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
     wants_nothing = not any(topic.partitions for topic in request.topics)
@@ -149,7 +151,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _answer_with_remote(ctx, request, read)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _answer(ctx, request, read.topics)
-    return _LongPoll(ctx, request, denied, max_wait_s, min_bytes, max_bytes).answer
+    return _LongPoll(ctx, replica_manager, request, denied, max_wait_s, min_bytes, max_bytes).answer
 
 
 def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
@@ -171,12 +173,23 @@ class _LongPoll:
     send row, with no task or coroutine in between. Cancelling the answer (its connection
     closed) stops the watch."""
 
-    __slots__ = ("ctx", "request", "denied", "deadline", "min_bytes", "max_bytes", "watched", "answer", "_watch", "_remote")
+    __slots__ = (
+        "ctx", "replica_manager", "request", "denied", "deadline", "min_bytes", "max_bytes", "watched", "answer",
+        "_watch", "_remote",
+    )
 
     def __init__(
-        self, ctx: RequestContext, request: FetchRequest, denied: set[str], max_wait_s: float, min_bytes: int, max_bytes: int
+        self,
+        ctx: RequestContext,
+        replica_manager: "ReplicaManager",
+        request: FetchRequest,
+        denied: set[str],
+        max_wait_s: float,
+        min_bytes: int,
+        max_bytes: int,
     ) -> None:
         self.ctx = ctx
+        self.replica_manager = replica_manager
         self.request = request
         self.denied = denied
         self.deadline = _monotonic() + max_wait_s
@@ -185,7 +198,7 @@ class _LongPoll:
         self.watched = [_new_tuple(TopicPartition, (t.topic, p.partition)) for t in request.topics for p in t.partitions]
         self.answer: Deferred[EncodedResponse] = Deferred(self._stop)
         self._remote: asyncio.Future | None = None
-        self._watch: AppendWatch | None = ctx.broker.replica_manager.watch_appends(self.watched, max_wait_s, self._woken)
+        self._watch: AppendWatch | None = replica_manager.watch_appends(self.watched, max_wait_s, self._woken)
 
     def _woken(self) -> None:
         self._watch = None
@@ -193,7 +206,7 @@ class _LongPoll:
             return
         ctx, request = self.ctx, self.request
         try:
-            read = _read(ctx, request, self.denied, self.max_bytes)
+            read = _read(ctx, self.replica_manager, request, self.denied, self.max_bytes)
             if read.remote:
                 remote = self._remote = asyncio.ensure_future(_answer_with_remote(ctx, request, read))
                 remote.add_done_callback(self._remote_read)
@@ -202,7 +215,7 @@ class _LongPoll:
             if read.total_bytes >= self.min_bytes or read.answer_now or remaining <= 0 or ctx.broker.shutting_down:
                 self.answer.resolve(_answer(ctx, request, read.topics))
             else:
-                self._watch = ctx.broker.replica_manager.watch_appends(self.watched, remaining, self._woken)
+                self._watch = self.replica_manager.watch_appends(self.watched, remaining, self._woken)
         except Exception as exc:
             self.answer.fail(exc)
 
@@ -218,17 +231,19 @@ class _LongPoll:
 
     def _stop(self) -> None:
         if self._watch is not None:
-            self.ctx.broker.replica_manager.stop_watching(self._watch)
+            self.replica_manager.stop_watching(self._watch)
             self._watch = None
         if self._remote is not None:
             self._remote.cancel()
 
 
-def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_bytes: int) -> _Read:
+def _read(
+    ctx: RequestContext, replica_manager: "ReplicaManager", request: FetchRequest, denied: set[str], max_bytes: int
+) -> _Read:
     read_committed = request.isolation_level == READ_COMMITTED
     replica_id = request.replica_id
     follower_id = replica_id if replica_id >= 0 else None
-    reader = _consumer_reader(ctx, request) if follower_id is None else None
+    reader = _consumer_reader(ctx, replica_manager, request) if follower_id is None else None
     remaining = max_bytes
     min_one_batch = True
     total = 0
@@ -244,7 +259,7 @@ def _read(ctx: RequestContext, request: FetchRequest, denied: set[str], max_byte
                 result = PartitionResult(wanted.partition, error_code=ErrorCode.topic_authorization_failed, records=b"")
             else:
                 result = _read_partition(
-                    ctx, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed, remote
+                    ctx, replica_manager, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed, remote
                 )
             if (
                 result.error_code != _NO_ERROR
@@ -273,15 +288,18 @@ class _ConsumerReader:
         self.rack = rack
 
 
-def _consumer_reader(ctx: RequestContext, request: FetchRequest) -> _ConsumerReader | None:
+def _consumer_reader(
+    ctx: RequestContext, replica_manager: "ReplicaManager", request: FetchRequest
+) -> _ConsumerReader | None:
     if ctx.api_version < 11:
         return None
-    rack = request.rack_id if ctx.broker.replica_manager.settings.replica_selector is not None else None
+    rack = request.rack_id if replica_manager.settings.replica_selector is not None else None
     return _ConsumerReader(rack or None)
 
 
 def _read_partition(
     ctx: RequestContext,
+    replica_manager: "ReplicaManager",
     tp: TopicPartition,
     wanted: FetchPartition,
     follower_id: int | None,
@@ -291,7 +309,6 @@ def _read_partition(
     read_committed: bool,
     remote: list[_RemoteRead],
 ) -> PartitionResult:
-    replica_manager = ctx.broker.replica_manager
     result = PartitionResult(wanted.partition, records=b"")
     fetch_offset = wanted.fetch_offset
     try:
