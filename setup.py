@@ -50,6 +50,7 @@ COMPILED = [
     "storage/leader_epoch.py",
     "broker/session.py",
     "broker/deferred.py",
+    "broker/timeouts.py",
 ]
 
 # Type-check only what is compiled: the other modules are imported for their types alone.

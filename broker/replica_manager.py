@@ -62,6 +62,7 @@ from storage.remote.manager import RemoteLogAuxState
 from storage.topic_partition import TopicPartition
 
 from broker.metadata_cache import MetadataCache
+from broker.timeouts import Timeout, Timeouts
 
 log: Final = logging.getLogger(__name__)
 # Bound once: compiled code looks a module's attribute up at every use, an enum member too.
@@ -86,12 +87,12 @@ class AppendWatch:
     """A watch on partitions' appends (`ReplicaManager.watch_appends`), ended by its callback's
     scheduling or by `ReplicaManager.stop_watching`."""
 
-    __slots__ = ("partitions", "callback", "timer")
+    __slots__ = ("partitions", "callback", "timeout")
 
     def __init__(self, partitions: list[TopicPartition], callback: Callable[[], None]) -> None:
         self.partitions = partitions
         self.callback = callback
-        self.timer: asyncio.TimerHandle | None = None
+        self.timeout: Timeout | None = None
 
 
 class CommitWatch:
@@ -99,7 +100,7 @@ class CommitWatch:
     scheduling or by `ReplicaManager.stop_watching_commits`. `outcomes` holds each append's
     answer once it is known (None until then), in the order the appends were given."""
 
-    __slots__ = ("partitions", "required_offsets", "min_insync", "outcomes", "waiting", "callback", "timer")
+    __slots__ = ("partitions", "required_offsets", "min_insync", "outcomes", "waiting", "callback", "timeout")
 
     def __init__(
         self, appends: list[tuple[TopicPartition, int]], min_insync: list[int], callback: Callable[[list[ErrorCode]], None]
@@ -110,7 +111,7 @@ class CommitWatch:
         self.outcomes: list[ErrorCode | None] = [None] * len(appends)
         self.waiting = len(appends)
         self.callback = callback
-        self.timer: asyncio.TimerHandle | None = None
+        self.timeout: Timeout | None = None
 
 
 class ReplicaManager:
@@ -149,6 +150,8 @@ class ReplicaManager:
         # read natively by every partition lookup (LogManager's flag is a generic lookup).
         self._time_up_callback: Callable[[AppendWatch], None] = self._time_up
         self._commits_timed_out_callback: Callable[[CommitWatch], None] = self._commits_timed_out
+        # The watches' timeouts, one loop timer for all (made on the loop, at the first watch).
+        self._timeouts: Timeouts | None = None
         self._log_dir_failed = log_manager.has_offline_dirs
         # ISR changes stored by this broker as leader, since start (Kafka's IsrShrinksPerSec
         # and IsrExpandsPerSec counts, read by broker.metrics)
@@ -169,6 +172,8 @@ class ReplicaManager:
             await asyncio.gather(self._isr_check, return_exceptions=True)
         await self.fetchers.shutdown()
         self.wake_all()
+        if self._timeouts is not None:
+            self._timeouts.close()
 
     async def _check_isr_periodically(self) -> None:
         interval_s = self.settings.replica_lag_time_max_ms / 2000
@@ -501,16 +506,16 @@ class ReplicaManager:
                 waiters[tp] = [(watch, index)]
             else:
                 waiting.append((watch, index))
-        watch.timer = _get_running_loop().call_later(timeout_s, self._commits_timed_out_callback, watch)
+        watch.timeout = self._watch_timeouts().add(timeout_s, self._commits_timed_out_callback, watch)
         for tp in set(watch.partitions):
             self._complete_commits(tp)
         return watch
 
     def stop_watching_commits(self, watch: CommitWatch) -> None:
         """End `watch` without its callback (once called back, it has ended already)."""
-        if watch.timer is not None:
-            watch.timer.cancel()
-            watch.timer = None
+        if watch.timeout is not None:
+            self._watch_timeouts().cancel(watch.timeout)
+            watch.timeout = None
         waiters = self._commit_waiters
         for tp in set(watch.partitions):
             waiting = waiters.get(tp)
@@ -522,7 +527,7 @@ class ReplicaManager:
                     del waiters[tp]
 
     def _commits_timed_out(self, watch: CommitWatch) -> None:
-        watch.timer = None
+        watch.timeout = None
         self._end_commit_watch(watch, ErrorCode.request_timed_out)
 
     def _end_commit_watch(self, watch: CommitWatch, for_waiting: ErrorCode) -> None:
@@ -555,9 +560,9 @@ class ReplicaManager:
             watch.outcomes[index] = outcome
             watch.waiting -= 1
             if watch.waiting == 0:
-                if watch.timer is not None:
-                    watch.timer.cancel()
-                    watch.timer = None
+                if watch.timeout is not None:
+                    self._watch_timeouts().cancel(watch.timeout)
+                    watch.timeout = None
                 _get_running_loop().call_soon(watch.callback, _known(watch.outcomes))
         if remaining:
             self._commit_waiters[tp] = remaining
@@ -785,14 +790,14 @@ class ReplicaManager:
                 waiters[tp] = {watch}
             else:
                 watches.add(watch)
-        watch.timer = _get_running_loop().call_later(timeout_s, self._time_up_callback, watch)
+        watch.timeout = self._watch_timeouts().add(timeout_s, self._time_up_callback, watch)
         return watch
 
     def stop_watching(self, watch: AppendWatch) -> None:
         """End `watch` without its callback (once called back, it has ended already)."""
-        if watch.timer is not None:
-            watch.timer.cancel()
-            watch.timer = None
+        if watch.timeout is not None:
+            self._watch_timeouts().cancel(watch.timeout)
+            watch.timeout = None
         waiters = self._append_waiters
         for tp in watch.partitions:
             watches = waiters.get(tp)
@@ -801,8 +806,14 @@ class ReplicaManager:
                 if not watches:
                     del waiters[tp]
 
+    def _watch_timeouts(self) -> Timeouts:
+        timeouts = self._timeouts
+        if timeouts is None:
+            timeouts = self._timeouts = Timeouts(_get_running_loop())
+        return timeouts
+
     def _time_up(self, watch: AppendWatch) -> None:
-        watch.timer = None
+        watch.timeout = None
         self.stop_watching(watch)
         watch.callback()
 
