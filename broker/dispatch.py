@@ -74,6 +74,7 @@ _API_VERSIONS: Final = int(ApiKey.API_VERSIONS)
 _FETCH: Final = int(ApiKey.FETCH)
 _REQUEST_NAMES: Final[dict[int, str]] = {key: request_name(key.name) for key in ApiKey}
 _monotonic: Final = time.monotonic
+_pack_size: Final = INT32.pack  # a response's size; bound once, as compiled code looks `S.pack` up at each call
 
 
 class Dispatcher:
@@ -401,14 +402,19 @@ def _encode(result: Any, api_key: int, version: int, response_header: bytes) -> 
 
 
 def _frame(response_header: bytes, body: Chunks) -> Chunks:
-    if len(body) == 1:
-        size = len(response_header) + len(body[0])
-    else:
-        size = len(response_header) + sum(len(chunk) for chunk in body)
-    first = INT32.pack(size) + response_header
-    if body and isinstance(body[0], bytes):
-        return [first + body[0], *body[1:]]
-    return [first, *body]
+    """The response's chunks behind its size and header, the first bytes joined to them
+    (written out: compiled, a generator for the sum and a starred list cost more than the rest)."""
+    size = len(response_header)
+    for chunk in body:
+        size += len(chunk)
+    head = _pack_size(size) + response_header
+    if not body:
+        return [head]
+    first = body[0]
+    framed: Chunks = [head + first] if isinstance(first, bytes) else [head, first]
+    if len(body) > 1:
+        framed.extend(body[1:])
+    return framed
 
 
 def _unsupported_api_versions(handler: ApiHandler) -> bytes:

@@ -213,8 +213,8 @@ class Connection:
         self._dispatch = dispatch
         self._on_close = on_close
         self._frames = FrameReader(max_request_bytes)
-        self._requests: deque[memoryview] = deque()
-        self._arrivals: deque[float] = deque()  # when each of _requests was read (loop time)
+        # Request frames waiting to be served, each with when it was read whole (loop time).
+        self._requests: deque[tuple[memoryview, float]] = deque()
         self._timing = timing
         # Responses being sent that wait for their send time: (bytes queued up to their end,
         # when queued, timer); bytes ever queued.
@@ -274,8 +274,9 @@ class Connection:
             self._reject(exc)
             return
         if frames:
-            self._requests.extend(frames)
-            self._arrivals.extend([now] * len(frames))
+            requests = self._requests
+            for frame in frames:
+                requests.append((frame, now))
             if self._pool is not None:
                 # Reads stop at frame ends: the one frame completed is the one granted.
                 self._held += self._granted
@@ -357,10 +358,9 @@ class Connection:
         """Dispatch queued requests in order until one has to wait; the first request that
         breaks the protocol stops them, and is returned to be rejected once their appends are
         written (its rejection sends what was answered before it)."""
-        requests, arrivals, timing, dispatch = self._requests, self._arrivals, self._timing, self._dispatch
+        requests, timing, dispatch = self._requests, self._timing, self._dispatch
         while requests and self._in_progress is None and self._muted is None and not self.closed:
-            frame = requests.popleft()
-            received_at = arrivals.popleft()
+            frame, received_at = requests.popleft()
             if timing is not None:
                 timing.received_at = received_at
             try:
@@ -669,7 +669,6 @@ class Connection:
             self._in_progress = None
         self._out.clear()
         self._requests.clear()
-        self._arrivals.clear()
         self._sending.clear()
         if self._pool is not None:
             self._pool.forget(self)
