@@ -122,13 +122,21 @@ class _RemoteRead:
 
 
 class _Read:
-    __slots__ = ("topics", "total_bytes", "answer_now", "remote")
+    __slots__ = ("topics", "total_bytes", "answer_now", "remote", "partitions")
 
-    def __init__(self, topics: list[TopicResult], total_bytes: int, answer_now: bool, remote: list[_RemoteRead]) -> None:
+    def __init__(
+        self,
+        topics: list[TopicResult],
+        total_bytes: int,
+        answer_now: bool,
+        remote: list[_RemoteRead],
+        partitions: list[TopicPartition],
+    ) -> None:
         self.topics = topics
         self.total_bytes = total_bytes
         self.answer_now = answer_now
         self.remote = remote
+        self.partitions = partitions  # the request's, in its order: a long poll watches them
 
 
 @api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION), parse=parse_fetch_request)
@@ -151,7 +159,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _answer_with_remote(ctx, request, read)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _answer(ctx, request, read.topics)
-    return _LongPoll(ctx, replica_manager, request, denied, max_wait_s, min_bytes, max_bytes).answer
+    return _LongPoll(ctx, replica_manager, request, denied, max_wait_s, min_bytes, max_bytes, read.partitions).answer
 
 
 def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
@@ -187,6 +195,7 @@ class _LongPoll:
         max_wait_s: float,
         min_bytes: int,
         max_bytes: int,
+        watched: list[TopicPartition],
     ) -> None:
         self.ctx = ctx
         self.replica_manager = replica_manager
@@ -195,7 +204,7 @@ class _LongPoll:
         self.deadline = _monotonic() + max_wait_s
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
-        self.watched = [_new_tuple(TopicPartition, (t.topic, p.partition)) for t in request.topics for p in t.partitions]
+        self.watched = watched
         self.answer: Deferred[EncodedResponse] = Deferred(self._stop)
         self._remote: asyncio.Future | None = None
         self._watch: AppendWatch | None = replica_manager.watch_appends(self.watched, max_wait_s, self._woken)
@@ -206,7 +215,7 @@ class _LongPoll:
             return
         ctx, request = self.ctx, self.request
         try:
-            read = _read(ctx, self.replica_manager, request, self.denied, self.max_bytes)
+            read = _read(ctx, self.replica_manager, request, self.denied, self.max_bytes, self.watched)
             if read.remote:
                 remote = self._remote = asyncio.ensure_future(_answer_with_remote(ctx, request, read))
                 remote.add_done_callback(self._remote_read)
@@ -238,8 +247,15 @@ class _LongPoll:
 
 
 def _read(
-    ctx: RequestContext, replica_manager: "ReplicaManager", request: FetchRequest, denied: set[str], max_bytes: int
+    ctx: RequestContext,
+    replica_manager: "ReplicaManager",
+    request: FetchRequest,
+    denied: set[str],
+    max_bytes: int,
+    known: list[TopicPartition] | None = None,
 ) -> _Read:
+    """The request's partitions read; `known`: their TopicPartitions from an earlier read of
+    the same request (a long poll's), not built again."""
     read_committed = request.isolation_level == READ_COMMITTED
     replica_id = request.replica_id
     follower_id = replica_id if replica_id >= 0 else None
@@ -250,10 +266,17 @@ def _read(
     answer_now = False
     topics = []
     remote: list[_RemoteRead] = []
+    partitions = known if known is not None else []
+    index = 0
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
-            tp = _new_tuple(TopicPartition, (topic.topic, wanted.partition))
+            if known is None:
+                tp = _new_tuple(TopicPartition, (topic.topic, wanted.partition))
+                partitions.append(tp)
+            else:
+                tp = known[index]
+            index += 1
             max_bytes = min(wanted.partition_max_bytes, remaining)
             if topic.topic in denied:
                 result = PartitionResult(wanted.partition, error_code=ErrorCode.topic_authorization_failed, records=b"")
@@ -275,7 +298,7 @@ def _read(
                     min_one_batch = False
             results.append(result)
         topics.append(TopicResult(topic.topic, results))
-    return _Read(topics, total, answer_now, remote)
+    return _Read(topics, total, answer_now, remote, partitions)
 
 
 class _ConsumerReader:
