@@ -60,7 +60,10 @@ class Timeouts:
         self._heap: list[tuple[float, int, Timeout]] = []
         self._added = 0  # the entries' order among equal deadlines
         self._live = 0
-        self._timer: asyncio.TimerHandle | None = None
+        # What the loop's call_at returned: a TimerHandle, or under uvloop a plain Handle for a
+        # deadline already reached (it calls soon instead), so typed loosely: a compiled read
+        # checks the declared type, and uvloop's handles are not asyncio's classes.
+        self._timer: Any = None
         self._timer_at = 0.0
         self._fire_callback: Callable[[], None] = self._fire  # bound once
 

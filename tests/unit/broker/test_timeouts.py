@@ -1,5 +1,7 @@
 import asyncio
 
+import uvloop
+
 from broker import timeouts as timeouts_module
 from broker.timeouts import Timeouts
 
@@ -60,14 +62,42 @@ def test_a_callback_may_add_a_timeout_and_a_failing_one_stops_none_of_the_others
             fired.append(argument)
             if argument == "once":
                 timeouts.add(0.02, again, "twice")
+                # Due at once: under uvloop, call_at then answers a plain Handle, not a TimerHandle.
+                timeouts.add(0.0, again, "at once")
 
         timeouts.add(0.02, fail, None)
         timeouts.add(0.02, again, "once")
-        await asyncio.sleep(0.2)
+        timeouts.add(0.15, again, "last")
+        await asyncio.sleep(0.3)
         return fired
 
-    assert asyncio.run(scenario()) == ["once", "twice"]
+    assert asyncio.run(scenario()) == ["once", "at once", "twice", "last"]
     assert "a timeout's callback failed" in caplog.text
+
+
+def test_a_timeout_due_at_once_under_uvloop_raises_nothing_in_the_loop():
+    # uvloop's call_at gives a plain Handle for a deadline already reached; the compiled module
+    # once refused it when reading its timer back (a TypeError in the loop's timer callback).
+    errors = []
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        timeouts = Timeouts(loop)
+        fired = []
+
+        def again(argument):
+            fired.append(argument)
+            if argument == "first":
+                timeouts.add(0.0, fired.append, "at once")
+
+        timeouts.add(0.01, again, "first")
+        timeouts.add(0.1, again, "later")
+        await asyncio.sleep(0.25)
+        return fired
+
+    assert uvloop.run(scenario()) == ["first", "at once", "later"]
+    assert errors == []
 
 
 def test_ended_timeouts_do_not_pile_up_in_the_heap():
