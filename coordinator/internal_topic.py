@@ -207,11 +207,21 @@ class InternalTopic(Generic[Contents]):
         self._loads: dict[int, asyncio.Task] = {}
 
     def start(self) -> None:
-        """Load the partitions of the topic if it exists (standalone; in cluster mode
-        leadership changes drive loading)."""
+        """Load the partitions of the topic if it exists: standalone, all of them; in cluster
+        mode, those this broker already leads, and then leadership changes drive loading
+        (on_become_leader). A broker restarting as a partition's leader handles the
+        controller's LeaderAndIsr while it joins the cluster, before its coordinators start, and
+        that leadership was told to no one listening."""
         info = self._topics.topics.get(self.name)
-        if info is not None and self._topics.is_local:
+        if info is None:
+            return
+        if self._topics.is_local:
             self.take_over(info.partitions, is_new=False)
+            return
+        for partition in range(info.partitions):
+            tp = TopicPartition(self.name, partition)
+            if partition not in self.partitions and self._replica_manager.leads(tp):
+                self.on_become_leader(tp)
 
     def stop(self) -> list[asyncio.Task]:
         """Call off loads under way; returns them to be awaited."""

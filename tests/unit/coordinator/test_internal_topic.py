@@ -195,6 +195,25 @@ def test_a_new_leader_serves_what_it_loaded_once_the_high_watermark_reaches_it()
     asyncio.run(main())
 
 
+def test_the_partitions_led_before_the_coordinator_started_are_loaded_when_it_starts():
+    """A broker restarting as a partition's leader handles the controller's LeaderAndIsr while
+    it joins the cluster, before its coordinators start: no one heard that it leads, and its
+    clients were told NOT_COORDINATOR for good (Jepsen seed 3020630659)."""
+    installed = []
+
+    async def main():
+        topics = ClusterTopics()
+        topics.topics["__consumer_offsets"] = SimpleNamespace(partitions=PARTITIONS)
+        replicas = LeaderReplicas(log_end_offset=10, high_watermark=10)  # leads every partition
+        topic = _internal_topic(topics, replicas, installed)
+        topic.start()
+        await _until(lambda: len(installed) == PARTITIONS)
+        assert sorted(installed) == list(range(PARTITIONS))
+        assert all(topic.partitions[p] is LoadState.LOADED for p in range(PARTITIONS))
+
+    asyncio.run(main())
+
+
 def test_a_new_leader_whose_high_watermark_is_at_its_log_end_serves_at_once():
     installed = []
 
