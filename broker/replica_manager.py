@@ -146,12 +146,13 @@ class ReplicaManager:
         self.deletion_listeners: list[Callable[[TopicPartition, bool], None]] = []
         self._isr_check: asyncio.Task | None = None
         # Bound once: compiled code makes a new bound method at every `self._time_up`, and
-        # every long poll and delayed produce hands its timer one. Whether a log dir failed,
-        # read natively by every partition lookup (LogManager's flag is a generic lookup).
+        # every long poll and delayed produce hands its timer one.
         self._time_up_callback: Callable[[AppendWatch], None] = self._time_up
         self._commits_timed_out_callback: Callable[[CommitWatch], None] = self._commits_timed_out
         # The watches' timeouts, one loop timer for all (made on the loop, at the first watch).
         self._timeouts: Timeouts | None = None
+        # Whether a log dir failed, read natively by every partition lookup (LogManager's flag
+        # is a generic lookup).
         self._log_dir_failed = log_manager.has_offline_dirs
         # ISR changes stored by this broker as leader, since start (Kafka's IsrShrinksPerSec
         # and IsrExpandsPerSec counts, read by broker.metrics)
@@ -563,7 +564,7 @@ class ReplicaManager:
                 if watch.timeout is not None:
                     self._watch_timeouts().cancel(watch.timeout)
                     watch.timeout = None
-                _get_running_loop().call_soon(watch.callback, _known(watch.outcomes))
+                self._watch_timeouts().loop.call_soon(watch.callback, _known(watch.outcomes))
         if remaining:
             self._commit_waiters[tp] = remaining
         else:
@@ -841,7 +842,9 @@ class ReplicaManager:
         watches = self._append_waiters.pop(tp, None)
         if watches is None:
             return
-        loop = _get_running_loop()
+        # The watches' loop, the running one: Python 3.11's get_running_loop asks the kernel for
+        # the process id at every call.
+        loop = self._watch_timeouts().loop
         for watch in watches:
             self.stop_watching(watch)
             loop.call_soon(watch.callback)

@@ -37,10 +37,9 @@ class Timeout:
     """One wait's timeout, from `Timeouts.add`: `callback(argument)` at its deadline unless
     cancelled first."""
 
-    __slots__ = ("deadline", "callback", "argument", "live")
+    __slots__ = ("callback", "argument", "live")
 
-    def __init__(self, deadline: float, callback: Callable[[Any], None], argument: Any) -> None:
-        self.deadline = deadline
+    def __init__(self, callback: Callable[[Any], None], argument: Any) -> None:
         self.callback: Callable[[Any], None] | None = callback
         self.argument = argument
         self.live = True
@@ -55,7 +54,7 @@ class Timeout:
 
 class Timeouts:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self.loop = loop  # the loop the callbacks run on
         self._time: Callable[[], float] = loop.time
         self._heap: list[tuple[float, int, Timeout]] = []
         self._added = 0  # the entries' order among equal deadlines
@@ -70,7 +69,7 @@ class Timeouts:
     def add(self, delay_s: float, callback: Callable[[Any], None], argument: Any) -> Timeout:
         """Call `callback(argument)` `delay_s` from now, on the loop, unless cancelled."""
         deadline = self._time() + delay_s
-        timeout = Timeout(deadline, callback, argument)
+        timeout = Timeout(callback, argument)
         self._added += 1
         heap = self._heap
         _heappush(heap, (deadline, self._added, timeout))
@@ -109,7 +108,7 @@ class Timeouts:
     def _arm(self, deadline: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = self._loop.call_at(deadline, self._fire_callback)
+        self._timer = self.loop.call_at(deadline, self._fire_callback)
         self._timer_at = deadline
 
     def _fire(self) -> None:
