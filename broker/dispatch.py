@@ -67,6 +67,12 @@ if TYPE_CHECKING:
 
 log: Final = logging.getLogger(__name__)
 _request_log: Final = logging.getLogger(REQUEST_LOGGER)
+# The request logger's answers to isEnabledFor, which logging keeps in the logger's `_cache` and
+# empties whenever a level changes (setLevel, logging.disable). Asking the logger runs its
+# method in the interpreter, twice a request; a cached False is read here instead. (An empty
+# dict if a Python keeps no such cache: the logger is asked every time.)
+_request_log_answers: Final[dict[int, bool]] = getattr(_request_log, "_cache", {})
+_DEBUG: Final = logging.DEBUG
 
 _SASL_APIS: Final = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 # C integers, compared on every request (an attribute read on an enum class costs about 100 ns)
@@ -177,7 +183,7 @@ class Dispatcher:
         except Exception as exc:
             chunks = self._failed(exc, request, context, response_header, _monotonic() - started)
         self._record(context, request, dispatched, _monotonic() - dispatched, 0.0, chunks)
-        if _request_log.isEnabledFor(logging.DEBUG):
+        if _logging_requests():
             _log_request(chunks, context, started)
         return chunks
 
@@ -368,9 +374,16 @@ class SessionDispatch:
 def _logged(response: Chunks | None, context: RequestContext, started: float) -> Any:
     """`response`, after its line in the request log when that logger is at DEBUG (a level
     check per request, nothing more, when it is not)."""
-    if _request_log.isEnabledFor(logging.DEBUG):
+    if _logging_requests():
         _log_request(response, context, started)
     return response
+
+
+def _logging_requests() -> bool:
+    """Whether the request logger is at DEBUG."""
+    if _request_log_answers.get(_DEBUG) is False:
+        return False
+    return _request_log.isEnabledFor(_DEBUG)
 
 
 def _log_request(response: Chunks | None, context: RequestContext, started: float) -> None:

@@ -194,7 +194,7 @@ def test_a_protocol_error_from_a_handler_still_closes_the_connection(tmp_path, m
     with_broker(tmp_path, scenario)
 
 
-def test_request_log_has_one_debug_line_per_request_with_kafkas_fields(tmp_path, caplog):
+def test_request_log_has_one_debug_line_per_request_with_kafkas_fields_while_at_debug(tmp_path, caplog):
     async def scenario(broker):
         request = MetadataRequest(topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False)
         reply = await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
@@ -213,6 +213,9 @@ def test_request_log_has_one_debug_line_per_request_with_kafkas_fields(tmp_path,
         assert fields["responseBytes"] == len(reply)
         assert fields["latencyMs"] >= 0
         assert "correlationId=" in lines[0].getMessage() and "clientId=" in lines[0].getMessage()
+        # Off again once the level is back: the logger's remembered answers follow its level.
+        await exchange(broker, encode_request(ApiKey.METADATA, 12, request))
+        assert len([r for r in caplog.records if r.name == "kafka.request.logger"]) == 1
 
     with_broker(tmp_path, scenario)
 
