@@ -213,12 +213,14 @@ class Connection:
         self._dispatch = dispatch
         self._on_close = on_close
         self._frames = FrameReader(max_request_bytes)
-        # Request frames waiting to be served, each with when it was read whole (loop time).
-        self._requests: deque[tuple[memoryview, float]] = deque()
+        # Request frames waiting to be served, each with when it was read whole (loop time). A
+        # list, not a deque: compiled code calls a list's methods natively, a deque's by name,
+        # and at most max_queued_requests wait.
+        self._requests: list[tuple[memoryview, float]] = []
         self._timing = timing
         # Responses being sent that wait for their send time: (bytes queued up to their end,
-        # when queued, timer); bytes ever queued.
-        self._sending: deque[tuple[int, float, Any]] = deque()
+        # when queued, timer), a list as `_requests` is; bytes ever queued.
+        self._sending: list[tuple[int, float, Any]] = []
         self._queued_total = 0
         self._in_progress: asyncio.Future | Deferred[Chunks | None] | None = None
         # Bound once: compiled code makes a new bound method at every `self._on_response_ready`.
@@ -360,7 +362,7 @@ class Connection:
         written (its rejection sends what was answered before it)."""
         requests, timing, dispatch = self._requests, self._timing, self._dispatch
         while requests and self._in_progress is None and self._muted is None and not self.closed:
-            frame, received_at = requests.popleft()
+            frame, received_at = requests.pop(0)
             if timing is not None:
                 timing.received_at = received_at
             try:
@@ -495,7 +497,7 @@ class Connection:
         calls and costs more than the copy below tens of KiB (benchmarks/RESULTS.md, "small
         file regions sent as bytes"). Larger reads keep sendfile; the budget bounds the copies an
         answer of many partitions holds."""
-        out = self._out
+        append = self._out.append  # looked up once an answer, not once a chunk
         queued = 0
         copied = 0
         for chunk in chunks:
@@ -504,7 +506,7 @@ class Connection:
                 if copied + size <= _COPIED_REGION_BYTES and isinstance(chunk, FileRegion):
                     chunk = _copied(chunk, size)
                     copied += size
-                out.append(chunk)
+                append(chunk)
                 queued += size
         self._out_bytes += queued
         self._queued_total += queued
@@ -518,7 +520,7 @@ class Connection:
         sent_total = self._queued_total - self._out_bytes
         now = self._loop_time()
         while self._sending and self._sending[0][0] <= sent_total:
-            _end, queued_at, timer = self._sending.popleft()
+            _end, queued_at, timer = self._sending.pop(0)
             timer.sent(max(now - queued_at, 0.0))
 
     def _flush(self) -> None:
