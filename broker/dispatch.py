@@ -58,6 +58,7 @@ from broker.session import Session
 from broker.handlers.registry import (
     NO_RESPONSE,
     ApiHandler,
+    BrokerServices,
     EncodedResponse,
     RequestContext,
 )
@@ -90,6 +91,7 @@ class Dispatcher:
         # compiled code, several a request. Its metrics come after the dispatcher.
         self._client_quotas: ClientQuotas = broker.client_quotas
         self._request_stats: RequestStats | None = None
+        self._services: BrokerServices | None = None
         # Whether each (API, version) served so far is flexible, keyed api_key << 8 | version:
         # kio's answer costs an interpreted call and two lookups, asked for every request. Only
         # versions a handler serves get in, so it stays small.
@@ -149,7 +151,10 @@ class Dispatcher:
         flexible = self._is_flexible(api_key, version)
         header, body_start = parse_request_header(frame, flexible)
         request = self._parse(handler, version, frame, body_start)
-        context = RequestContext(self._broker, header, session)
+        services = self._services
+        if services is None:
+            services = self._services = BrokerServices(self._broker)
+        context = RequestContext(self._broker, services, header, session)
         response_header = encode_response_header(correlation_id, flexible and api_key != _API_VERSIONS)
         if admission is not None and admission is Admission.ILLEGAL_STATE:
             response = schemas.error_response(

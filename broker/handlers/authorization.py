@@ -39,7 +39,7 @@ OPERATIONS_NOT_REQUESTED: Final = -(2**31)
 
 
 def _authorizer(ctx: RequestContext) -> Authorizer | None:
-    return ctx.broker.authorizer
+    return ctx.services.authorizer
 
 
 def enabled(ctx: RequestContext) -> bool:

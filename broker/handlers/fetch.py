@@ -145,12 +145,12 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _response(ctx, [], ErrorCode.fetch_session_id_not_found)
     denied = _denied_topics(ctx, request)
     max_bytes = request.max_bytes
-    if request.replica_id < 0 and ctx.broker.client_quotas.fetch.enabled:
+    services = ctx.services
+    if request.replica_id < 0 and services.client_quotas.fetch.enabled:
         # Checked here as well: throttling is not compiled, and calling it costs more.
-        max_bytes = fetch_max_bytes(ctx.broker.client_quotas, ctx, max_bytes)
+        max_bytes = fetch_max_bytes(services.client_quotas, ctx, max_bytes)
     min_bytes = min(request.min_bytes, max_bytes)
-    # Looked up once a request: the interpreted Broker's attributes are generic lookups.
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = services.replica_manager
     read = _read(ctx, replica_manager, request, denied, max_bytes)
     max_wait_s = request.max_wait_ms / 1000
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
@@ -418,7 +418,7 @@ def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult
     partition (BrokerTopicMetrics: bytes out, fetch requests and failures), a follower's bytes
     of throttled partitions against the leader replication quota."""
     if request.replica_id < 0:
-        stats = ctx.broker.metrics.topics
+        stats = ctx.services.topic_stats
         for topic in topics:
             for result in topic.partitions:
                 stats.fetched(topic.topic, _size(result.records), result.error_code != _NO_ERROR)

@@ -70,9 +70,9 @@ _NO_ERROR: Final = ErrorCode.none
 def handle_produce(ctx: RequestContext, request: ProduceRequest) -> EncodedResponse | object:
     # Every produced batch comes through here: the checks that hold for a whole request or
     # topic are made once for it, and names are looked up once.
-    broker = ctx.broker
-    replica_manager = broker.replica_manager
-    topic_stats = broker.metrics.topics
+    services = ctx.services
+    replica_manager = services.replica_manager
+    topic_stats = services.topic_stats
     authorizing = authorization.enabled(ctx)
     if authorizing and _has_transactional_records(request) and (
         request.transactional_id is None
@@ -190,7 +190,7 @@ class _DelayedProduce:
         self.pending = pending
         self.responses = responses
         self.answer: Deferred[EncodedResponse] = Deferred(self._stop)
-        self._replica_manager = ctx.broker.replica_manager
+        self._replica_manager = ctx.services.replica_manager
         appends = [(tp, last_offset) for tp, last_offset, _ in pending]
         self._watch: CommitWatch | None = self._replica_manager.watch_commits(appends, timeout_ms / 1000, self._committed)
 
@@ -219,7 +219,7 @@ def _set_error(partition: PartitionResponse, exc: KafkaError) -> None:
 
 
 def _check_topic(ctx: RequestContext, name: str) -> None:
-    if name not in ctx.broker.topics.topics:
+    if name not in ctx.services.topic_store.topics:
         validate_topic_name(name)  # existing topics were validated when created
     if name in INTERNAL_TOPICS:
         raise KafkaError(f"Cannot append to internal topic {name}", ErrorCode.invalid_topic_exception)

@@ -22,7 +22,12 @@ from protocol.headers import RequestHeader
 from broker.session import Session
 
 if TYPE_CHECKING:
+    from broker.metrics.stats import BrokerTopicStats
+    from broker.replica_manager import ReplicaManager
+    from broker.security.authorizer import Authorizer
+    from broker.security.quotas import ClientQuotas
     from broker.server import Broker
+    from broker.topic_store import TopicStore
 
 
 # The classes a request builds write their own __init__: compiled code calls it directly,
@@ -30,14 +35,30 @@ if TYPE_CHECKING:
 # (tests/unit/test_compiled_modules.py).
 
 
+class BrokerServices:
+    """The parts of the broker that the hot paths' handlers use on every request, held here
+    once: compiled code reads them natively, where each of the interpreted Broker's attributes
+    is a generic lookup (broker.dispatch makes one, after the broker's metrics)."""
+
+    __slots__ = ("replica_manager", "topic_store", "topic_stats", "client_quotas", "authorizer")
+
+    def __init__(self, broker: "Broker") -> None:
+        self.replica_manager: ReplicaManager = broker.replica_manager
+        self.topic_store: TopicStore = broker.topic_store  # TopicManager.topics is its `topics`
+        self.topic_stats: BrokerTopicStats = broker.metrics.topics
+        self.client_quotas: ClientQuotas = broker.client_quotas
+        self.authorizer: Authorizer | None = broker.authorizer
+
+
 class RequestContext:
     # Not a dataclass: compiled, a dataclass evaluates its field types when the module loads,
     # and Broker is imported for type checking only.
 
-    __slots__ = ("broker", "header", "session")
+    __slots__ = ("broker", "services", "header", "session")
 
-    def __init__(self, broker: "Broker", header: RequestHeader, session: Session) -> None:
+    def __init__(self, broker: "Broker", services: BrokerServices, header: RequestHeader, session: Session) -> None:
         self.broker = broker
+        self.services = services
         self.header = header
         self.session = session
 
