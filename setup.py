@@ -31,6 +31,7 @@ COMPILED = [
     "protocol/fetch.py",
     "protocol/record_batch.py",
     "storage/validation.py",
+    "storage/pooled_file.py",
     "storage/records_file.py",
     "storage/index.py",
     "storage/segment.py",

@@ -2,7 +2,7 @@
 
 Kafka keeps one descriptor per segment (.log) and maps every index, which 10,000 partitions turn
 into an EMFILE. Here a file holds a descriptor only while it is among the most recently used
-(`PooledFile`); past the pool's capacity the least recently used one lets go of its descriptor
+(`storage.pooled_file.PooledFile`); past the pool's capacity the least recently used one lets go of its descriptor
 and opens it again by path at its next use. Index maps keep no descriptor at all
 (storage.index).
 
@@ -31,6 +31,7 @@ import resource
 import threading
 import weakref
 from collections import OrderedDict
+from typing import Protocol
 
 # Never fewer open files than this, whatever the descriptor limit.
 _MIN_CAPACITY = 64
@@ -47,13 +48,19 @@ class Descriptor:
         self._close = weakref.finalize(self, os.close, fd)
 
 
-class _Slot:
+class _Named(Protocol):
+    """A pooled file, as the pool sees it: its current path."""
+
+    @property
+    def path(self) -> str | os.PathLike[str]: ...
+
+
+class Slot:
     """What the pool knows of one file: the descriptor it holds, if any, whether it was let go,
     and whether it was used since the pool last passed over it. The file owns its slot and the
     pool refers to the slot weakly, so a file that dies takes its pool entry with it. The pool
-    never refers to the file itself: the compiled builds of RecordsFile and the indexes
-    (setup.py) cannot be weakly referenced safely, since mypyc's classes with a Python base
-    class do not clear their weak references when they die."""
+    never refers to the file itself: compiled classes (PooledFile and its subclasses, setup.py)
+    cannot be weakly referenced. For the same reason this module is not compiled."""
 
     __slots__ = ("descriptor", "let_go", "used", "__weakref__")
 
@@ -63,82 +70,33 @@ class _Slot:
         self.used = False
 
 
-class PooledFile:
-    """A file that holds a descriptor only while among the most recently used of the process.
-
-    Subclasses keep `path` current (renames take `lock()`, so no reopen races with them) and
-    call `_let_go` when closed; a use after that raises OSError (EBADF), as a use of a closed
-    descriptor did.
-    """
-
-    def __init__(self, read_only: bool = False) -> None:
-        self._read_only = read_only
-        self._slot = _Slot()
-
-    @property
-    def path(self) -> str | os.PathLike[str]:
-        raise NotImplementedError
-
-    @property
-    def holds_descriptor(self) -> bool:
-        return self._slot.descriptor is not None
-
-    def _fd_holder(self) -> Descriptor:
-        """The file's descriptor (opened now if the pool had dropped it), held by the caller for
-        as long as it uses it."""
-        slot = self._slot
-        descriptor = slot.descriptor
-        if descriptor is None:
-            return _pool.open(self)
-        slot.used = True
-        return descriptor
-
-    def _adopt(self, descriptor: Descriptor) -> None:
-        """Take a descriptor the subclass opened itself (creating the file)."""
-        _pool.add(self, descriptor)
-
-    def _drop_descriptor(self) -> None:
-        """Give the descriptor back now (the file will not be used for a while); the next use
-        opens it again."""
-        with _pool.lock:
-            self._slot.descriptor = None
-            _pool.forget(self)
-
-    def _let_go(self) -> None:
-        with _pool.lock:
-            self._slot.let_go = True
-            self._slot.descriptor = None
-            _pool.forget(self)
-
-
 class _Pool:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.lock = threading.Lock()
-        self._files: OrderedDict[int, weakref.ref[_Slot]] = OrderedDict()
+        self._files: OrderedDict[int, weakref.ref[Slot]] = OrderedDict()
 
-    def open(self, file: PooledFile) -> Descriptor:
+    def open(self, slot: Slot, file: _Named, read_only: bool) -> Descriptor:
         """The descriptor of a file that held none when asked (another thread may have opened
-        it since)."""
+        it since), opened by the path the file has under the lock."""
         with self.lock:
-            slot = file._slot
             descriptor = slot.descriptor
             if descriptor is not None:
                 slot.used = True
                 return descriptor
             if slot.let_go:
                 raise OSError(errno.EBADF, "file is closed", str(file.path))
-            flags = os.O_RDONLY if file._read_only else os.O_RDWR
+            flags = os.O_RDONLY if read_only else os.O_RDWR
             descriptor = slot.descriptor = Descriptor(os.open(file.path, flags))
             self._enter(slot)
             return descriptor
 
-    def add(self, file: PooledFile, descriptor: Descriptor) -> None:
+    def add(self, slot: Slot, descriptor: Descriptor) -> None:
         with self.lock:
-            file._slot.descriptor = descriptor
-            self._enter(file._slot)
+            slot.descriptor = descriptor
+            self._enter(slot)
 
-    def _enter(self, slot: _Slot) -> None:
+    def _enter(self, slot: Slot) -> None:
         """Put a slot that has just taken a descriptor at the back of the order; the caller holds
         the lock."""
         key = id(slot)
@@ -147,9 +105,9 @@ class _Pool:
         self._files[key] = weakref.ref(slot, lambda _, key=key: self._files.pop(key, None))
         self._shrink(keep=key)
 
-    def forget(self, file: PooledFile) -> None:
-        """Drop `file`'s entry; the caller holds the lock."""
-        self._files.pop(id(file._slot), None)
+    def forget(self, slot: Slot) -> None:
+        """Drop `slot`'s entry; the caller holds the lock."""
+        self._files.pop(id(slot), None)
 
     def resize(self, capacity: int) -> None:
         with self.lock:
@@ -180,6 +138,33 @@ def _capacity_for(open_files_limit: int) -> int:
 
 
 _pool = _Pool(_capacity_for(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+
+
+def open_descriptor(slot: Slot, file: _Named, read_only: bool) -> Descriptor:
+    """The descriptor for `slot`, which held none when its file asked: opened by `file.path`
+    (read under the lock, which renames hold), unless the file was let go (EBADF)."""
+    return _pool.open(slot, file, read_only)
+
+
+def adopt(slot: Slot, descriptor: Descriptor) -> None:
+    """`slot` takes a descriptor its file opened itself (creating the file)."""
+    _pool.add(slot, descriptor)
+
+
+def drop(slot: Slot) -> None:
+    """`slot` gives its descriptor back now (its file will not be used for a while); the next
+    use opens it again."""
+    with _pool.lock:
+        slot.descriptor = None
+        _pool.forget(slot)
+
+
+def let_go(slot: Slot) -> None:
+    """`slot`'s file is closed: its descriptor goes, and no use opens it again."""
+    with _pool.lock:
+        slot.let_go = True
+        slot.descriptor = None
+        _pool.forget(slot)
 
 
 def lock() -> threading.Lock:

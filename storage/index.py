@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar, Final, NamedTuple
 
 from storage import descriptor_pool
-from storage.descriptor_pool import PooledFile
+from storage.pooled_file import PooledFile
 
 __all__ = ["CorruptIndexError", "IndexFullError", "OffsetIndex", "TimeIndex"]
 

@@ -29,7 +29,8 @@ from typing import Final, NamedTuple
 from protocol.errors import CorruptRecordError
 from protocol.record_batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from storage import descriptor_pool
-from storage.descriptor_pool import Descriptor, PooledFile
+from storage.descriptor_pool import Descriptor
+from storage.pooled_file import PooledFile
 
 _SCAN_WINDOW: Final = 16 * 1024
 log: Final = logging.getLogger(__name__)
