@@ -2,9 +2,9 @@
 
 Kafka keeps one descriptor per segment (.log) and maps every index, which 10,000 partitions turn
 into an EMFILE. Here a file holds a descriptor only while it is among the most recently used
-(`storage.pooled_file.PooledFile`); past the pool's capacity the least recently used one lets go of its descriptor
-and opens it again by path at its next use. Index maps keep no descriptor at all
-(storage.index).
+(`storage.pooled_file.PooledFile`); past the pool's capacity the least recently used one lets
+go of its descriptor and opens it again by path at its next use. Index maps keep no descriptor
+at all (storage.index).
 
 "Least recently used" is kept the second-chance (CLOCK) way. A file that holds its descriptor
 only marks itself used, without the lock: every append writes through here twice (the batch
