@@ -1,6 +1,8 @@
 """The machine's own limits, measured in the same run as the broker: buffered sequential append
-to a file (what a produce path can at best do), os.sendfile of a page-cached file over loopback
-(what a zero-copy fetch path can at best do), and CRC-32C implementations.
+to a file (what a produce path can at best do), the same append of chunks received over loopback
+from a sender process and checked with CRC-32C (what a produce path that receives, checks and
+writes can at best do while its client shares the machine), os.sendfile of a page-cached file over
+loopback (what a zero-copy fetch path can at best do), and CRC-32C implementations.
 """
 
 import os
@@ -83,6 +85,87 @@ def recycle_page_cache(path: str, total_bytes: int, chunk_bytes: int = 1024 * 10
         os.close(fd)
         os.unlink(path)
     return time.perf_counter() - started
+
+
+# The sender process: connects to the receiver's loopback port, sends one chunk of random bytes
+# over and over until `total` bytes are out, then waits for the receiver's one-byte answer.
+_SOURCE = """
+import os, socket, sys
+port, chunk_bytes, total = (int(arg) for arg in sys.argv[1:4])
+conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+chunk = os.urandom(chunk_bytes)
+sent = 0
+while sent < total:
+    conn.sendall(chunk)
+    sent += chunk_bytes
+conn.shutdown(socket.SHUT_WR)
+conn.recv(1)
+"""
+
+
+def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0) -> Throughput:
+    """A produce path's own work with no broker around it: a sender process sends `chunk_bytes`
+    chunks over loopback (as benchmarks.wire's client sends its batches), and this process
+    receives each whole into one reused buffer (recv_into), computes its CRC-32C and appends it
+    with one pwrite through logway's records file, into a new file at `path` that reserves its
+    blocks ahead as an active segment's does; no fsync. Time runs from the accepted connection to
+    the last append.
+
+    The three steps run one after another on one thread while the sender has the other core,
+    which is the most a two-core machine gives a broker whose clients run on it: the ratio of
+    this to append_file (reserving ahead) is the ceiling of such a produce path against the bare
+    append, and
+    logway's 1 MiB-batch produce against this is its distance from that ceiling. The caller
+    recycles page-cache pages first (recycle_page_cache) to append into the same kind as
+    append_file, and removes the file."""
+    import crc32c
+
+    from storage.records_file import RecordsFile
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    sender = subprocess.Popen(
+        [sys.executable, "-c", _SOURCE, str(listener.getsockname()[1]), str(chunk_bytes), str(total_bytes)]
+    )
+    records = RecordsFile.open(path)
+    if records.size:
+        records.truncate_to(0)
+    records.reserve_ahead = True  # as logway's active segment
+    written = 0
+    timed_out = False
+    try:
+        listener.settimeout(30)
+        conn, _ = listener.accept()
+        conn.settimeout(deadline_s)
+        view = memoryview(bytearray(chunk_bytes))
+        start = time.perf_counter()
+        deadline = start + deadline_s
+        with conn:
+            while written < total_bytes:
+                if time.perf_counter() > deadline:
+                    timed_out = True
+                    sender.kill()  # before the connection closes under its sendall
+                    break
+                received = 0
+                while received < chunk_bytes:
+                    n = conn.recv_into(view[received:])
+                    if n == 0:
+                        raise ConnectionError(f"the sender stopped after {written + received:,} bytes")
+                    received += n
+                crc32c.crc32c(view)
+                records.append(view)
+                written += chunk_bytes
+            seconds = time.perf_counter() - start
+            if not timed_out:
+                conn.sendall(b"k")
+    finally:
+        records.close()
+        listener.close()
+        try:
+            sender.wait(10)
+        except subprocess.TimeoutExpired:
+            sender.kill()
+            sender.wait()
+    return Throughput(written, seconds, timed_out)
 
 
 # The reader process: listens on a free loopback port, prints it, receives everything into a

@@ -8,8 +8,10 @@ Parts (all by default):
   crc           CRC-32C on 1 MiB: the crc32c package vs crcmod's C extension ('crc-32c').
   machine       page-cache append (a pwrite of each produce-batch-sized chunk, no fsync): into a
                 new file, again into recycled pages, and again into blocks reserved ahead as
-                logway's active segment reserves them; os.sendfile of a page-cached file to a
-                reader process over loopback.
+                logway's active segment reserves them; the same chunks received from a sender
+                process over loopback, CRC-32C checked and appended into reserved blocks on one
+                thread (a produce path's ceiling while its client has the other core);
+                os.sendfile of a page-cached file to a reader process over loopback.
   mock          the C peer: librdkafka's in-memory mock cluster (test.mock.num.brokers=1),
                 under the same client workloads. It keeps only the last ~5 MiB (or 100k
                 batches) of a partition, so the consume comparison reads that retained window
@@ -647,6 +649,12 @@ class Bench:
         report.add("append_reserved", "machine", _throughput(
             "machine: the same again, blocks reserved ahead (as logway's active segment)", append))
         os.unlink(path_c)
+        path_d = self.scratch / f"append-{number}-d.bench"
+        machine.recycle_page_cache(str(self.scratch / "recycle.bench"), total + _RECYCLE_SLACK)
+        received = machine.receive_append_loopback(str(path_d), clients.BATCH_BYTES, total, a.deadline)
+        report.add("receive_append", "machine", _throughput(
+            "machine: the same chunks received from a sender process over loopback, CRC-32C, appended into reserved blocks", received))
+        os.unlink(path_d)
         sendfile = machine.sendfile_loopback(str(self.scratch), min(total, 256 * MiB), 2 * total, deadline_s=a.deadline)
         report.add("sendfile", "machine", _throughput("machine: os.sendfile over loopback, cached file", sendfile))
 
@@ -910,6 +918,9 @@ RATIOS = [
     ("fetch 1 MiB records, wire: logway / raw sendfile", ("wire_fetch_large", "logway"), ("sendfile", "machine"), "mb", 0.6),
     ("produce 1 MiB batches, wire: logway / raw append (recycled pages)", ("wire_produce", "logway"), ("append", "machine"), "mb", None),
     ("produce 1 MiB batches, wire: logway / raw append into reserved blocks (recycled pages)", ("wire_produce", "logway"), ("append_reserved", "machine"), "mb", None),
+    ("produce 1 MiB batches, wire: mock / raw append (recycled pages)", ("wire_produce", "mock"), ("append", "machine"), "mb", None),
+    ("machine: received over loopback, CRC-32C, appended / raw append into reserved blocks (recycled pages)", ("receive_append", "machine"), ("append_reserved", "machine"), "mb", None),
+    ("produce 1 MiB batches, wire: logway / received over loopback, CRC-32C, appended", ("wire_produce", "logway"), ("receive_append", "machine"), "mb", None),
     ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
     ("broker CPU, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu", None),

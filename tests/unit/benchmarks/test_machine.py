@@ -1,6 +1,6 @@
 import os
 
-from benchmarks.machine import append_file, recycle_page_cache
+from benchmarks.machine import append_file, receive_append_loopback, recycle_page_cache
 
 
 def test_recycle_page_cache_leaves_no_file(tmp_path):
@@ -31,3 +31,22 @@ def test_append_file_writes_the_bytes_asked_with_or_without_reserving(tmp_path):
 
         assert appended.bytes == 5 * 64 * 1024 and not appended.timed_out
         assert os.stat(path).st_size == appended.bytes
+
+
+def test_receive_append_loopback_appends_every_chunk_the_sender_sent(tmp_path):
+    path = tmp_path / "receive.bench"
+    path.write_bytes(b"left from an interrupted run")
+
+    received = receive_append_loopback(str(path), 64 * 1024, 7 * 64 * 1024)
+
+    assert received.bytes == 7 * 64 * 1024 and not received.timed_out
+    assert os.stat(path).st_size == received.bytes
+
+
+def test_receive_append_loopback_stops_at_its_deadline(tmp_path):
+    path = tmp_path / "receive.bench"
+
+    received = receive_append_loopback(str(path), 64 * 1024, 1 << 40, deadline_s=0.0)
+
+    assert received.timed_out and received.bytes == 0
+    assert os.stat(path).st_size == 0
