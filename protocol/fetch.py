@@ -170,6 +170,14 @@ _RESPONSE_HEAD_V7: Final = struct.Struct(">ihi")
 _PARTITION_HEAD_V12: Final = struct.Struct(">ihqqqBi")
 _pack_response_head_v7: Final = _RESPONSE_HEAD_V7.pack
 _pack_partition_head_v12: Final = _PARTITION_HEAD_V12.pack
+# The same with the compact array length before each (2: one element), for a v12 answer of one
+# topic's one partition: the response head and the topics' count; the partitions' count and the
+# partition's head. Its tail is the partition's, the topic's and the response's empty tagged fields.
+_pack_one_topic_head_v12: Final = struct.Struct(">ihiB").pack
+_pack_one_partition_head_v12: Final = struct.Struct(">BihqqqBi").pack
+_ONE_PARTITION_TAIL_V12: Final = EMPTY_TAGGED_FIELDS * 3
+# Its head when not throttled, with no error and no fetch session (librdkafka opens none).
+_PLAIN_ONE_TOPIC_HEAD_V12: Final = _pack_one_topic_head_v12(0, 0, 0, 2)
 
 
 def parse_fetch_request(version: int, body: memoryview) -> FetchRequest:
@@ -379,6 +387,11 @@ def encode_fetch_response(
     throttle_time_ms: int = 0,
 ) -> list[bytes | Sized]:
     flexible = version >= FIRST_FLEXIBLE_VERSION
+    if flexible and len(topics) == 1 and len(topics[0].partitions) == 1:
+        partition = topics[0].partitions[0]
+        records = partition.records
+        if records is not None and len(records) and not partition.aborted_transactions and partition.diverging_epoch is None:
+            return _encode_one_partition_v12(throttle_time_ms, error_code, session_id, topics[0].topic, partition, records)
     chunks: list[bytes | Sized] = []
     if version >= 7:
         out = bytearray(_pack_response_head_v7(throttle_time_ms, error_code, session_id))
@@ -396,6 +409,28 @@ def encode_fetch_response(
         out += EMPTY_TAGGED_FIELDS
     chunks.append(bytes(out))
     return chunks
+
+
+def _encode_one_partition_v12(
+    throttle_time_ms: int, error_code: ErrorCode, session_id: int, topic: str, partition: PartitionResult, records: Sized
+) -> list[bytes | Sized]:
+    """What a tailing consumer is nearly always answered: v12, one topic's one partition with
+    records, no aborted transaction to list and no diverging epoch. The same bytes as the general
+    encoding, the head joined from two struct calls (a third of the instructions of filling a
+    buffer piece by piece)."""
+    aborted = partition.aborted_transactions
+    plain = throttle_time_ms == 0 and error_code == ErrorCode.none and session_id == 0
+    head = b"".join((
+        _PLAIN_ONE_TOPIC_HEAD_V12 if plain else _pack_one_topic_head_v12(throttle_time_ms, error_code, session_id, 2),
+        encode_string(topic, True),
+        _pack_one_partition_head_v12(
+            2, partition.partition_index, partition.error_code, partition.high_watermark,
+            partition.last_stable_offset, partition.log_start_offset, 0 if aborted is None else 1,
+            partition.preferred_read_replica,
+        ),
+        encode_uvarint(len(records) + 1),
+    ))
+    return [head, records, _ONE_PARTITION_TAIL_V12]
 
 
 def _encode_partition(
