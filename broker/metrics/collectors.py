@@ -195,15 +195,15 @@ def request_part(stats: RequestStats) -> Part:
 
 
 def _sum(histograms: list[Histogram]) -> Histogram:
-    """One histogram of the observations of several with the same bounds."""
-    total = Histogram(histograms[0].bounds)
+    """One histogram of the observations of several."""
+    total = Histogram()
     total.counts = [sum(counts) for counts in zip(*(histogram.counts for histogram in histograms))]
     total.sum = sum(histogram.sum for histogram in histograms)
     return total
 
 
 def _copy(histogram: Histogram) -> Histogram:
-    copy = Histogram(histogram.bounds)
+    copy = Histogram()
     copy.counts, copy.sum = list(histogram.counts), histogram.sum
     return copy
 

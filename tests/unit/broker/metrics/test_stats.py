@@ -4,23 +4,37 @@ from bisect import bisect_left
 
 from hypothesis import given, strategies as st
 
-from broker.metrics.stats import BrokerTopicStats, Histogram, RequestStats, SendTimer, bucket, request_name
+from broker.metrics.stats import (
+    LATENCY_BUCKETS_MS,
+    BrokerTopicStats,
+    Histogram,
+    RequestStats,
+    SendTimer,
+    latency_bucket,
+    request_name,
+)
 
 
 def test_histogram_buckets_are_cumulative_and_a_value_on_a_bound_falls_in_its_bucket():
-    histogram = Histogram((1, 10))
-    for observed in (0.5, 1, 3, 10, 11):
+    histogram = Histogram()
+    for observed in (0.05, 1, 3, 10, 11, 40_000):
         histogram.observe(observed)
-    assert list(histogram.cumulative()) == [("1.0", 2), ("10.0", 4), ("+Inf", 5)]
-    assert (sum(histogram.counts), histogram.sum) == (5, 25.5)
+    cumulative = dict(histogram.cumulative())
+    assert list(cumulative) == [repr(float(bound)) for bound in LATENCY_BUCKETS_MS] + ["+Inf"]
+    assert (cumulative["0.1"], cumulative["1.0"], cumulative["5.0"], cumulative["10.0"]) == (1, 2, 3, 4)
+    assert (cumulative["30000.0"], cumulative["+Inf"]) == (5, 6)
+    assert (sum(histogram.counts), histogram.sum) == (6, 40_025.05)
 
 
-@given(
-    st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=20).map(sorted).map(tuple),
-    st.floats(allow_nan=False),
-)
-def test_a_value_falls_in_the_bucket_bisect_left_gives(bounds, value):
-    assert bucket(bounds, value) == bisect_left(bounds, value)
+def test_every_bound_and_its_neighbours_fall_in_the_bucket_bisect_left_gives():
+    for bound in LATENCY_BUCKETS_MS:
+        for value in (bound, bound * (1 - 1e-12), bound * (1 + 1e-12)):
+            assert latency_bucket(value) == bisect_left(LATENCY_BUCKETS_MS, value), value
+
+
+@given(st.floats(allow_nan=False))
+def test_a_value_falls_in_the_bucket_bisect_left_gives(value):
+    assert latency_bucket(value) == bisect_left(LATENCY_BUCKETS_MS, value)
 
 
 def test_request_times_add_up_to_the_total_once_the_response_is_sent():
