@@ -114,9 +114,8 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
     The three steps run one after another on one thread while the sender has the other core,
     which is the most a two-core machine gives a broker whose clients run on it: the ratio of
     this to append_file (reserving ahead) is the ceiling of such a produce path against the bare
-    append, and
-    logway's 1 MiB-batch produce against this is its distance from that ceiling. The caller
-    recycles page-cache pages first (recycle_page_cache) to append into the same kind as
+    append, and logway's 1 MiB-batch produce against this is its distance from that ceiling. The
+    caller recycles page-cache pages first (recycle_page_cache) to append into the same kind as
     append_file, and removes the file."""
     import crc32c
 

@@ -416,8 +416,8 @@ def _encode_one_partition_v12(
 ) -> list[bytes | Sized]:
     """What a tailing consumer is nearly always answered: v12, one topic's one partition with
     records, no aborted transaction to list and no diverging epoch. The same bytes as the general
-    encoding, the head joined from two struct calls (a third of the instructions of filling a
-    buffer piece by piece)."""
+    encoding, the head joined from two struct calls (half the instructions of filling a buffer
+    piece by piece)."""
     aborted = partition.aborted_transactions
     plain = throttle_time_ms == 0 and error_code == ErrorCode.none and session_id == 0
     head = b"".join((
