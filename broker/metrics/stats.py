@@ -6,7 +6,7 @@ into Prometheus families when the registry is read, also on the loop.
 """
 
 import time
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterator
 from typing import Final
 
 # Bucket bounds in milliseconds of the request, flush and ZooKeeper latency histograms: from
