@@ -42,8 +42,8 @@ _MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 _SENDFILE_CHUNK: Final = 4 * 1024 * 1024
 # File region bytes an answer may carry as a copy instead (Connection._queue).
 _COPIED_REGION_BYTES: Final = 16 * 1024
-# The chunks sent with sendmsg or writev. A Final tuple: compiled code would otherwise look `memoryview`
-# up in builtins and build the tuple at every check (several a response).
+# The chunks sent with sendmsg or writev. A Final tuple: compiled code would otherwise look
+# `memoryview` up in builtins and build the tuple at every check (several a response).
 _BYTES_LIKE: Final = (bytes, memoryview)
 
 
