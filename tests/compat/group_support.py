@@ -64,6 +64,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     futures[topic].result(TIMEOUT_S)
 
 
+def delete_topic(bootstrap: str, topic: str) -> None:
+    admin = admin_for(bootstrap)
+    futures = admin.delete_topics([topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)
+    futures[topic].result(TIMEOUT_S)
+
+
 def value_of(partition: int, offset: int) -> bytes:
     """The value `produce` gives the record at this offset of this partition."""
     return f"p{partition}-{offset}".encode()

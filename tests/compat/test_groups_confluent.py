@@ -17,15 +17,19 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.compat.group_support import (
+    FETCH_WAIT_MAX_MS,
     GROUP_BROKER_OVERRIDES,
+    HEARTBEAT_INTERVAL_MS,
+    SESSION_TIMEOUT_MS,
     TIMEOUT_S,
     GroupMember,
     assert_clean_log,
     committed_offsets,
     create_topic,
+    delete_topic,
     describe_group,
     is_balanced,
     member_assignments,
@@ -380,3 +384,58 @@ def test_members_carry_on_without_rebalance_across_a_broker_kill(broker_factory)
     finally:
         close_all(members)
     assert_clean_log(broker)
+
+
+def test_a_member_whose_other_topic_is_deleted_keeps_the_first_and_closes_at_once(group_broker):
+    """librdkafka's own test 0113 (h_delete_topic; i, j and n delete a topic too) never returns
+    from close() here with librdkafka 2.0.2, whose log says its bootstrap broker handle "still
+    has 2 refcnt(s)" with no request outstanding: the reference-count bug librdkafka 2.1.0's
+    changelog fixes ("blocking the consumer from closing ... if the corresponding topic is
+    deleted"). The librdkafka under confluent-kafka here closes at once against the same
+    broker."""
+    bootstrap = group_broker.bootstrap
+    kept, deleted, group = unique_topic("kept"), unique_topic("deleted"), unique_topic("deleted-group")
+    create_topic(bootstrap, kept, 1)
+    create_topic(bootstrap, deleted, 1)
+    assignment: set[tuple[str, int]] = set()
+
+    def on_assign(consumer, partitions) -> None:
+        assignment.update((tp.topic, tp.partition) for tp in partitions)
+        consumer.incremental_assign(partitions)
+
+    def on_revoke(consumer, partitions) -> None:  # also called for partitions lost
+        assignment.difference_update((tp.topic, tp.partition) for tp in partitions)
+        consumer.incremental_unassign(partitions)
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+            "fetch.wait.max.ms": FETCH_WAIT_MAX_MS,
+            # As 0113: the deletion is seen at the next refresh, at most 3 s on.
+            "topic.metadata.refresh.interval.ms": 3000,
+        }
+    )
+    consumer.subscribe([kept, deleted], on_assign=on_assign, on_revoke=on_revoke)
+    closed = threading.Event()
+    try:
+        wait_polling(consumer, lambda: assignment == {(kept, 0), (deleted, 0)}, "both topics assigned")
+        delete_topic(bootstrap, deleted)
+        wait_polling(consumer, lambda: assignment == {(kept, 0)}, "the deleted topic revoked")
+    finally:
+        closer = threading.Thread(target=lambda: (consumer.close(), closed.set()), daemon=True)
+        closer.start()
+        closer.join(TIMEOUT_S)
+    assert closed.is_set(), f"close() has not returned within {TIMEOUT_S} s"
+
+
+def wait_polling(consumer: Consumer, condition, what: str) -> None:
+    """Poll (serving the rebalance callbacks; the deleted topic's errors are expected) until
+    the condition holds."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {TIMEOUT_S} s"
+        consumer.poll(0.1)
