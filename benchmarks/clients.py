@@ -5,8 +5,10 @@ Every workload is bounded by a record count and a deadline, starts with an untim
 Client settings are the module constants below, printed by benchmarks.run.
 """
 
+import json
 import struct
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from benchmarks.cpu import CpuMeter
@@ -32,6 +34,9 @@ KP_API_VERSION = (0, 11, 0)
 GROUP = "logway-bench"
 # The latency workload's percentiles of per-record round-trip times.
 LATENCY_PERCENTILES = (50, 90, 99, 99.9)  # required by librdkafka's consumer; no group is joined (assign only)
+# How often librdkafka reports its statistics, where the end-to-end workload counts the requests
+# its clients sent: each end of the count lags its moment by at most this much.
+STATS_INTERVAL_MS = 100
 
 
 @dataclass
@@ -46,6 +51,14 @@ class Measurement:
     notes: list[str] = field(default_factory=list)
     # latency workloads: milliseconds at each of LATENCY_PERCENTILES ("p50", ..., "max")
     latency_ms: dict[str, float] | None = None
+    # the end-to-end workload: the requests its clients sent over the run, by type (a plain
+    # dict: the run's JSON is made with dataclasses.asdict, which cannot rebuild a Counter)
+    requests: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def broker_cpu_per_request(self) -> float | None:
+        total = sum(self.requests.values())
+        return self.broker_cpu / total if self.broker_cpu is not None and total else None
 
     @property
     def records_per_s(self) -> float:
@@ -102,6 +115,29 @@ def watermarks(bootstrap: str, topic: str, security: dict | None = None) -> tupl
 
 
 # --------------------------------------------------------------------------- confluent-kafka
+
+
+class RequestCounter:
+    """The requests one librdkafka client has sent, by type and summed over its brokers, as its
+    latest statistics report them (`config()` asks for them every STATS_INTERVAL_MS; they
+    arrive in whatever thread polls the client)."""
+
+    def __init__(self) -> None:
+        self.sent: Counter[str] = Counter()
+
+    def config(self) -> dict:
+        return {"statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": self.on_stats}
+
+    def on_stats(self, text: str) -> None:
+        self.sent = requests_sent(json.loads(text))
+
+
+def requests_sent(stats: dict) -> Counter[str]:
+    """The request counts of a librdkafka statistics object, by type, over all its brokers."""
+    sent: Counter[str] = Counter()
+    for broker in stats.get("brokers", {}).values():
+        sent.update({kind: count for kind, count in broker.get("req", {}).items() if count})
+    return sent
 
 
 def _warmed_up_producer(label: str, config: dict, topic: str, value: bytes):
@@ -232,16 +268,21 @@ def ck_end_to_end(
     paced by the clock, not by acknowledgements), and a consumer tailing the partition with
     librdkafka's default fetch settings (fetch.wait.max.ms 500, so its fetches long-poll). Each
     record carries its send time: the percentiles of send to consume, and the broker's CPU over
-    the run."""
+    the run, and the requests the clients sent meanwhile, by type, from their statistics: so
+    that brokers that serve a tailing consumer differently (logway answers a waiting fetch when
+    a record comes; the mock lets a fetch that finds nothing wait out fetch.wait.max.ms, then
+    answers one batch a fetch) are compared a request as well as a record."""
     import threading
 
     from confluent_kafka import Consumer, TopicPartition
 
-    config = producer_config(bootstrap, "1", record_size)
-    config["linger.ms"] = 0
+    produced, fetched = RequestCounter(), RequestCounter()
+    config = {**producer_config(bootstrap, "1", record_size), "linger.ms": 0, **produced.config()}
     padding = b"v" * max(0, record_size - 8)
     producer = _warmed_up_producer(label, config, topic, struct.pack(">d", 0.0) + padding)
-    consumer = Consumer({**consumer_config(bootstrap), "fetch.wait.max.ms": 500, "fetch.queue.backoff.ms": 1000})
+    consumer = Consumer({
+        **consumer_config(bootstrap), "fetch.wait.max.ms": 500, "fetch.queue.backoff.ms": 1000, **fetched.config(),
+    })
     _, start_offset = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     consumer.assign([TopicPartition(topic, 0, start_offset)])
     samples: list[float] = []
@@ -262,6 +303,8 @@ def ck_end_to_end(
     reader = threading.Thread(target=tail, name="end-to-end consumer")
     reader.start()
     time.sleep(0.5)  # the consumer's first fetch is out, as a tailing consumer's always is
+    producer.poll(0)
+    sent_before = produced.sent + fetched.sent
     meter.start()
     start = time.perf_counter()
     deadline = start + deadline_s
@@ -281,11 +324,18 @@ def ck_end_to_end(
     reader.join(max(0.1, deadline - time.perf_counter()))
     seconds = time.perf_counter() - start
     client_cpu, broker_cpu = meter.stop()
+    producer.poll(0)
+    sent = produced.sent + fetched.sent - sent_before
     stop.set()
     reader.join(5)
     consumer.close()
     result = Measurement(label, len(samples), len(samples) * record_size, seconds, client_cpu, broker_cpu,
-                         timed_out or bool(errors) or len(samples) < count)
+                         timed_out or bool(errors) or len(samples) < count, requests=dict(sent))
+    if sent:
+        result.notes.append(
+            f"requests: {sum(sent.values()):,} ({', '.join(f'{kind} {n:,}' for kind, n in sent.most_common())}); "
+            f"broker CPU a request {result.broker_cpu_per_request * 1e6:.1f} us"
+        )
     return _with_latencies(result, samples, errors)
 
 

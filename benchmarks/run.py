@@ -70,7 +70,8 @@ wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers)
                     acks=1, paced by the clock) while a confluent-kafka consumer tails the
                     partition with librdkafka's default long poll (fetch.wait.max.ms 500): the
                     percentiles of send to consume, and the broker's CPU, whose logway / mock
-                    ratio issue 19 wants at most 2 (benchmarks.clients.ck_end_to_end).
+                    ratio issue 19 wants at most 2 (benchmarks.clients.ck_end_to_end); also
+                    that CPU per request the clients sent (their librdkafka statistics).
 
 Charts: every run writes PNG charts of its figures (benchmarks/charts.py, matplotlib from the
 bench extra) and the JSON they are drawn from (run.json) to --charts DIR, benchmarks/charts/
@@ -924,6 +925,7 @@ RATIOS = [
     ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
     ("broker CPU, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu", None),
+    ("broker CPU a request, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu_per_request", None),
     ("consume 100 B (same window), kafka-python: logway / mock", ("kp_consume", "logway"), ("kp_consume", "mock"), "records", None),
     ("produce 100 B acks=1, confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_produce_small", "SSL"), ("tls_produce_small", "PLAINTEXT"), "records", None),
     ("consume 100 B (same records), confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_consume_small", "SSL"), ("tls_consume_small", "PLAINTEXT"), "records", None),
@@ -947,6 +949,8 @@ SINGLE_RATIOS = [
 def _value(m: Measurement, by: str) -> float:
     if by == "broker_cpu":
         return m.broker_cpu or 0.0
+    if by == "broker_cpu_per_request":
+        return m.broker_cpu_per_request or 0.0
     return m.records_per_s if by == "records" else m.mb_per_s
 
 

@@ -60,3 +60,18 @@ def test_the_end_to_end_ratio_is_the_brokers_cpu_share_per_round():
     row = rows["broker CPU, a record a ms tailed (lower is better): logway / mock"]
     assert row["rounds"] == pytest.approx([5.0, 9.0])
     assert parse_args(["--workloads", "end-to-end", "--quick"]).e2e_records == 1_000
+
+
+def test_the_end_to_end_ratio_a_request_divides_each_brokers_cpu_by_its_clients_requests():
+    report = Report()
+    # different counts of requests, so that the two ratios differ
+    logway = Measurement("l", 5000, 500_000, 5.0, broker_cpu=0.40, requests={"Produce": 5000, "Fetch": 5000})
+    mock = Measurement("m", 5000, 500_000, 5.0, broker_cpu=0.20, requests={"Produce": 5000, "Fetch": 10})
+    report.add("end_to_end", "logway", logway)
+    report.add("end_to_end", "mock", mock)
+
+    rows = {row["label"]: row for row in compute_ratios(report)}
+
+    assert rows["broker CPU, a record a ms tailed (lower is better): logway / mock"]["value"] == pytest.approx(2.0)
+    row = rows["broker CPU a request, a record a ms tailed (lower is better): logway / mock"]
+    assert row["value"] == pytest.approx((0.40 / 10_000) / (0.20 / 5010))
