@@ -13,7 +13,6 @@ Every wait is bounded by a deadline; the broker's data lives in the run's scratc
 
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,13 +75,15 @@ class _Broker:
         return self.process_spec.bootstrap
 
     def spawn(self) -> None:
-        from tests.harness import REPO, SERVER_PROPERTIES
+        from tests.harness import REPO, SERVER_PROPERTIES, broker_python
 
-        command = [sys.executable, "-m", "broker", "--config", str(SERVER_PROPERTIES)]
+        command = [*broker_python(), "-m", "broker", "--config", str(SERVER_PROPERTIES)]
         for key, value in self.process_spec.overrides.items():
             command += ["--override", f"{key}={value}"]
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def stop(self) -> float:
         """SIGTERM (a clean shutdown); seconds until the process exited."""

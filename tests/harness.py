@@ -83,8 +83,14 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
         log = open(self.log_path, "ab")
+        # In its own session, as broker.local_cluster starts its servers: a Ctrl-C reaches only
+        # the tests, which stop their brokers; and the scheduler gives the broker an autogroup
+        # of its own, as a deployed broker has, instead of the clients' (sharing theirs, a
+        # broker tailed a record a millisecond spent about a third more CPU a record:
+        # benchmarks/RESULTS.md, "a broker in its own session").
         self.process = subprocess.Popen(
-            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._limit_descriptors
+            command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self._limit_descriptors,
+            start_new_session=True,
         )
         log.close()
         self._wait_until_listening()
