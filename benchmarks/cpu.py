@@ -28,7 +28,9 @@ def process_cpu(pid: int | None = None) -> float:
 
 
 def thread_cpu(name: str, pid: int | None = None) -> float:
-    """CPU seconds of the threads of a process whose name starts with `name`."""
+    """CPU seconds of the threads of a process whose name starts with `name`: this process's
+    (`pid` None) from their CPU clocks, another's from the scheduler's runtime in /proc (a
+    thread's CPU clock is readable only from its own process; both are in nanoseconds)."""
     base = f"/proc/{pid or 'self'}/task"
     total = 0.0
     try:
@@ -39,27 +41,33 @@ def thread_cpu(name: str, pid: int | None = None) -> float:
         try:
             with open(f"{base}/{tid}/comm") as f:
                 comm = f.read().strip()
+            if not comm.startswith(name):
+                continue
+            if pid is None:
+                total += _cpu_clock((~int(tid) << 3) | _CPUCLOCK_PERTHREAD | _CPUCLOCK_SCHED)
+            else:
+                with open(f"{base}/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0]) / 1e9
         except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
             continue
-        if comm.startswith(name):
-            total += _cpu_clock((~int(tid) << 3) | _CPUCLOCK_PERTHREAD | _CPUCLOCK_SCHED)
     return total
 
 
 class CpuMeter:
     """CPU seconds used between start() and stop() by the client process, and optionally by a
-    broker process (by pid) or by the client's own threads named `thread` (an in-process broker
-    such as librdkafka's mock cluster, whose thread is 'rdk:mock')."""
+    broker process (by pid), by the client's own threads named `thread` (an in-process broker
+    such as librdkafka's mock cluster, whose thread is 'rdk:mock'), or by the threads so named
+    of the process `pid` (a mock cluster hosted by a process of its own)."""
 
     def __init__(self, broker_pid: int | None = None, broker_thread: str | None = None) -> None:
         self.broker_pid = broker_pid
         self.broker_thread = broker_thread
 
     def _broker(self) -> float:
+        if self.broker_thread is not None:
+            return thread_cpu(self.broker_thread, self.broker_pid)
         if self.broker_pid is not None:
             return process_cpu(self.broker_pid)
-        if self.broker_thread is not None:
-            return thread_cpu(self.broker_thread)
         return 0.0
 
     def start(self) -> "CpuMeter":

@@ -71,7 +71,12 @@ wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers)
                     partition with librdkafka's default long poll (fetch.wait.max.ms 500): the
                     percentiles of send to consume, and the broker's CPU, whose logway / mock
                     ratio issue 19 wants at most 2 (benchmarks.clients.ck_end_to_end); also
-                    that CPU per request the clients sent (their librdkafka statistics).
+                    that CPU per request the clients sent (their librdkafka statistics). With
+                    the mock part, also on a mock cluster hosted by a process of its own in a
+                    session of its own, as logway runs (start_mock_process): the mock in this
+                    process shares its clients' address space and scheduler group, which lowers
+                    its CPU a tailed record by about a seventh (RESULTS.md, "a broker in its own
+                    session").
 
 Charts: every run writes PNG charts of its figures (benchmarks/charts.py, matplotlib from the
 bench extra) and the JSON they are drawn from (run.json) to --charts DIR, benchmarks/charts/
@@ -99,6 +104,7 @@ import platform
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -265,6 +271,40 @@ def start_mock() -> tuple[Target, object]:
     # the mock creates a topic (4 partitions; partition 0 is used) when metadata asks for it
     create = lambda topic: host.list_topics(topic, timeout=10)
     return Target("mock", bootstrap, lambda: CpuMeter(broker_thread="rdk:mock"), create), host
+
+
+# A process hosting a mock cluster (one broker) until its stdin closes; it prints the broker's
+# address first.
+_MOCK_HOST = """
+import sys
+from confluent_kafka import Producer
+host = Producer({"bootstrap.servers": "", "test.mock.num.brokers": 1, "log_level": 3})
+broker = next(iter(host.list_topics(timeout=10).brokers.values()))
+print(f"{broker.host}:{broker.port}", flush=True)
+sys.stdin.read()
+"""
+
+
+def start_mock_process() -> tuple[Target, subprocess.Popen]:
+    """The mock cluster hosted as logway is: in a process of its own, in a session of its own
+    (tests.harness.BrokerProcess); its CPU is its rdk:mock thread's. For the end-to-end
+    workload, where the scheduling of a few wake-ups a record is most of a broker's CPU."""
+    host = subprocess.Popen(
+        [sys.executable, "-c", _MOCK_HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    bootstrap = host.stdout.readline().strip()
+    if not bootstrap:
+        host.kill()
+        raise RuntimeError("the mock cluster's host process did not start")
+
+    def create(topic: str) -> None:  # the mock creates a topic when metadata asks for it
+        from confluent_kafka import Producer
+
+        Producer({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(topic, timeout=10)
+
+    meter = lambda: CpuMeter(broker_pid=host.pid, broker_thread="rdk:mock")
+    return Target("mock-process", bootstrap, meter, create), host
 
 
 def _logway_broker(scratch: Path, data: str, large: int):
@@ -441,6 +481,7 @@ class Bench:
         self.scratch = scratch
         self.targets: list[Target] = []
         self.logway: Target | None = None
+        self.mock_process: Target | None = None  # the end-to-end workload's third broker
         self.large_range: tuple[int, int] | None = None
         self.profile_dir = Path(args.profile) if args.profile else None
         self.perf_dir = Path(args.perf) if args.perf else None
@@ -625,8 +666,12 @@ class Bench:
                     a.latency_records, a.size, acks, t.meter(), a.deadline))
 
     def end_to_end_round(self, number: int, order: list[Target]) -> None:
-        """A record a millisecond, consumed as it comes: latency, and what the broker spends."""
+        """A record a millisecond, consumed as it comes: latency, and what the broker spends; on
+        the mock hosted by a process of its own too, after the mock in this process."""
         a, report = self.args, self.report
+        if self.mock_process is not None:
+            at = next(i for i, t in enumerate(order) if t.name == "mock") + 1
+            order = [*order[:at], self.mock_process, *order[at:]]
         for t in order:
             topic = f"{t.name[0]}-e2e-r{number}"
             t.create_topic(topic)
@@ -926,6 +971,8 @@ RATIOS = [
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
     ("broker CPU, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu", None),
     ("broker CPU a request, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu_per_request", None),
+    ("broker CPU a request, a record a ms tailed (lower is better): logway / mock in a process of its own", ("end_to_end", "logway"), ("end_to_end", "mock-process"), "broker_cpu_per_request", None),
+    ("broker CPU a request, a record a ms tailed (lower is better): mock in this process / in a process of its own", ("end_to_end", "mock"), ("end_to_end", "mock-process"), "broker_cpu_per_request", None),
     ("consume 100 B (same window), kafka-python: logway / mock", ("kp_consume", "logway"), ("kp_consume", "mock"), "records", None),
     ("produce 100 B acks=1, confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_produce_small", "SSL"), ("tls_produce_small", "PLAINTEXT"), "records", None),
     ("consume 100 B (same records), confluent-kafka: SSL / PLAINTEXT (tls)", ("tls_consume_small", "SSL"), ("tls_consume_small", "PLAINTEXT"), "records", None),
@@ -1046,6 +1093,15 @@ def _loadavg() -> str:
         return "?"
 
 
+def interpreter() -> str:
+    """The Python that runs the benchmark and the brokers it starts: its version and the binary
+    behind the virtualenv. Builds of one version differ: Debian's python3.11, which the README's
+    machine runs, is built with profile-guided and link-time optimisation, pyenv's by default
+    without, and the broker's CPU a request differs with them (RESULTS.md, "the interpreter's
+    build")."""
+    return f"python {platform.python_version()} ({os.path.realpath(sys.executable)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="logway-bench-"))
@@ -1057,7 +1113,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     started_at = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     command = f"python -m benchmarks.run {' '.join(sys.argv[1:] if argv is None else argv)}".rstrip()
-    print(f"logway benchmarks  {started_at}  python {platform.python_version()}  "
+    print(f"logway benchmarks  {started_at}  {interpreter()}  "
           f"{os.cpu_count()} cpus  {platform.machine()}  kernel {platform.release()}")
     print(f"command: {command}")
     print(f"N={args.records:,} records of S={args.size} B, {args.rounds} round(s); large: {args.large_records} x "
@@ -1074,7 +1130,7 @@ def main(argv: list[str] | None = None) -> int:
     if idle < 0.9:
         report.note("WARNING: other work is using this machine's CPUs: figures are low and noisy")
     bench = Bench(args, report, base)
-    mock_host = broker = None
+    mock_host = broker = mock_process = None
     try:
         if "crc" in args.parts:
             bench.crc()
@@ -1083,6 +1139,9 @@ def main(argv: list[str] | None = None) -> int:
             target, mock_host = start_mock()
             bench.targets.append(target)
             print(f"\nmock cluster broker at {target.bootstrap} (the host client's metadata)")
+            if bench.wants("end-to-end"):
+                bench.mock_process, mock_process = start_mock_process()
+                print(f"mock cluster broker hosted by process {mock_process.pid} at {bench.mock_process.bootstrap}")
         if wants_logway:
             bench.logway, broker = start_logway(base, args.large_size)
             bench.targets.append(bench.logway)
@@ -1119,6 +1178,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("\nWARNING: the broker logged a traceback:\n" + broker.log()[-3000:])
         del mock_host
         gc.collect()
+        if mock_process is not None:
+            mock_process.communicate("", timeout=30)
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
     print_summary(report)

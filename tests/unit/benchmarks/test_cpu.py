@@ -97,3 +97,23 @@ def test_threads_are_read_by_name_and_only_they():
 
     assert 0.05 <= theirs < 1.0
     assert nobody == 0.0
+
+
+def test_another_process_threads_are_read_by_name_to_below_a_clock_tick():
+    # a mock cluster hosted by a process of its own: its thread's CPU clock is not readable from
+    # here, the scheduler's runtime in /proc is
+    child = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                              "open('/proc/self/comm', 'w').write('cpu-test-child')\n"
+                              "end = time.process_time() + 0.123\n"
+                              "while time.process_time() < end: pass\nprint(flush=True)\nsys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child.stdout.readline()  # its spin is over
+        theirs = thread_cpu("cpu-test-child", child.pid)
+        nobody = thread_cpu("no-such-thread", child.pid)
+    finally:
+        child.communicate("")
+
+    assert 0.123 <= theirs < 2.0
+    assert theirs * 100 != int(theirs * 100)  # not a whole number of 10 ms ticks
+    assert nobody == 0.0

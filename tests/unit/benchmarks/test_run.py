@@ -1,7 +1,11 @@
+import os
+import platform
+import sys
+
 import pytest
 
 from benchmarks.clients import Measurement
-from benchmarks.run import ALL_PARTS, ALL_WORKLOADS, Report, compute_ratios, parse_args
+from benchmarks.run import ALL_PARTS, ALL_WORKLOADS, Report, compute_ratios, interpreter, parse_args
 
 
 def test_every_workload_by_default():
@@ -75,3 +79,24 @@ def test_the_end_to_end_ratio_a_request_divides_each_brokers_cpu_by_its_clients_
     assert rows["broker CPU, a record a ms tailed (lower is better): logway / mock"]["value"] == pytest.approx(2.0)
     row = rows["broker CPU a request, a record a ms tailed (lower is better): logway / mock"]
     assert row["value"] == pytest.approx((0.40 / 10_000) / (0.20 / 5010))
+
+
+def test_the_end_to_end_ratios_against_the_mock_in_a_process_of_its_own():
+    report = Report()
+    requests = {"Produce": 5000, "Fetch": 5000}
+    report.add("end_to_end", "logway", Measurement("l", 5000, 500_000, 5.0, broker_cpu=0.45, requests=requests))
+    report.add("end_to_end", "mock", Measurement("m", 5000, 500_000, 5.0, broker_cpu=0.20, requests=requests))
+    report.add("end_to_end", "mock-process", Measurement("p", 5000, 500_000, 5.0, broker_cpu=0.25, requests=requests))
+
+    rows = {row["label"]: row for row in compute_ratios(report)}
+
+    prefix = "broker CPU a request, a record a ms tailed (lower is better): "
+    assert rows[prefix + "logway / mock"]["value"] == pytest.approx(2.25)
+    assert rows[prefix + "logway / mock in a process of its own"]["value"] == pytest.approx(1.8)
+    assert rows[prefix + "mock in this process / in a process of its own"]["value"] == pytest.approx(0.8)
+
+
+def test_the_header_names_the_interpreter_binary_behind_the_virtualenv():
+    # builds of one Python version differ in speed; the virtualenv's own python is a symlink
+    assert interpreter() == f"python {platform.python_version()} ({os.path.realpath(sys.executable)})"
+    assert not os.path.islink(interpreter().split("(")[1].rstrip(")"))
