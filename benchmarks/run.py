@@ -74,9 +74,9 @@ wire-produce` runs only the 1 MiB-batch protocol-level produce, on both brokers)
                     that CPU per request the clients sent (their librdkafka statistics). With
                     the mock part, also on a mock cluster hosted by a process of its own in a
                     session of its own, as logway runs (start_mock_process): the mock in this
-                    process shares its clients' address space and scheduler group, which lowers
-                    its CPU a tailed record by about a seventh (RESULTS.md, "a broker in its own
-                    session").
+                    process shares its clients' address space and scheduler group, and spends
+                    a tenth to a fifth more CPU a tailed record than that one (RESULTS.md, "a
+                    broker in its own session").
 
 Charts: every run writes PNG charts of its figures (benchmarks/charts.py, matplotlib from the
 bench extra) and the JSON they are drawn from (run.json) to --charts DIR, benchmarks/charts/
@@ -273,14 +273,13 @@ def start_mock() -> tuple[Target, object]:
     return Target("mock", bootstrap, lambda: CpuMeter(broker_thread="rdk:mock"), create), host
 
 
-# A process hosting a mock cluster (one broker) until its stdin closes; it prints the broker's
+# A process hosting a mock cluster (start_mock) until its stdin closes; it prints the broker's
 # address first.
 _MOCK_HOST = """
 import sys
-from confluent_kafka import Producer
-host = Producer({"bootstrap.servers": "", "test.mock.num.brokers": 1, "log_level": 3})
-broker = next(iter(host.list_topics(timeout=10).brokers.values()))
-print(f"{broker.host}:{broker.port}", flush=True)
+from benchmarks.run import start_mock
+target, host = start_mock()
+print(target.bootstrap, flush=True)
 sys.stdin.read()
 """
 
@@ -289,8 +288,10 @@ def start_mock_process() -> tuple[Target, subprocess.Popen]:
     """The mock cluster hosted as logway is: in a process of its own, in a session of its own
     (tests.harness.BrokerProcess); its CPU is its rdk:mock thread's. For the end-to-end
     workload, where the scheduling of a few wake-ups a record is most of a broker's CPU."""
+    from tests.harness import REPO
+
     host = subprocess.Popen(
-        [sys.executable, "-c", _MOCK_HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", _MOCK_HOST], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         start_new_session=True,
     )
     bootstrap = host.stdout.readline().strip()
