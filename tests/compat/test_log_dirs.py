@@ -32,12 +32,23 @@ BASE_TS = 1_700_000_000_000
 DELETE_DELAY_MS = 200
 
 
-@pytest.fixture
-def broker(tmp_path):
-    process = BrokerProcess(
+# A move copies at most this many bytes a second in the kill test: a throttled copy of its 20 MB
+# takes about five seconds, so the kill lands in the middle of it however fast the disk and the
+# scheduler are (unthrottled, a copy from the page cache can finish before the kill is sent).
+MOVE_BYTES_PER_SECOND = 4_000_000
+
+
+def start_broker(tmp_path, **config: str) -> BrokerProcess:
+    """A broker with two log dirs, a and b, under tmp_path."""
+    return BrokerProcess(
         tmp_path / "data",
-        {"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}", "log.segment.delete.delay.ms": str(DELETE_DELAY_MS)},
+        {"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}", "log.segment.delete.delay.ms": str(DELETE_DELAY_MS), **config},
     ).start()
+
+
+@pytest.fixture
+def broker(request, tmp_path):
+    process = start_broker(tmp_path, **getattr(request, "param", {}))
     yield process
     process.kill()
 
@@ -112,13 +123,18 @@ def test_a_replica_moves_to_the_other_log_dir_while_a_producer_writes_to_it(brok
     assert " ERROR " not in broker.log() and "Traceback" not in broker.log()
 
 
+@pytest.mark.parametrize(
+    "broker",
+    [{"replica.alter.log.dirs.io.max.bytes.per.second": str(MOVE_BYTES_PER_SECOND)}],
+    indirect=True,
+    ids=["move-throttled"],
+)
 def test_a_kill_mid_move_loses_nothing_and_the_restarted_broker_finishes_the_move(broker, admin):
-    # Some 60 MB: the copy takes long enough for the kill to land in the middle of it.
-    topic, acked, source, target = seeded(broker, admin, "kill", 6_000, 10_000)
-    streamer = Streamer(broker, topic, acked, 6_000, BASE_TS, 1, limit=200_000, size=100)
+    topic, acked, source, target = seeded(broker, admin, "kill", 2_000, 10_000)
+    streamer = Streamer(broker, topic, acked, 2_000, BASE_TS, 1, limit=200_000, size=100)
     streamer.start()
     try:
-        wait_until(lambda: acked.count() >= 7_000, "records acknowledged before the move")
+        wait_until(lambda: acked.count() >= 3_000, "records acknowledged before the move")
         move(admin, topic, target)
         broker.kill()
     finally:
@@ -133,7 +149,7 @@ def test_a_kill_mid_move_loses_nothing_and_the_restarted_broker_finishes_the_mov
         wait_until(lambda: replicas(restarted, topic) == {source: [], target: [(0, False)]}, "the move finished")
     finally:
         restarted.close()
-    check_partition(broker, topic, 0, acked, set(range(6_000 + streamer.sent)), exact=False)
+    check_partition(broker, topic, 0, acked, set(range(2_000 + streamer.sent)), exact=False)
     wait_until(lambda: partition_dirs(source, topic) == [], "the old replica's files removed")
     assert [path.name for path in partition_dirs(target, topic)] == [f"{topic}-0"]
 
