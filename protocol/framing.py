@@ -33,6 +33,11 @@ class FrameReader:
     requests before it are still being served (pipelining), and lets the produce path patch a
     batch in place.
 
+    Bytes of the next frame that a read brought along stay where they are while the buffer has
+    room for that frame behind them; only then, once no frame is alive, are they moved to the
+    front (one memmove). Moving them on every read cost a client pipelining 1 MiB requests a
+    copy of a sixth of its bytes (benchmarks/RESULTS.md).
+
     A size prefix above `max_frame_bytes` or below zero raises as soon as its four bytes are in,
     before any of the body is read.
 
@@ -80,13 +85,14 @@ class FrameReader:
         The buffer grows with what arrives (to twice what is buffered), never straight to the
         size a prefix announces: announcing 100 MB and sending a few must not cost 100 MB.
         Doubling keeps the copies of a large frame under twice its size."""
-        if not self._frames_alive and self._start:
-            self._compact()
         pending = self._end - self._start  # on every read: the frame in progress's size, inline
         in_progress = FRAME_PREFIX + self._checked_size(self._start) if pending >= FRAME_PREFIX else FRAME_PREFIX
         wanted = max(min(in_progress, 2 * pending), pending + self._read_room)
         if self._start + wanted > len(self._buf):
-            self._move_to_new_buffer(wanted)
+            if self._frames_alive or wanted > len(self._buf):
+                self._move_to_new_buffer(wanted)
+            else:
+                self._compact()
         self._offered = len(self._buf) - self._end
         return self._view[self._end :]
 
@@ -147,7 +153,9 @@ class FrameReader:
 
     def _compact(self) -> None:
         pending = self.buffered
-        self._buf[:pending] = self._buf[self._start : self._end]
+        # Through the memoryview: one memmove within the buffer, where slicing the bytearray
+        # would copy the bytes out first.
+        self._view[:pending] = self._view[self._start : self._end]
         self._start, self._end = 0, pending
 
     def _move_to_new_buffer(self, wanted: int) -> None:

@@ -144,3 +144,34 @@ def test_reads_that_leave_room_do_not_grow_it():
         assert feed(reader, frame(b"small")) == [b"small"]
         reader.release()
     assert len(reader.writable()) == first_room
+
+
+def _served_with_part_of_the_next(reader: FrameReader, first: bytes, next_part: bytes) -> None:
+    space = reader.writable()
+    space[: len(first) + len(next_part)] = first + next_part
+    assert len(reader.received(len(first) + len(next_part))) == 1
+    reader.release()
+
+
+def test_the_next_frames_bytes_stay_in_place_while_the_buffer_has_room_for_that_frame():
+    reader = FrameReader(1 << 20, buffer_bytes=256 * 1024)
+    first, second = frame(b"a" * 1000), frame(b"b" * 1000)
+    _served_with_part_of_the_next(reader, first, second[:100])
+    buffer = reader._buf
+
+    reader.writable()
+
+    assert reader._buf is buffer and reader._start == len(first)  # not copied to the front
+    assert feed(reader, second[100:]) == [b"b" * 1000]
+
+
+def test_the_next_frames_bytes_move_to_the_front_of_the_same_buffer_when_it_lacks_room_behind():
+    reader = FrameReader(1 << 20, buffer_bytes=64 * 1024)
+    first, second = frame(b"a" * 40 * 1024), frame(b"b" * 40 * 1024)
+    _served_with_part_of_the_next(reader, first, second[: 10 * 1024])
+    buffer = reader._buf
+
+    reader.writable()
+
+    assert reader._buf is buffer and reader._start == 0
+    assert feed(reader, second[10 * 1024 :]) == [b"b" * 40 * 1024]
