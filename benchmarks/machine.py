@@ -21,6 +21,9 @@ class Throughput:
     bytes: int
     seconds: float
     timed_out: bool = False
+    # CPU seconds over the timed span, where two processes share the work (receive_append_loopback)
+    sender_cpu: float | None = None
+    receiver_cpu: float | None = None
 
     @property
     def mb_per_s(self) -> float:
@@ -88,18 +91,21 @@ def recycle_page_cache(path: str, total_bytes: int, chunk_bytes: int = 1024 * 10
 
 
 # The sender process: connects to the receiver's loopback port, sends one chunk of random bytes
-# over and over until `total` bytes are out, then waits for the receiver's one-byte answer.
+# over and over until `total` bytes are out, then waits for the receiver's one-byte answer and
+# prints the CPU seconds its sending took.
 _SOURCE = """
-import os, socket, sys
+import os, socket, sys, time
 port, chunk_bytes, total = (int(arg) for arg in sys.argv[1:4])
-conn = socket.create_connection(("127.0.0.1", port), timeout=60)
 chunk = os.urandom(chunk_bytes)
+conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+started = time.process_time()
 sent = 0
 while sent < total:
     conn.sendall(chunk)
     sent += chunk_bytes
 conn.shutdown(socket.SHUT_WR)
 conn.recv(1)
+print(time.process_time() - started, flush=True)
 """
 
 
@@ -109,7 +115,8 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
     receives each whole into one reused buffer (recv_into), computes its CRC-32C and appends it
     with one pwrite through logway's records file, into a new file at `path` that reserves its
     blocks ahead as an active segment's does; no fsync. Time runs from the accepted connection to
-    the last append.
+    the last append. The result has both processes' CPU seconds: the sender's, and this thread's
+    over the timed span.
 
     The three steps run one after another on one thread while the sender has the other core,
     which is the most a two-core machine gives a broker whose clients run on it: the ratio of
@@ -123,7 +130,9 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
 
     listener = socket.create_server(("127.0.0.1", 0))
     sender = subprocess.Popen(
-        [sys.executable, "-c", _SOURCE, str(listener.getsockname()[1]), str(chunk_bytes), str(total_bytes)]
+        [sys.executable, "-c", _SOURCE, str(listener.getsockname()[1]), str(chunk_bytes), str(total_bytes)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     records = RecordsFile.open(path)
     if records.size:
@@ -131,12 +140,13 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
     records.reserve_ahead = True  # as logway's active segment
     written = 0
     timed_out = False
+    sender_cpu = receiver_cpu = None
     try:
         listener.settimeout(30)
         conn, _ = listener.accept()
         conn.settimeout(deadline_s)
         view = memoryview(bytearray(chunk_bytes))
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         deadline = start + deadline_s
         with conn:
             while written < total_bytes:
@@ -155,16 +165,19 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
                 written += chunk_bytes
             seconds = time.perf_counter() - start
             if not timed_out:
+                receiver_cpu = time.thread_time() - start_cpu
                 conn.sendall(b"k")
     finally:
         records.close()
         listener.close()
         try:
-            sender.wait(10)
+            printed, _ = sender.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             sender.kill()
-            sender.wait()
-    return Throughput(written, seconds, timed_out)
+            printed, _ = sender.communicate()
+    if not timed_out:
+        sender_cpu = float(printed)
+    return Throughput(written, seconds, timed_out, sender_cpu, receiver_cpu)
 
 
 # The reader process: listens on a free loopback port, prints it, receives everything into a

@@ -41,6 +41,8 @@ def test_receive_append_loopback_appends_every_chunk_the_sender_sent(tmp_path):
 
     assert received.bytes == 7 * 64 * 1024 and not received.timed_out
     assert os.stat(path).st_size == received.bytes
+    # both sides did work in the timed span, and none of it took longer than the span on one core
+    assert 0 < received.sender_cpu and 0 < received.receiver_cpu <= received.seconds + 0.01
 
 
 def test_receive_append_loopback_stops_at_its_deadline(tmp_path):
@@ -50,3 +52,4 @@ def test_receive_append_loopback_stops_at_its_deadline(tmp_path):
 
     assert received.timed_out and received.bytes == 0
     assert os.stat(path).st_size == 0
+    assert received.sender_cpu is None and received.receiver_cpu is None  # no whole span to count

@@ -100,3 +100,34 @@ def test_the_header_names_the_interpreter_binary_behind_the_virtualenv():
     # builds of one Python version differ in speed; the virtualenv's own python is a symlink
     assert interpreter() == f"python {platform.python_version()} ({os.path.realpath(sys.executable)})"
     assert not os.path.islink(interpreter().split("(")[1].rstrip(")"))
+
+
+def test_every_core_busy_ratios_take_the_rate_at_the_cpu_a_byte_both_sides_spent(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    report = Report()
+    # 1 GB in 0.5 s with 0.2 + 0.3 CPU seconds: every core busy would move 2 / 0.5 = 4 GB/s
+    report.add("wire_produce", "logway", Measurement("l", 1000, 1_000_000_000, 0.5, client_cpu=0.2, broker_cpu=0.3))
+    report.add("wire_produce", "mock", Measurement("m", 1000, 1_000_000_000, 0.4, client_cpu=0.3, broker_cpu=0.1))
+    report.add("receive_append", "machine", Measurement("r", 0, 1_000_000_000, 0.3, client_cpu=0.1, broker_cpu=0.3))
+    report.add("append", "machine", Measurement("a", 0, 1_000_000_000, 0.2))  # 5 GB/s
+
+    rows = {row["label"]: row["value"] for row in compute_ratios(report)}
+
+    every_core = "every core busy at "
+    assert rows[f"produce 1 MiB batches, wire: {every_core}logway's CPU a byte (client + broker) / raw append (recycled pages)"] == pytest.approx(0.8)
+    assert rows[f"produce 1 MiB batches, wire: {every_core}the mock's CPU a byte (client + broker) / raw append (recycled pages)"] == pytest.approx(1.0)
+    label = f"machine: {every_core}the CPU a byte of received over loopback, CRC-32C, appended (sender + receiver) / raw append (recycled pages)"
+    assert rows[label] == pytest.approx(1.0)
+    # the throughput ratio itself is unchanged: 2 GB/s against 5
+    assert rows["produce 1 MiB batches, wire: logway / raw append (recycled pages)"] == pytest.approx(0.4)
+
+
+def test_every_core_busy_ratio_is_left_out_without_the_cpu_of_both_sides():
+    report = Report()
+    report.add("wire_produce", "logway", Measurement("l", 1000, 1_000_000_000, 0.5, client_cpu=None, broker_cpu=0.3))
+    report.add("append", "machine", Measurement("a", 0, 1_000_000_000, 0.2))
+
+    labels = [row["label"] for row in compute_ratios(report)]
+
+    assert "produce 1 MiB batches, wire: logway / raw append (recycled pages)" in labels
+    assert not [label for label in labels if "every core busy" in label]
