@@ -9,8 +9,11 @@ FALLOC_FL_KEEP_SIZE: the file's size stays the end of what was written). An appe
 already reserved skips the file system's per-block work (ext4: the delayed-allocation
 reservation, the quota charge, the extent cache): with the reservations' own cost, a quarter of
 a 1 MiB append's kernel time and a seventh of a 16 KiB one's on this project's machines
-(benchmarks/RESULTS.md). The reservation is given back when the
-segment stops being active or closes, and a reservation a crash left is given back on opening.
+(benchmarks/RESULTS.md). A reservation covers the next few appends of the size that asked
+for it, and twice the last one while each is used up within a second (up to 4 MiB), so a busy
+partition asks a few times a second and a quiet one holds little. The reservation is given
+back when the segment stops being active or closes, and a reservation a crash left is given
+back on opening.
 
 Appends may wait in memory to be written together (DeferredWrites): when one read of a
 broker's connection brings several requests, it defers their appends while it serves them, so
@@ -24,6 +27,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from time import monotonic
 from typing import Final, NamedTuple
 
 from protocol.errors import CorruptRecordError
@@ -40,6 +44,10 @@ log: Final = logging.getLogger(__name__)
 _RESERVE_MIN_APPEND: Final = 4096
 _RESERVE_MIN: Final = 256 * 1024
 _RESERVE_MAX: Final = 4 * 1024 * 1024
+# A reservation used up within this long doubles the next, up to _RESERVE_MAX: a busy partition
+# then asks a few times a second at most, while a quiet one keeps reserving little (a
+# reservation stays until its segment stops being active).
+_BUSY_S: Final = 1.0
 # Blocks past the end beyond this on opening are a reservation a crash left, not the file
 # system's own metadata or rounding.
 _LEFT_RESERVATION: Final = _RESERVE_MIN // 2
@@ -178,6 +186,8 @@ class RecordsFile(PooledFile):
         self.reserve_ahead = False
         self._reserved_to = 0  # the end of the blocks reserved past `size` (0: none)
         self._ask_at = 0  # appends that end past this ask for a reservation
+        self._step = 0  # the last reservation's length, past `_ask_at`'s position then
+        self._reserved_at = 0.0  # when it was made (monotonic)
         self._deferred: list[bytes | memoryview] = []  # appended, not written yet (DeferredWrites)
         self._deferred_bytes = 0
 
@@ -275,9 +285,15 @@ class RecordsFile(PooledFile):
             position += header.size
 
     def _reserve(self, fd: int, position: int, length: int) -> None:
-        """Reserve the blocks of the next few appends of `length` bytes from `position`."""
+        """Reserve the blocks of the next few appends of `length` bytes from `position`: more
+        (twice the last reservation) when the last was used up within _BUSY_S."""
         start = max(position, self._reserved_to)
-        step = min(max(4 * length, _RESERVE_MIN), _RESERVE_MAX)
+        step = max(4 * length, _RESERVE_MIN)
+        now = monotonic()
+        if now - self._reserved_at < _BUSY_S:
+            step = max(step, 2 * self._step)
+        step = min(step, _RESERVE_MAX)
+        self._step, self._reserved_at = step, now
         self._ask_at = position + step
         free = os.fstatvfs(fd)
         if free.f_bavail * free.f_frsize < _RESERVE_FREE_FLOOR + step:
@@ -304,13 +320,13 @@ class RecordsFile(PooledFile):
         # times, which stand for a segment's timestamp when its records carry none.
         os.ftruncate(fd, self.size)
         os.utime(fd, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        self._reserved_to = self._ask_at = 0
+        self._reserved_to = self._ask_at = self._step = 0
 
     def truncate_to(self, size: int) -> None:
         self.write_deferred()
         os.ftruncate(self._fd_holder().fd, size)  # reserved blocks past `size` go too
         self.size = size
-        self._reserved_to = self._ask_at = 0
+        self._reserved_to = self._ask_at = self._step = 0
 
     def flush(self) -> None:
         """fsync (on a worker thread too): what waits in memory was written on the loop before

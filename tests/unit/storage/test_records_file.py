@@ -294,3 +294,39 @@ def test_a_deferred_write_that_fails_is_counted_and_reported_and_the_others_stil
         assert on_disk(healthy) == b"kept"
         full.close()
         healthy.close()
+
+
+def _reservations(monkeypatch, seconds_between_calls: float) -> list[int]:
+    """The length of each reservation while 16 KiB appends go on, with the clock advancing
+    `seconds_between_calls` at every reading."""
+    clock = iter(range(1, 10_000))
+    monkeypatch.setattr(records_file, "monotonic", lambda: next(clock) * seconds_between_calls)
+    asked: list[int] = []
+    monkeypatch.setattr(records_file, "_fallocate", lambda fd, mode, start, length: asked.append(start + length) or 0)
+    return asked
+
+
+def test_reservations_used_up_quickly_double_up_to_the_most(tmp_path, monkeypatch):
+    reserved_ends = _reservations(monkeypatch, 0.01)
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    records.reserve_ahead = True
+    for _ in range(2_000):
+        records.append(APPEND)
+
+    steps = [b - a for a, b in zip([0, *reserved_ends], reserved_ends)]
+    least, most = records_file._RESERVE_MIN, records_file._RESERVE_MAX
+    assert steps[:5] == [least, 2 * least, 4 * least, 8 * least, most]
+    assert set(steps[5:]) == {most}
+    records.close()
+
+
+def test_reservations_used_up_slowly_stay_small(tmp_path, monkeypatch):
+    reserved_ends = _reservations(monkeypatch, 2 * records_file._BUSY_S)
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    records.reserve_ahead = True
+    for _ in range(200):
+        records.append(APPEND)
+
+    steps = [b - a for a, b in zip([0, *reserved_ends], reserved_ends)]
+    assert set(steps) == {records_file._RESERVE_MIN}
+    records.close()
