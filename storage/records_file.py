@@ -11,7 +11,7 @@ reservation, the quota charge, the extent cache): with the reservations' own cos
 a 1 MiB append's kernel time and a seventh of a 16 KiB one's on this project's machines
 (benchmarks/RESULTS.md). A reservation covers the next few appends of the size that asked
 for it, and twice the last one while each is used up within a second (up to 4 MiB), so a busy
-partition asks a few times a second and a quiet one holds little. The reservation is given
+partition asks once every 4 MiB rather than every 256 KiB and a quiet one holds little. The reservation is given
 back when the segment stops being active or closes, and a reservation a crash left is given
 back on opening.
 
@@ -45,7 +45,7 @@ _RESERVE_MIN_APPEND: Final = 4096
 _RESERVE_MIN: Final = 256 * 1024
 _RESERVE_MAX: Final = 4 * 1024 * 1024
 # A reservation used up within this long doubles the next, up to _RESERVE_MAX: a busy partition
-# then asks a few times a second at most, while a quiet one keeps reserving little (a
+# then asks once every _RESERVE_MAX bytes, while a quiet one keeps reserving little (a
 # reservation stays until its segment stops being active).
 _BUSY_S: Final = 1.0
 # Blocks past the end beyond this on opening are a reservation a crash left, not the file
@@ -186,7 +186,7 @@ class RecordsFile(PooledFile):
         self.reserve_ahead = False
         self._reserved_to = 0  # the end of the blocks reserved past `size` (0: none)
         self._ask_at = 0  # appends that end past this ask for a reservation
-        self._step = 0  # the last reservation's length, past `_ask_at`'s position then
+        self._step = 0  # the length the last reservation asked for
         self._reserved_at = 0.0  # when it was made (monotonic)
         self._deferred: list[bytes | memoryview] = []  # appended, not written yet (DeferredWrites)
         self._deferred_bytes = 0
