@@ -35,8 +35,8 @@ class FrameReader:
 
     Bytes of the next frame that a read brought along stay where they are while the buffer has
     room for that frame behind them; only then, once no frame is alive, are they moved to the
-    front (one memmove). Moving them on every read cost a client pipelining 1 MiB requests a
-    copy of a sixth of its bytes (benchmarks/RESULTS.md).
+    front (one memmove). Moving them on every read, out and back, copied a third as many bytes
+    again as a client pipelining 1 MiB requests sent (benchmarks/RESULTS.md).
 
     A size prefix above `max_frame_bytes` or below zero raises as soon as its four bytes are in,
     before any of the body is read.
