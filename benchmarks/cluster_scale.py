@@ -11,7 +11,10 @@ Measured, with Kafka's defaults (index files of 10 MiB, sparse; 18 s ZooKeeper s
   is full again (it caught up and the leaders took it back);
 - a controlled shutdown: SIGTERM to a broker that leads partitions and is not the controller;
   until a Metadata answer from the other two names none of its leaderships, and until it exits;
-- RSS and open descriptors of each broker after creation and after the restart.
+- RSS and open descriptors of each broker after creation and after the restart;
+- each broker's CPU while the cluster is idle after creation (full ISRs, no client traffic):
+  what keeping the replicas in sync costs when nothing is written (the followers' fetches of
+  every partition every replica.fetch.wait.max.ms).
 
 Metadata is read from the brokers that are alive at that step (librdkafka picks one). Every
 wait is bounded by a deadline; data and logs live in the run's scratch directory.
@@ -27,6 +30,7 @@ BROKERS = 3
 REPLICATION = 3
 _DEADLINE_S = 600.0
 _POLL_S = 0.5
+_IDLE_S = 10.0
 
 
 @dataclass
@@ -48,6 +52,19 @@ def _process_stats(pid: int) -> dict[str, float]:
         "peak_rss_mib": int(status["VmHWM"].split()[0]) / 1024,
         "descriptors": len(os.listdir(f"/proc/{pid}/fd")),
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _idle_cpu_percent(pids: dict[int, int], seconds: float) -> dict[int, dict[str, float]]:
+    """Each process's CPU over `seconds` of doing nothing else, in percent of one core."""
+    before = {b: _cpu_seconds(pid) for b, pid in pids.items()}
+    time.sleep(seconds)
+    return {b: {"cpu_percent": 100 * (_cpu_seconds(pid) - before[b]) / seconds} for b, pid in pids.items()}
 
 
 def _metadata_state(bootstrap: str, topics: list[str], per_topic: int, live: set[int]) -> tuple[bool, bool]:
@@ -133,6 +150,7 @@ def run(scratch: Path, partitions: int) -> ClusterScaleResult:
         result.phases["create_full_isr_s"] = _wait(
             "full ISRs after creation", lambda: _metadata_state(every, topics, per_topic, all_ids)[1], started)
         stats("created")
+        result.stats["idle"] = _idle_cpu_percent({b: s.pid for b, s in cluster.brokers.items()}, _IDLE_S)
 
         old = _controller(zk)
         if old is None:

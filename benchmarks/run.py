@@ -1091,8 +1091,11 @@ def run_cluster_scale(report: Report, scratch: Path, partitions: int) -> None:
         print(f"{label:<66} {result.phases[key]:>10.2f} s")
     for step, brokers in result.stats.items():
         for broker_id, values in sorted(brokers.items()):
-            print(f"{step}: broker {broker_id} RSS (peak) MiB, descriptors{'':<21} "
-                  f"{values['rss_mib']:>5.0f} ({values['peak_rss_mib']:.0f}) {values['descriptors']:>7}")
+            if "cpu_percent" in values:
+                print(f"{step}: broker {broker_id} CPU, % of a core{'':<35} {values['cpu_percent']:>10.1f}")
+            else:
+                print(f"{step}: broker {broker_id} RSS (peak) MiB, descriptors{'':<21} "
+                      f"{values['rss_mib']:>5.0f} ({values['peak_rss_mib']:.0f}) {values['descriptors']:>7}")
             report.values.update({f"cluster_scale_{step}_{broker_id}_{k}": x for k, x in values.items()})
     for note in result.notes:
         report.note(note)
