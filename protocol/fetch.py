@@ -95,10 +95,16 @@ class FetchTopic:
         self.partitions = partitions
 
 
+# KIP-227's session epochs: a full request that asks for a session, and one that does not (every
+# request before v7, and librdkafka's).
+INITIAL_EPOCH: Final = 0
+FINAL_EPOCH: Final = -1
+
+
 @dataclass(slots=True, init=False)
 class FetchRequest:
-    """What the broker reads of a Fetch request of any version (forgotten_topics_data, which
-    only incremental sessions use, and cluster_id are checked and left out)."""
+    """What the broker reads of a Fetch request of any version (cluster_id is checked and left
+    out). `forgotten`: the forgotten_topics_data of an incremental request, (topic, partitions)."""
 
     replica_id: int
     max_wait_ms: int
@@ -108,6 +114,8 @@ class FetchRequest:
     topics: list[FetchTopic]
     session_id: int  # v7+
     rack_id: str  # v11+
+    session_epoch: int  # v7+
+    forgotten: list[tuple[str, list[int]]]  # v7+
 
     def __init__(
         self,
@@ -119,6 +127,8 @@ class FetchRequest:
         topics: list[FetchTopic],
         session_id: int = 0,
         rack_id: str = "",
+        session_epoch: int = FINAL_EPOCH,
+        forgotten: list[tuple[str, list[int]]] | None = None,
     ) -> None:
         self.replica_id = replica_id
         self.max_wait_ms = max_wait_ms
@@ -128,6 +138,8 @@ class FetchRequest:
         self.topics = topics
         self.session_id = session_id
         self.rack_id = rack_id
+        self.session_epoch = session_epoch
+        self.forgotten = [] if forgotten is None else forgotten
 
 
 class _Malformed(Exception):
@@ -194,8 +206,9 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
     replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level = _unpack_request_fixed(body, 0)
     pos = _REQUEST_FIXED_SIZE
     session_id = 0
+    session_epoch = FINAL_EPOCH
     if version >= 7:
-        session_id, _session_epoch = _unpack_session(body, pos)
+        session_id, session_epoch = _unpack_session(body, pos)
         pos += _SESSION_SIZE
     count, pos = _array_length(body, pos, flexible)
     topics = []
@@ -231,19 +244,26 @@ def _parse_by_hand(version: int, body: memoryview) -> FetchRequest:
                 partitions.append(FetchPartition(partition, offset, partition_max))
         pos = _no_tagged_fields(body, pos, flexible)
         topics.append(FetchTopic(name, partitions))
+    forgotten: list[tuple[str, list[int]]] = []
     if version >= 7:
         count, pos = _array_length(body, pos, flexible)
         for _ in range(count):
-            _, pos = _string(body, pos, flexible)
+            name, pos = _string(body, pos, flexible)
             partition_count, pos = _array_length(body, pos, flexible)
+            if pos + 4 * partition_count > end:
+                raise _Malformed
+            forgotten.append((name, list(struct.unpack_from(f">{partition_count}i", body, pos))))
             pos += 4 * partition_count
             pos = _no_tagged_fields(body, pos, flexible)
     rack_id = ""
     if version >= 11:
         rack_id, pos = _string(body, pos, flexible)
     if _no_tagged_fields(body, pos, flexible) > end:
-        raise _Malformed  # the forgotten topics' partitions run past the end
-    return FetchRequest(replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics, session_id, rack_id)
+        raise _Malformed
+    return FetchRequest(
+        replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, topics, session_id, rack_id,
+        session_epoch, forgotten,
+    )
 
 
 def _array_length(body: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
@@ -307,9 +327,12 @@ def _parse_with_kio(version: int, body: memoryview) -> FetchRequest:
         )
         for topic in request.topics
     ]
+    # kio gives the fields a version lacks their defaults: epoch -1 before v7, a sessionless
+    # fetch (Kafka's FetchMetadata.LEGACY).
     return FetchRequest(
         request.replica_id, request.max_wait // _MILLISECOND, request.min_bytes, request.max_bytes,
-        request.isolation_level, topics, request.session_id, request.rack_id,
+        request.isolation_level, topics, request.session_id, request.rack_id, request.session_epoch,
+        [(topic.topic, list(topic.partitions)) for topic in request.forgotten_topics_data],
     )
 
 
@@ -376,6 +399,12 @@ class FetchResponse:
         self.error_code = error_code
         self.session_id = session_id
         self.topics = topics
+
+
+def response_session_id(head: bytes) -> int:
+    """The session_id of an encoded v7+ response, from its first chunk."""
+    (session_id,) = INT32.unpack_from(head, 6)  # after throttle_time_ms and error_code
+    return session_id
 
 
 def encode_fetch_response(

@@ -109,7 +109,7 @@ def test_a_one_partition_v12_answer_is_byte_for_byte_what_kio_writes(aborted, th
     assert flatten(chunks) == schemas.encode(expected)
 
 
-def fetch_request_body(version, topics, *, forgotten=(), rack_id="r1", cluster_id=None, session_id=0):
+def fetch_request_body(version, topics, *, forgotten=(), rack_id="r1", cluster_id=None, session_id=0, session_epoch=-1):
     """A Fetch request body of `version` as kio writes it: topics as (name, [(partition,
     fetch_offset)]), every other partition field set apart so a swapped field shows."""
     request = schemas.request_type(ApiKey.FETCH, 12)(
@@ -120,7 +120,7 @@ def fetch_request_body(version, topics, *, forgotten=(), rack_id="r1", cluster_i
         max_bytes=52_428_800,
         isolation_level=1,
         session_id=session_id,
-        session_epoch=-1,
+        session_epoch=session_epoch,
         topics=tuple(
             FetchTopic(
                 topic=name,
@@ -161,6 +161,22 @@ def test_a_fetch_request_is_parsed_by_hand_as_kio_reads_it(version, rack):
     assert first.last_fetched_epoch == (4 if version >= 12 else -1)
     assert first.log_start_offset == (2 if version >= 5 else -1)
     assert by_hand.rack_id == (rack if version >= 11 else "")
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_an_incremental_fetchs_session_and_forgotten_partitions_are_parsed(version):
+    body = fetch_request_body(
+        version, [("orders", [(0, 10)])], forgotten=[("old", [1, 2]), ("gone", [7])], session_id=42, session_epoch=3
+    )
+
+    by_hand = fetch._parse_by_hand(version, body)
+
+    assert by_hand == fetch._parse_with_kio(version, body)
+    if version >= 7:
+        assert (by_hand.session_id, by_hand.session_epoch) == (42, 3)
+        assert by_hand.forgotten == [("old", [1, 2]), ("gone", [7])]
+    else:  # no sessions before v7: every fetch is a full one without (Kafka's LEGACY metadata)
+        assert (by_hand.session_id, by_hand.session_epoch, by_hand.forgotten) == (0, -1, [])
 
 
 def test_a_follower_fetch_of_hundreds_of_partitions_is_parsed_by_hand():
