@@ -635,6 +635,9 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("replica.fetch.response.max.bytes", _I, 10485760,
        "Bytes a follower asks for per fetch over all partitions (a larger first batch is "
        "still returned).", minimum=0),
+    _c("max.incremental.fetch.session.cache.slots", _I, 1000,
+       "Incremental fetch sessions (KIP-227) the broker keeps for consumers and followers; 0 "
+       "turns them off (every fetch is then a full one).", minimum=0),
     _c("leader.replication.throttled.rate", _L, LONG_MAX,
        "Bytes per second a leader sends to the replicas of the topics' "
        "leader.replication.throttled.replicas that are not in the ISR (replication quota).",

@@ -24,7 +24,6 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from broker.config import TLS_PROTOCOLS, BrokerConfig, ConfigError
 from broker import systemd
 from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, ZkBrokerConfigStore
+from broker.fetch_sessions import FetchSessionCache
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.metrics import BrokerMetrics
 from broker.network import Connection, ConnectionQuotas, Listener, PendingSends, RequestMemoryPool, TlsConnection, client_ip
@@ -156,6 +156,7 @@ class Broker:
         self.client_quotas = ClientQuotas(
             WindowConfig(config.get("quota.window.num"), config.get("quota.window.size.seconds") * 1000)
         )
+        self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"))
         self.quota_configs = QuotaConfigs(
             self.client_quotas,
             FileQuotaStore(config.log_dirs) if self.cluster is None else ZkQuotaStore(self.cluster.zk),

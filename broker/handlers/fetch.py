@@ -38,9 +38,10 @@ them again). read_committed reads get the aborted transactions from the remote t
 indexes (then the local ones, when the search must go on past the remote log). A follower's fetch
 below the leader's local start answers OFFSET_MOVED_TO_TIERED_STORAGE, as Kafka's does.
 
-Fetch sessions (KIP-227) are not kept: every response is a full one with session_id 0 echoing
-every requested partition, which clients accept by sending full requests; an incremental request
-(session_id != 0) gets FETCH_SESSION_ID_NOT_FOUND. read_committed (v4+) stops at the last stable
+Fetch sessions (KIP-227, broker.fetch_sessions): a v7+ fetch with session_epoch 0 opens one, and
+its incremental fetches name only what changed; they read every partition of the session and are
+answered with those that have something new. Session errors (FETCH_SESSION_ID_NOT_FOUND,
+INVALID_FETCH_SESSION_EPOCH) answer the whole request, with no partitions. read_committed (v4+) stops at the last stable
 offset (the first offset of the earliest open transaction, at most the high watermark) and lists the aborted transactions the
 answer may span, from the segments' transaction indexes, for the consumer to drop.
 
@@ -75,6 +76,7 @@ from storage.errors import OffsetMovedToTieredStorageError
 from storage.topic_partition import TopicPartition
 
 from broker.deferred import Deferred
+from broker.fetch_sessions import FetchContext
 from broker.handlers import authorization
 from broker.handlers.authorization import authorized, authorized_names
 from broker.handlers.registry import EncodedResponse, RequestContext, api
@@ -141,8 +143,10 @@ class _Read:
 
 @api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION), parse=parse_fetch_request)
 def handle_fetch(ctx: RequestContext, request: FetchRequest):
-    if request.session_id != 0:
-        return _response(ctx, [], ErrorCode.fetch_session_id_not_found)
+    context = ctx.services.fetch_sessions.context(request)
+    if not isinstance(context, FetchContext):
+        return _response(ctx, [], context)  # a session error
+    request = context.request  # an incremental fetch reads every partition of its session
     denied = _denied_topics(ctx, request)
     max_bytes = request.max_bytes
     services = ctx.services
@@ -156,10 +160,10 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
     # As Kafka, a fetch naming no partition is answered at once: no append could end its wait.
     wants_nothing = not any(topic.partitions for topic in request.topics)
     if read.remote:
-        return _answer_with_remote(ctx, request, read)
+        return _answer_with_remote(ctx, context, read)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
-        return _answer(ctx, request, read.topics)
-    return _LongPoll(ctx, replica_manager, request, denied, max_wait_s, min_bytes, max_bytes, read.partitions).answer
+        return _answer(ctx, context, read.topics)
+    return _LongPoll(ctx, replica_manager, context, denied, max_wait_s, min_bytes, max_bytes, read.partitions).answer
 
 
 def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
@@ -182,7 +186,7 @@ class _LongPoll:
     closed) stops the watch."""
 
     __slots__ = (
-        "ctx", "replica_manager", "request", "denied", "deadline", "min_bytes", "max_bytes", "watched", "answer",
+        "ctx", "replica_manager", "context", "request", "denied", "deadline", "min_bytes", "max_bytes", "watched", "answer",
         "_watch", "_remote",
     )
 
@@ -190,7 +194,7 @@ class _LongPoll:
         self,
         ctx: RequestContext,
         replica_manager: "ReplicaManager",
-        request: FetchRequest,
+        context: FetchContext,
         denied: set[str],
         max_wait_s: float,
         min_bytes: int,
@@ -199,7 +203,8 @@ class _LongPoll:
     ) -> None:
         self.ctx = ctx
         self.replica_manager = replica_manager
-        self.request = request
+        self.context = context
+        self.request = context.request
         self.denied = denied
         self.deadline = _monotonic() + max_wait_s
         self.min_bytes = min_bytes
@@ -217,12 +222,12 @@ class _LongPoll:
         try:
             read = _read(ctx, self.replica_manager, request, self.denied, self.max_bytes, self.watched)
             if read.remote:
-                remote = self._remote = asyncio.ensure_future(_answer_with_remote(ctx, request, read))
+                remote = self._remote = asyncio.ensure_future(_answer_with_remote(ctx, self.context, read))
                 remote.add_done_callback(self._remote_read)
                 return
             remaining = self.deadline - _monotonic()
             if read.total_bytes >= self.min_bytes or read.answer_now or remaining <= 0 or ctx.broker.shutting_down:
-                self.answer.resolve(_answer(ctx, request, read.topics))
+                self.answer.resolve(_answer(ctx, self.context, read.topics))
             else:
                 self._watch = self.replica_manager.watch_appends(self.watched, remaining, self._woken)
         except Exception as exc:
@@ -383,7 +388,7 @@ def _read_partition(
     return result
 
 
-async def _answer_with_remote(ctx: RequestContext, request: FetchRequest, read: _Read) -> EncodedResponse:
+async def _answer_with_remote(ctx: RequestContext, context: FetchContext, read: _Read) -> EncodedResponse:
     """Answer once the remote read of the first partition below its local log start is done."""
     wanted = read.remote[0]
     result = wanted.result
@@ -399,7 +404,7 @@ async def _answer_with_remote(ctx: RequestContext, request: FetchRequest, read: 
         log.warning("%s: reading offset %d from the remote store failed: %s", wanted.tp, wanted.offset, exc)
         result.error_code = exc.error_code
         result.records = b""
-    return _answer(ctx, request, read.topics)
+    return _answer(ctx, context, read.topics)
 
 
 def _leader_throttles(ctx: RequestContext, partition, follower_id: int) -> bool:
@@ -413,11 +418,13 @@ def _leader_throttles(ctx: RequestContext, partition, follower_id: int) -> bool:
     )
 
 
-def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult]) -> EncodedResponse:
+def _answer(ctx: RequestContext, context: FetchContext, topics: list[TopicResult]) -> EncodedResponse:
     """The response to a consumer's or follower's fetch; a consumer's counted per topic and
     partition (BrokerTopicMetrics: bytes out, fetch requests and failures), a follower's bytes
-    of throttled partitions against the leader replication quota."""
-    if request.replica_id < 0:
+    of throttled partitions against the leader replication quota. An incremental fetch answers
+    only the partitions its client must see (broker.fetch_sessions); every partition read
+    counts, as in Kafka."""
+    if context.request.replica_id < 0:
         stats = ctx.services.topic_stats
         for topic in topics:
             for result in topic.partitions:
@@ -433,7 +440,8 @@ def _answer(ctx: RequestContext, request: FetchRequest, topics: list[TopicResult
             )
             if throttled:
                 quota.record(throttled)
-    return _response(ctx, topics)
+    error_code, session_id, topics = context.answer(topics)
+    return _response(ctx, topics, error_code, session_id)
 
 
 def _size(records: Sized | None) -> int:
@@ -441,7 +449,9 @@ def _size(records: Sized | None) -> int:
 
 
 def _response(
-    ctx: RequestContext, topics: list[TopicResult], error_code: ErrorCode = ErrorCode.none
+    ctx: RequestContext, topics: list[TopicResult], error_code: ErrorCode = ErrorCode.none, session_id: int = 0
 ) -> EncodedResponse:
     # throttle_time_ms opens the body (v1+).
-    return EncodedResponse(encode_fetch_response(ctx.api_version, topics, error_code=error_code), throttle_offset=0)
+    return EncodedResponse(
+        encode_fetch_response(ctx.api_version, topics, error_code=error_code, session_id=session_id), throttle_offset=0
+    )

@@ -22,6 +22,7 @@ from protocol.headers import RequestHeader
 from broker.session import Session
 
 if TYPE_CHECKING:
+    from broker.fetch_sessions import FetchSessionCache
     from broker.metrics.stats import BrokerTopicStats
     from broker.replica_manager import ReplicaManager
     from broker.security.authorizer import Authorizer
@@ -40,7 +41,7 @@ class BrokerServices:
     once: compiled code reads them natively, where each of the interpreted Broker's attributes
     is a generic lookup (broker.dispatch makes one, after the broker's metrics)."""
 
-    __slots__ = ("replica_manager", "topic_store", "topic_stats", "client_quotas", "authorizer")
+    __slots__ = ("replica_manager", "topic_store", "topic_stats", "client_quotas", "authorizer", "fetch_sessions")
 
     def __init__(self, broker: "Broker") -> None:
         self.replica_manager: ReplicaManager = broker.replica_manager
@@ -48,6 +49,7 @@ class BrokerServices:
         self.topic_stats: BrokerTopicStats = broker.metrics.topics
         self.client_quotas: ClientQuotas = broker.client_quotas
         self.authorizer: Authorizer | None = broker.authorizer
+        self.fetch_sessions: FetchSessionCache = broker.fetch_sessions
 
 
 class RequestContext:

@@ -69,6 +69,7 @@ class BrokerCollector:
         yield request_part(metrics.requests)
         yield broker_state_family(broker)
         yield from replica_manager_families(broker)
+        yield from fetch_session_families(broker)
         yield from controller_families(broker)
         yield from log_families(broker)
         yield histogram_family(
@@ -298,6 +299,26 @@ def replica_manager_families(broker: "Broker") -> Iterator[Part]:
         "kafka_server_delayedoperationpurgatory_numdelayedoperations",
         "Requests waiting: long-poll fetches for data, acks=all produces for followers.",
         replica_manager.waiting_requests(),
+    )
+
+
+def fetch_session_families(broker: "Broker") -> Iterator[Metric]:
+    """Kafka's FetchSessionCache metrics (incremental fetch sessions, KIP-227)."""
+    sessions = broker.fetch_sessions
+    yield gauge(
+        "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+        "Incremental fetch sessions kept for consumers and followers.",
+        len(sessions.sessions),
+    )
+    yield gauge(
+        "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+        "Partitions kept over all incremental fetch sessions.",
+        sessions.partitions,
+    )
+    yield counter(
+        "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+        "Sessions evicted to make room for new ones.",
+        sessions.evictions,
     )
 
 

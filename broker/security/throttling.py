@@ -12,7 +12,10 @@ wait, as Kafka records in the completion callback):
   (when its version has the field) and is sent at once; the connection then reads no request
   for that long (broker.responses.ThrottledResponse).
 - A throttled consumer fetch is answered with no partitions (Kafka's getThrottledResponse) and
-  its bytes are taken back from the rate, since they were not sent.
+  its bytes are taken back from the rate, since they were not sent. The fetch session the
+  answer named (KIP-227) is closed, and the throttled answer names none: the session remembers
+  what the dropped answer said, which the client never saw, so the client starts over with a
+  full fetch. (Kafka keeps the session, having decided to throttle before it updated it.)
 
 Handler time: logway serves every request on one event loop, so the time is the wall time the
 request held the loop: parsing and the handler's synchronous work (for a handler that waits, the
@@ -26,7 +29,7 @@ import datetime
 from typing import Any
 
 from protocol.api_keys import ApiKey
-from protocol.fetch import encode_fetch_response
+from protocol.fetch import encode_fetch_response, response_session_id
 from protocol.primitives import INT32
 
 from broker.handlers.registry import NO_RESPONSE, EncodedResponse, RequestContext
@@ -76,6 +79,8 @@ def settle(
         bandwidth_throttle = quotas.fetch.record_and_get_throttle_ms(user, client_id, response_bytes)
         if max(bandwidth_throttle, request_throttle) > 0:
             quotas.fetch.record_no_throttle(user, client_id, -response_bytes)
+            if context.api_version >= 7:
+                context.services.fetch_sessions.remove(response_session_id(result.chunks[0]))
             result = EncodedResponse(encode_fetch_response(context.api_version, []), throttle_offset=0)
     throttle = max(request_throttle, bandwidth_throttle)
     if throttle > 0:

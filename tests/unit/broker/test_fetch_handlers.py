@@ -4,13 +4,15 @@ import asyncio
 import datetime
 import time
 
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+import pytest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker.deferred import Deferred
 from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
-from tests.in_process import CLIENT_SESSION, running_broker
+from tests.in_process import CLIENT_SESSION, Client, running_broker
 from tests.kafka_wire import decode_response, encode_request
 
 MS = datetime.timedelta(milliseconds=1)
@@ -99,3 +101,100 @@ def test_a_cancelled_long_poll_stops_watching_its_partitions(tmp_path):
             return watching, broker.replica_manager.waiting_requests()
 
     assert asyncio.run(scenario()) == ((1, 0), (0, 0))
+
+
+# --- incremental fetch sessions (KIP-227; the cache's rules: test_fetch_sessions.py)
+
+
+def _session_fetch(offsets: dict[int, int], *, session_id=0, epoch=0, forgotten=(), max_wait_ms=0):
+    """A consumer's Fetch v12 of TOPIC's partitions at `offsets` in a session."""
+    return FetchRequest(
+        replica_id=-1,
+        max_wait=max_wait_ms * MS,
+        min_bytes=1,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=(FetchTopic(topic=TOPIC, partitions=tuple(
+            FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20) for p, o in offsets.items()
+        )),) if offsets else (),
+        forgotten_topics_data=(ForgottenTopic(topic=TOPIC, partitions=tuple(forgotten)),) if forgotten else (),
+    )
+
+
+def _produce(partition: int, value: bytes) -> ProduceRequest:
+    records = bytes(build_batch([Record(0, 1_000, b"k", value)]))
+    return ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout=5_000 * MS,
+        topic_data=(TopicProduceData(name=TOPIC, partition_data=(PartitionProduceData(index=partition, records=records),)),),
+    )
+
+
+def _answered(response) -> dict[int, int]:
+    """{partition: bytes of records} of a Fetch response."""
+    return {p.partition_index: len(p.records or b"") for t in response.responses for p in t.partitions}
+
+
+def test_a_fetch_session_answers_only_the_partitions_with_something_new(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path) as broker:
+            await broker.topics.create(TOPIC, 2, {})
+            client = Client(broker)
+            await client.call(ApiKey.PRODUCE, 9, _produce(0, b"first"))
+            full = await client.call(ApiKey.FETCH, 12, _session_fetch({0: 0, 1: 0}))
+            session_id = full.session_id
+            # Partition 0 read up to its end: only its new offset is sent, and nothing is new.
+            idle = await client.call(ApiKey.FETCH, 12, _session_fetch({0: 1}, session_id=session_id, epoch=1, max_wait_ms=10))
+            await client.call(ApiKey.PRODUCE, 9, _produce(1, b"second"))
+            # Nothing sent: partition 1, still read from offset 0, has a record now.
+            changed = await client.call(ApiKey.FETCH, 12, _session_fetch({}, session_id=session_id, epoch=2))
+            return full, idle, changed
+
+    full, idle, changed = asyncio.run(scenario())
+    assert full.error_code == ErrorCode.none and full.session_id > 0
+    assert _answered(full).keys() == {0, 1} and _answered(full)[0] > 0
+    assert (idle.error_code, idle.session_id, _answered(idle)) == (ErrorCode.none, full.session_id, {})
+    assert changed.session_id == full.session_id and list(_answered(changed)) == [1] and _answered(changed)[1] > 0
+
+
+def test_a_fetch_session_stops_reading_what_it_forgot(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path) as broker:
+            await broker.topics.create(TOPIC, 2, {})
+            client = Client(broker)
+            full = await client.call(ApiKey.FETCH, 12, _session_fetch({0: 0, 1: 0}))
+            await client.call(ApiKey.FETCH, 12, _session_fetch({}, session_id=full.session_id, epoch=1, forgotten=[0]))
+            await client.call(ApiKey.PRODUCE, 9, _produce(0, b"unread"))
+            await client.call(ApiKey.PRODUCE, 9, _produce(1, b"read"))
+            return await client.call(ApiKey.FETCH, 12, _session_fetch({}, session_id=full.session_id, epoch=2))
+
+    assert list(_answered(asyncio.run(scenario()))) == [1]
+
+
+def test_a_fetch_naming_an_unknown_session_or_a_wrong_epoch_gets_a_session_error(tmp_path):
+    async def scenario():
+        async with running_broker(tmp_path) as broker:
+            await broker.topics.create(TOPIC, 1, {})
+            client = Client(broker)
+            full = await client.call(ApiKey.FETCH, 12, _session_fetch({0: 0}))
+            unknown = await client.call(ApiKey.FETCH, 12, _session_fetch({}, session_id=full.session_id + 1, epoch=1))
+            wrong_epoch = await client.call(ApiKey.FETCH, 12, _session_fetch({}, session_id=full.session_id, epoch=5))
+            return unknown, wrong_epoch
+
+    unknown, wrong_epoch = asyncio.run(scenario())
+    assert (unknown.error_code, unknown.session_id, unknown.responses) == (ErrorCode.fetch_session_id_not_found, 0, ())
+    assert (wrong_epoch.error_code, wrong_epoch.session_id) == (ErrorCode.invalid_fetch_session_epoch, 0)
+
+
+@pytest.mark.parametrize("epoch, slots", [(-1, 1000), (0, 0)])
+def test_no_session_for_a_fetch_not_asking_or_with_no_slots(tmp_path, epoch, slots):
+    # Epoch -1: librdkafka's fetches, and every fetch before v7.
+    async def scenario():
+        async with running_broker(tmp_path, {"max.incremental.fetch.session.cache.slots": str(slots)}) as broker:
+            await broker.topics.create(TOPIC, 1, {})
+            response = await Client(broker).call(ApiKey.FETCH, 12, _session_fetch({0: 0}, epoch=epoch))
+            return response, len(broker.fetch_sessions.sessions)
+
+    response, sessions = asyncio.run(scenario())
+    assert (response.error_code, response.session_id, list(_answered(response)), sessions) == (ErrorCode.none, 0, [0], 0)

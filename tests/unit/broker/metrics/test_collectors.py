@@ -332,6 +332,31 @@ def test_a_waiting_long_poll_is_in_the_fetch_purgatory_and_the_broker_state_is_r
     assert run(tmp_path, scenario) == ([1, 1], 0, 3)
 
 
+def test_fetch_session_gauges_count_sessions_and_their_partitions(tmp_path):
+    async def scenario(broker, client):
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait=0 * MS,
+            min_bytes=1,
+            session_id=0,
+            session_epoch=0,  # asks for a session
+            topics=(FetchTopic(topic=TOPIC, partitions=tuple(
+                FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20) for p in (0, 1)
+            )),),
+            forgotten_topics_data=(),
+        )
+        await client.call(ApiKey.FETCH, 12, request)
+        return [
+            value(broker, f"kafka_server_fetchsessioncache_{name}")
+            for name in (
+                "numincrementalfetchsessions", "numincrementalfetchpartitionscached",
+                "incrementalfetchsessionevictions_total",
+            )
+        ]
+
+    assert run(tmp_path, scenario) == [1, 2, 0]
+
+
 def test_a_snapshot_reads_the_state_when_taken_and_builds_the_families_later_on_any_thread(tmp_path):
     async def scenario(broker, client):
         await produce(client, TOPIC, 0, batch(2))

@@ -282,14 +282,14 @@ METADATA_ALL = MetadataRequest(
 )
 
 
-def fetch_request(max_bytes: int = 10 << 20) -> FetchRequest:
+def fetch_request(max_bytes: int = 10 << 20, session_id: int = 0, session_epoch: int = -1) -> FetchRequest:
     return FetchRequest(
         max_wait=datetime.timedelta(0),
         min_bytes=1,
         max_bytes=max_bytes,
         isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
+        session_id=session_id,
+        session_epoch=session_epoch,
         topics=(FetchTopic(topic="t", partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=10 << 20),)),),
         forgotten_topics_data=(),
         rack_id="",
@@ -320,6 +320,23 @@ async def test_a_consumer_over_its_quota_gets_an_empty_throttled_fetch(tmp_path)
         # A consumer without a quota reads everything at once.
         other = fetch_response(await exchange(broker, ApiKey.FETCH, 12, fetch_request(), client_id="other"))
         assert len(other.topics[0].partitions[0].records) > 15_000 and other.throttle_time_ms == 0
+
+
+@in_loop
+async def test_a_throttled_fetch_closes_its_fetch_session(tmp_path):
+    # The session would remember having answered what the throttled answer dropped.
+    async with running_broker(tmp_path) as broker:
+        await broker.topics.create("t", 1, {})
+        for _ in range(3):
+            await call(broker, ApiKey.PRODUCE, 9, produce_request(5_000))
+        await alter(broker, (((CLIENT_ID, "reader"),), {"consumer_byte_rate": 1000}))
+        first = fetch_response(await exchange(broker, ApiKey.FETCH, 12, fetch_request(session_epoch=0), client_id="reader"))
+        assert first.session_id in broker.fetch_sessions.sessions
+        throttled = fetch_response(await exchange(
+            broker, ApiKey.FETCH, 12, fetch_request(session_id=first.session_id, session_epoch=1), client_id="reader"
+        ))
+        assert (throttled.throttle_time_ms > 0, throttled.session_id, throttled.topics) == (True, 0, [])
+        assert not broker.fetch_sessions.sessions
 
 
 @in_loop
