@@ -222,3 +222,58 @@ def test_three_brokers_replicate_shrink_the_isr_and_fail_over_without_diverging(
         assert cluster.log_bytes(3) == cluster.log_bytes(2)
 
     asyncio.run(main())
+
+
+class FetchSpy:
+    """Records a fetcher's Fetch requests and answers as its client sends them:
+    (session_id, session_epoch, partitions sent, answer's error code, partitions answered)."""
+
+    def __init__(self, client) -> None:
+        self.calls: list[tuple[int, int, int, ErrorCode, int]] = []
+        self._send = client.send
+        client.send = self.send
+
+    async def send(self, api_key, version, request):
+        response = await self._send(api_key, version, request)
+        if api_key == ApiKey.FETCH:
+            self.calls.append((
+                request.session_id, request.session_epoch, sum(len(t.partitions) for t in request.topics),
+                response.error_code, sum(len(t.partitions) for t in response.topics),
+            ))
+        return response
+
+
+def test_followers_fetch_in_sessions_and_start_over_when_the_leader_loses_them(tmp_path):
+    async def main():
+        cluster = Cluster(tmp_path)
+        for broker_id in (1, 2, 3):
+            await cluster.start(broker_id)
+        try:
+            await scenario(cluster)
+        finally:
+            for broker_id in list(cluster.brokers):
+                await cluster.stop(broker_id)
+
+    async def scenario(cluster: Cluster):
+        cluster.send_leader_and_isr()
+        assert (await cluster.produce(1, b"a", b"b")).error_code == ErrorCode.none
+        spy = FetchSpy(cluster.brokers[2].replica_manager.fetchers.fetchers[(1, 0)].client)
+        await eventually(lambda: len(spy.calls) >= 3, what="three fetches")
+        # Idle: each fetch names no partition in its session, and the answer none either.
+        session_id, epoch, sent, error, answered = spy.calls[-1]
+        assert session_id != 0 and epoch > 0 and (sent, error, answered) == (0, ErrorCode.none, 0)
+        assert session_id in cluster.brokers[1].fetch_sessions.sessions
+
+        # Records still come, and the follower's next fetch names its new fetch offset only.
+        assert (await cluster.produce(1, b"c")).error_code == ErrorCode.none
+        assert cluster.log(2).log_end_offset == 3
+
+        # The leader loses its sessions (a restart, an eviction): the follower starts over.
+        cluster.brokers[1].fetch_sessions.sessions.clear()
+        spy.calls.clear()
+        assert (await cluster.produce(1, b"d")).error_code == ErrorCode.none
+        await eventually(lambda: cluster.log(2).log_end_offset == 4 and cluster.log(3).log_end_offset == 4, what="catch-up")
+        assert ErrorCode.fetch_session_id_not_found in [call[3] for call in spy.calls]
+        assert cluster.log_bytes(2) == cluster.log_bytes(1)
+
+    asyncio.run(main())

@@ -1,0 +1,129 @@
+"""A follower's side of an incremental fetch session with its leader (KIP-227; Kafka's
+FetchSessionHandler).
+
+The first fetch is a full one with session_epoch 0, asking the leader for a session. Once the
+answer names one, each fetch sends only the partitions that are new to the session or whose
+fetch parameters changed, names those no longer fetched in forgotten_topics_data, and counts the
+epoch up; the leader answers only the partitions with something new (records, a moved high
+watermark or log start offset, an error, a diverging epoch). A partition left out of an answer
+is unchanged.
+
+Back to a full fetch (closing the session the leader may still hold):
+- after a session error (FETCH_SESSION_ID_NOT_FOUND: the leader has no such session, evicted or
+  restarted; INVALID_FETCH_SESSION_EPOCH: a request or answer was lost) or a failed request,
+  whose answer may have moved the leader's epoch on;
+- when a partition comes back at a new state (a new leader epoch, say) while still in the
+  session, or an answer was not applied to a partition: the leader remembers having sent what
+  the follower did not take (a high watermark, say), and would not send it again until it
+  changes;
+- when the leader answers without a session (none free, or it closed it): every fetch is full.
+
+Not thread-safe: one per fetcher, used from its task on the event loop.
+"""
+
+from collections.abc import Hashable
+from typing import Final, NamedTuple
+
+from kio.schema.fetch.v12.request import FetchPartition, FetchTopic, ForgottenTopic
+
+from protocol.errors import ErrorCode
+from storage.topic_partition import TopicPartition
+
+INITIAL_EPOCH: Final = 0
+SESSION_ERRORS: Final = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
+_INT32_MAX: Final = 2**31 - 1
+
+
+class Wanted(NamedTuple):
+    """A partition's fetch parameters, and the state it is fetched at (compared by identity)."""
+
+    state: Hashable
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+    def same_fetch(self, other: "Wanted") -> bool:
+        return self.state is other.state and self[1:] == other[1:]
+
+
+class SessionRequest(NamedTuple):
+    session_id: int
+    session_epoch: int
+    topics: tuple[FetchTopic, ...]
+    forgotten: tuple[ForgottenTopic, ...]
+
+
+class FetchSessionClient:
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = INITIAL_EPOCH
+        self._sent: dict[TopicPartition, Wanted] = {}  # what the leader holds for the session
+
+    @property
+    def full(self) -> bool:
+        """The next request is a full one."""
+        return self.epoch == INITIAL_EPOCH
+
+    def request(self, wanted: dict[TopicPartition, Wanted]) -> SessionRequest:
+        """The next fetch's session fields and partitions, for fetching `wanted`."""
+        sent = self._sent
+        if not self.full:
+            if any(tp in sent and sent[tp].state is not w.state for tp, w in wanted.items()):
+                self.start_over()  # a partition back at a new state: see the module's notes
+        if self.full:
+            self._sent = dict(wanted)
+            return SessionRequest(self.session_id, INITIAL_EPOCH, _topics(wanted.items()), ())
+        changed = [(tp, w) for tp, w in wanted.items() if tp not in sent or not sent[tp].same_fetch(w)]
+        forgotten: dict[str, list[int]] = {}
+        for tp in sent:
+            if tp not in wanted:
+                forgotten.setdefault(tp.topic, []).append(tp.partition)
+        self._sent = dict(wanted)
+        return SessionRequest(
+            self.session_id,
+            self.epoch,
+            _topics(changed),
+            tuple(ForgottenTopic(topic=topic, partitions=tuple(ps)) for topic, ps in forgotten.items()),
+        )
+
+    def answered(self, error_code: int, session_id: int) -> bool:
+        """Take the answer's session fields; False for a session error (its partitions are to
+        be ignored, and the next fetch is a full one)."""
+        if error_code in SESSION_ERRORS:
+            if error_code == ErrorCode.fetch_session_id_not_found:
+                self.session_id = 0
+            self.start_over()
+            return False
+        if error_code != ErrorCode.none:
+            self.start_over()
+            return True
+        if session_id == 0:  # no session (none free, or closed): the next fetch is full again
+            self.session_id, self.epoch = 0, INITIAL_EPOCH
+        elif self.full:
+            self.session_id, self.epoch = session_id, 1
+        else:
+            self.epoch = 1 if self.epoch == _INT32_MAX else self.epoch + 1
+        return True
+
+    def start_over(self) -> None:
+        """Make the next fetch a full one, closing the current session (the leader opens a
+        new one)."""
+        self.epoch = INITIAL_EPOCH
+
+
+def _topics(partitions) -> tuple[FetchTopic, ...]:
+    topics: dict[str, list[FetchPartition]] = {}
+    for tp, wanted in partitions:
+        topics.setdefault(tp.topic, []).append(
+            FetchPartition(
+                partition=tp.partition,
+                current_leader_epoch=wanted.current_leader_epoch,
+                fetch_offset=wanted.fetch_offset,
+                last_fetched_epoch=wanted.last_fetched_epoch,
+                log_start_offset=wanted.log_start_offset,
+                partition_max_bytes=wanted.partition_max_bytes,
+            )
+        )
+    return tuple(FetchTopic(topic=topic, partitions=tuple(ps)) for topic, ps in topics.items())
