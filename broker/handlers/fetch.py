@@ -260,7 +260,10 @@ def _read(
     known: list[TopicPartition] | None = None,
 ) -> _Read:
     """The request's partitions read; `known`: their TopicPartitions from an earlier read of
-    the same request (a long poll's), not built again."""
+    the same request (a long poll's), not built again. A follower's fetch offsets are recorded
+    by the first read only, as Kafka's DelayedFetch reads again without updating the
+    follower's state: the offsets are the same, and an idle follower's long poll would record
+    every partition twice."""
     read_committed = request.isolation_level == READ_COMMITTED
     replica_id = request.replica_id
     follower_id = replica_id if replica_id >= 0 else None
@@ -287,7 +290,8 @@ def _read(
                 result = PartitionResult(wanted.partition, error_code=ErrorCode.topic_authorization_failed, records=b"")
             else:
                 result = _read_partition(
-                    ctx, replica_manager, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed, remote
+                    ctx, replica_manager, tp, wanted, follower_id, reader, max_bytes, min_one_batch, read_committed,
+                    remote, known is None,
                 )
             if (
                 result.error_code != _NO_ERROR
@@ -336,6 +340,7 @@ def _read_partition(
     min_one_batch: bool,
     read_committed: bool,
     remote: list[_RemoteRead],
+    record_follower: bool,
 ) -> PartitionResult:
     result = PartitionResult(wanted.partition, records=b"")
     fetch_offset = wanted.fetch_offset
@@ -370,7 +375,7 @@ def _read_partition(
                     remote.append(_RemoteRead(tp, fetch_offset, max_bytes, min_one_batch, read_committed, result))
             if region is not None:
                 result.records = region
-            if follower_id is not None:
+            if follower_id is not None and record_follower:
                 replica_manager.record_follower_fetch(
                     partition, follower_id, fetch_offset, wanted.log_start_offset
                 )

@@ -154,6 +154,24 @@ def test_follower_fetches_read_to_the_log_end_and_move_the_high_watermark(tmp_pa
     asyncio.run(main())
 
 
+def test_a_followers_long_poll_records_its_fetch_offsets_once(tmp_path):
+    # Kafka's DelayedFetch reads again at its end without updating the follower's state: the
+    # offsets are those already recorded.
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            lead(broker, epoch=1)
+            broker.replica_manager.append(TP, memoryview(batch(b"a")))
+            await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1)  # caught up: HW 1
+            recorded = []
+            record = broker.replica_manager.record_follower_fetch
+            broker.replica_manager.record_follower_fetch = lambda *args, **kw: (recorded.append(args[2]), record(*args, **kw))
+            answer = await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1, max_wait_ms=50)  # waits it out
+            return recorded, answer
+
+    recorded, answer = asyncio.run(main())
+    assert recorded == [1] and (answer.error_code, answer.high_watermark) == (ErrorCode.none, 1)
+
+
 def test_a_follower_whose_last_epoch_ended_earlier_gets_a_diverging_epoch(tmp_path):
     async def main():
         async with running_broker(tmp_path) as broker:
