@@ -24,6 +24,7 @@ import socket
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ from broker import systemd
 from broker.dispatch import Dispatcher
 from broker.dynamic_config import DynamicBrokerConfig, FileBrokerConfigStore, ZkBrokerConfigStore
 from broker.fetch_sessions import FetchSessionCache
+from broker.heap import LongLivedObjects
 from broker.metadata_cache import BrokerNode, MetadataCache, PartitionInfo
 from broker.metrics import BrokerMetrics
 from broker.network import Connection, ConnectionQuotas, Listener, PendingSends, RequestMemoryPool, TlsConnection, client_ip
@@ -524,12 +526,15 @@ class Broker:
             self.replica_manager.wake_all()
             await asyncio.sleep(0.01)
 
-    async def run_until_signalled(self) -> None:
+    async def run_until_signalled(self, started: Callable[[], None] | None = None) -> None:
+        """Start, call `started`, and run until SIGTERM or SIGINT."""
         loop = asyncio.get_running_loop()
         stop_requested = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop_requested.set)
         await self.start()
+        if started is not None:
+            started()
         systemd.notify("READY=1")
         await stop_requested.wait()
         log.info("shutting down")
@@ -542,7 +547,8 @@ async def serve(config: BrokerConfig) -> None:
     in its log dirs, the configured one, or a generated one (broker/cluster.py)."""
     raise_open_files_limit()
     broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
-    await Broker(config, broker_id).run_until_signalled()
+    # Once started, its logs loaded: see broker.heap.
+    await Broker(config, broker_id).run_until_signalled(LongLivedObjects(asyncio.get_running_loop()).start)
 
 
 def _make_authorizer(config: BrokerConfig, cluster: ClusterMember | None) -> AclAuthorizer | None:

@@ -1,0 +1,95 @@
+"""The broker process's long-lived objects, kept out of the cyclic garbage collector's way.
+
+A broker holding 10,000 partitions has some 650,000 objects that live as long as their
+partitions: logs, segments, indexes, partition and fetch states. CPython's full collection
+visits every one of them, about 0.4 s with the event loop stopped, and an idle three-broker
+cluster had each broker run one every three seconds: objects that outlive a follower's long
+poll (500 ms) reach the oldest generation, and once they are a quarter of it a full collection
+follows (benchmarks/RESULTS.md, "the garbage collector at 10,000 partitions").
+
+`gc.freeze()` moves every object alive at that moment into a permanent generation that
+collections skip. The broker freezes once it has started (its logs loaded), and again after a
+full collection that took longer than `slow_ms` (50 ms: many new partitions, say), at most once
+per `interval_s` (10 s). Each refreeze first unfreezes and collects everything, one pause as long
+as one of those it saves, so that cycles among objects that died while frozen (a deleted topic's
+log, say) are freed then: until that refreeze they hold their memory. The interval bounds what
+refreezes cost while partitions keep coming (each scans the frozen objects too).
+
+Process-wide: the logway command (`broker.server.serve`) sets it up, so a broker embedded in
+another process leaves that process's collector alone.
+
+Not thread-safe, but safe to have running: the refreeze runs on the event loop, and the
+collector's callback (on whichever thread a collection started) only schedules it there.
+"""
+
+import asyncio
+import gc
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SLOW_MS = 50.0
+INTERVAL_S = 10.0
+
+
+class LongLivedObjects:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        slow_ms: float = SLOW_MS,
+        interval_s: float = INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._loop = loop
+        self._slow_s = slow_ms / 1000
+        self._interval_s = interval_s
+        self._clock = clock
+        self._collection_started = 0.0
+        self._last_freeze: float | None = None
+        self._scheduled = False
+        self.freezes = 0
+
+    def start(self) -> None:
+        """Freeze what is alive now, and watch full collections from now on."""
+        self.freeze()
+        gc.callbacks.append(self._on_collection)
+
+    def stop(self) -> None:
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
+        gc.unfreeze()
+
+    def freeze(self) -> None:
+        """Unfreeze, collect everything, and freeze what is left."""
+        self._scheduled = True  # the collection below is this one's, no reason for another
+        started = time.perf_counter()
+        try:
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
+        finally:
+            self._scheduled = False
+        self._last_freeze = self._clock()
+        self.freezes += 1
+        log.info("froze %d long-lived objects in %.0f ms", gc.get_freeze_count(), (time.perf_counter() - started) * 1000)
+
+    def _on_collection(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._collection_started = time.perf_counter()
+            return
+        took = time.perf_counter() - self._collection_started
+        if took < self._slow_s or self._scheduled:
+            return
+        if self._last_freeze is not None and self._clock() - self._last_freeze < self._interval_s:
+            return
+        self._scheduled = True
+        log.debug("a full collection took %.0f ms: freezing again", took * 1000)
+        try:
+            self._loop.call_soon_threadsafe(self.freeze)
+        except RuntimeError:  # the loop is closed: nothing to keep fast any more
+            self._scheduled = False

@@ -1,0 +1,97 @@
+"""Freezing the broker process's long-lived objects (broker.heap), against the real collector:
+each test unfreezes what it froze."""
+
+import asyncio
+import gc
+import weakref
+
+import pytest
+
+from broker.heap import LongLivedObjects
+
+
+class Node:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.s = 1000.0
+
+    def __call__(self) -> float:
+        return self.s
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def run_pending(loop) -> None:
+    loop.run_until_complete(asyncio.sleep(0))
+
+
+def test_starting_freezes_what_is_alive_and_stopping_unfreezes_it(loop):
+    heap = LongLivedObjects(loop)
+    try:
+        heap.start()
+        assert gc.get_freeze_count() > 0
+    finally:
+        heap.stop()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_slow_full_collection_freezes_again_at_most_once_an_interval(loop):
+    clock = Clock()
+    heap = LongLivedObjects(loop, slow_ms=0, interval_s=60, clock=clock)  # every collection is slow
+    try:
+        heap.start()
+        gc.collect()
+        run_pending(loop)
+        assert heap.freezes == 1  # within the interval of the first
+
+        clock.s += 61
+        frozen = gc.get_freeze_count()
+        newer = [Node() for _ in range(1000)]
+        gc.collect()
+        run_pending(loop)
+        assert heap.freezes == 2 and gc.get_freeze_count() >= frozen + len(newer)
+        gc.collect()  # its own and later collections: within the interval again
+        run_pending(loop)
+        assert heap.freezes == 2
+    finally:
+        heap.stop()
+
+
+def test_a_fast_full_collection_freezes_nothing(loop):
+    clock = Clock()
+    heap = LongLivedObjects(loop, slow_ms=60_000, interval_s=0, clock=clock)
+    try:
+        heap.start()
+        gc.collect()
+        run_pending(loop)
+        assert heap.freezes == 1
+    finally:
+        heap.stop()
+
+
+def test_cycles_that_died_frozen_are_freed_by_the_next_freeze(loop):
+    heap = LongLivedObjects(loop)
+    node = Node()
+    dead = weakref.ref(node)
+    try:
+        heap.start()
+        del node
+        gc.collect()
+        assert dead() is not None  # frozen: collections skip it
+
+        heap.freeze()
+
+        assert dead() is None
+    finally:
+        heap.stop()
