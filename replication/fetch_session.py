@@ -45,7 +45,15 @@ class Wanted(NamedTuple):
     partition_max_bytes: int
 
     def same_fetch(self, other: "Wanted") -> bool:
-        return self.state is other.state and self[1:] == other[1:]
+        # Field by field: no tuples built for the comparison, a round compares them all.
+        return (
+            self.fetch_offset == other.fetch_offset
+            and self.state is other.state
+            and self.current_leader_epoch == other.current_leader_epoch
+            and self.last_fetched_epoch == other.last_fetched_epoch
+            and self.log_start_offset == other.log_start_offset
+            and self.partition_max_bytes == other.partition_max_bytes
+        )
 
 
 class SessionRequest(NamedTuple):
@@ -67,20 +75,28 @@ class FetchSessionClient:
         return self.epoch == INITIAL_EPOCH
 
     def request(self, wanted: dict[TopicPartition, Wanted]) -> SessionRequest:
-        """The next fetch's session fields and partitions, for fetching `wanted`."""
+        """The next fetch's session fields and partitions, for fetching `wanted` (kept: the
+        caller hands it over)."""
         sent = self._sent
+        changed = []
         if not self.full:
-            if any(tp in sent and sent[tp].state is not w.state for tp, w in wanted.items()):
-                self.start_over()  # a partition back at a new state: see the module's notes
+            for tp, w in wanted.items():
+                before = sent.get(tp)
+                if before is None:
+                    changed.append((tp, w))
+                elif not before.same_fetch(w):
+                    if before.state is not w.state:
+                        self.start_over()  # a partition back at a new state: see the module's notes
+                        break
+                    changed.append((tp, w))
         if self.full:
-            self._sent = dict(wanted)
+            self._sent = wanted
             return SessionRequest(self.session_id, INITIAL_EPOCH, _topics(wanted.items()), ())
-        changed = [(tp, w) for tp, w in wanted.items() if tp not in sent or not sent[tp].same_fetch(w)]
         forgotten: dict[str, list[int]] = {}
         for tp in sent:
             if tp not in wanted:
                 forgotten.setdefault(tp.topic, []).append(tp.partition)
-        self._sent = dict(wanted)
+        self._sent = wanted
         return SessionRequest(
             self.session_id,
             self.epoch,
