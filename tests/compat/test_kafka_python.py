@@ -208,3 +208,32 @@ def test_small_fetch_sizes_cut_batches(shared_broker):
     finally:
         consumer.close()
     assert [r.value for r in records] == values
+
+
+def test_a_consumer_reads_in_an_incremental_fetch_session(shared_broker):
+    """kafka-python opens a fetch session (KIP-227) and then sends only what changed; records
+    written while it reads, to one partition of three, all arrive and in order."""
+    topic = unique_topic("session")
+    create_topic(shared_broker, topic, 3)
+    partitions = [TopicPartition(topic, p) for p in range(3)]
+    consumer = make_consumer(shared_broker)
+    producer = make_producer(shared_broker)
+    try:
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        consumer.poll(timeout_ms=500)  # the full fetch that opens the session
+        values, records = [], []
+        for round_ in range(5):
+            batch = [b"%d-%d" % (round_, n) for n in range(20)]
+            for value in batch:
+                producer.send(topic, value=value, partition=1)
+            producer.flush(timeout=TIMEOUT_S)
+            values += batch
+            records += poll_records(consumer, len(batch))
+        (handler,) = consumer._fetcher._session_handlers.values()
+        session = handler.next_metadata
+    finally:
+        producer.close(timeout=TIMEOUT_S)
+        consumer.close()
+    assert [r.value for r in records] == values and {r.partition for r in records} == {1}
+    assert session.session_id != 0 and session.epoch > 1  # incremental fetches went on
