@@ -12,7 +12,8 @@ Measured, with Kafka's defaults (index files of 10 MiB, sparse; 18 s ZooKeeper s
 - a controlled shutdown: SIGTERM to a broker that leads partitions and is not the controller;
   until a Metadata answer from the other two names none of its leaderships, and until it exits;
 - RSS and open descriptors of each broker after creation and after the restart;
-- each broker's CPU while the cluster is idle after creation (full ISRs, no client traffic):
+- each broker's CPU while the cluster is idle after creation (full ISRs, no client traffic),
+  over 10 s from 10 s after the ISRs were full (the tail of the creation's work is over by then):
   what keeping the replicas in sync costs when nothing is written (the followers' fetches of
   every partition every replica.fetch.wait.max.ms).
 
@@ -150,6 +151,7 @@ def run(scratch: Path, partitions: int) -> ClusterScaleResult:
         result.phases["create_full_isr_s"] = _wait(
             "full ISRs after creation", lambda: _metadata_state(every, topics, per_topic, all_ids)[1], started)
         stats("created")
+        time.sleep(_IDLE_S)
         result.stats["idle"] = _idle_cpu_percent({b: s.pid for b, s in cluster.brokers.items()}, _IDLE_S)
 
         old = _controller(zk)
