@@ -162,14 +162,15 @@ def test_a_followers_long_poll_records_its_fetch_offsets_once(tmp_path):
             lead(broker, epoch=1)
             broker.replica_manager.append(TP, memoryview(batch(b"a")))
             await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1)  # caught up: HW 1
-            recorded = []
-            record = broker.replica_manager.record_follower_fetch
-            broker.replica_manager.record_follower_fetch = lambda *args, **kw: (recorded.append(args[2]), record(*args, **kw))
-            answer = await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1, max_wait_ms=50)  # waits it out
+            partition = broker.replica_manager.partitions[TP]
+            arrived = partition.clock()
+            answer = await fetch(broker, 1, replica_id=FOLLOWER, last_fetched_epoch=1, max_wait_ms=300)  # waits it out
+            recorded = partition.followers[FOLLOWER].last_fetch_ms - arrived
             return recorded, answer
 
-    recorded, answer = asyncio.run(main())
-    assert recorded == [1] and (answer.error_code, answer.high_watermark) == (ErrorCode.none, 1)
+    recorded_after_ms, answer = asyncio.run(main())
+    assert recorded_after_ms < 150  # at its arrival, not when its wait ended 300 ms later
+    assert (answer.error_code, answer.high_watermark) == (ErrorCode.none, 1)
 
 
 def test_a_follower_whose_last_epoch_ended_earlier_gets_a_diverging_epoch(tmp_path):
