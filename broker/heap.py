@@ -53,8 +53,10 @@ class LongLivedObjects:
         self.freezes = 0
 
     def start(self) -> None:
-        """Freeze what is alive now, and watch full collections from now on."""
-        self.freeze()
+        """Freeze what is alive, on the loop's next turn (what starting scheduled, such as the
+        run for controller, goes first), and watch full collections from then on."""
+        self._scheduled = True
+        self._loop.call_soon(self.freeze)
         gc.callbacks.append(self._on_collection)
 
     def stop(self) -> None:

@@ -32,6 +32,8 @@ def test_brokers_without_an_id_get_generated_ones_and_keep_them(cluster_factory)
     assert _stored_id(cluster.broker(1)) == "1"
     with cluster.zookeeper_client() as zk:
         assert zk.exists("/brokers/seqid").version == 2
+        # A broker runs for controller once registered: the last to register may be first.
+        wait_until(lambda: zk.exists("/controller") is not None, _TIMEOUT_S, "a controller")
         controller = json.loads(zk.get("/controller")[0])["brokerid"]
     assert controller in {1, 1001, 1002}
 

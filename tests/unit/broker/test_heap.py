@@ -46,6 +46,7 @@ def test_starting_freezes_what_is_alive_and_stopping_unfreezes_it(loop):
     try:
         alive = [Node()]
         heap.start()
+        run_pending(loop)
         assert gc.get_freeze_count() > 0 and not collected_sees(alive)
     finally:
         heap.stop()
@@ -57,6 +58,7 @@ def test_a_slow_full_collection_freezes_again_at_most_once_an_interval(loop):
     heap = LongLivedObjects(loop, slow_ms=0, interval_s=60, clock=clock)  # every collection is slow
     try:
         heap.start()
+        run_pending(loop)
         gc.collect()
         run_pending(loop)
         assert heap.freezes == 1  # within the interval of the first
@@ -78,6 +80,7 @@ def test_a_fast_full_collection_freezes_nothing(loop):
     heap = LongLivedObjects(loop, slow_ms=60_000, interval_s=0, clock=clock)
     try:
         heap.start()
+        run_pending(loop)
         gc.collect()
         run_pending(loop)
         assert heap.freezes == 1
@@ -91,6 +94,7 @@ def test_cycles_that_died_frozen_are_freed_by_the_next_freeze(loop):
     dead = weakref.ref(node)
     try:
         heap.start()
+        run_pending(loop)
         del node
         gc.collect()
         assert dead() is not None  # frozen: collections skip it
