@@ -144,6 +144,18 @@ class Cluster:
         log.update_config(dataclasses.replace(log.config, min_insync_replicas=count))
 
 
+async def on_three_brokers(tmp_path, scenario) -> None:
+    """`scenario(cluster)` with brokers 1, 2 and 3 started, all stopped after."""
+    cluster = Cluster(tmp_path)
+    for broker_id in (1, 2, 3):
+        await cluster.start(broker_id)
+    try:
+        await scenario(cluster)
+    finally:
+        for broker_id in list(cluster.brokers):
+            await cluster.stop(broker_id)
+
+
 async def eventually(predicate, timeout_s: float = 10.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -152,15 +164,6 @@ async def eventually(predicate, timeout_s: float = 10.0, what: str = "condition"
 
 
 def test_three_brokers_replicate_shrink_the_isr_and_fail_over_without_diverging(tmp_path):
-    async def main():
-        cluster = Cluster(tmp_path)
-        for broker_id in (1, 2, 3):
-            await cluster.start(broker_id)
-        try:
-            await scenario(cluster)
-        finally:
-            for broker_id in list(cluster.brokers):
-                await cluster.stop(broker_id)
 
     async def scenario(cluster: Cluster):
         cluster.send_leader_and_isr()
@@ -221,7 +224,7 @@ def test_three_brokers_replicate_shrink_the_isr_and_fail_over_without_diverging(
         await eventually(lambda: cluster.log(3).log_end_offset == 16, what="the restarted follower")
         assert cluster.log_bytes(3) == cluster.log_bytes(2)
 
-    asyncio.run(main())
+    asyncio.run(on_three_brokers(tmp_path, scenario))
 
 
 class FetchSpy:
@@ -244,15 +247,6 @@ class FetchSpy:
 
 
 def test_followers_fetch_in_sessions_and_start_over_when_the_leader_loses_them(tmp_path):
-    async def main():
-        cluster = Cluster(tmp_path)
-        for broker_id in (1, 2, 3):
-            await cluster.start(broker_id)
-        try:
-            await scenario(cluster)
-        finally:
-            for broker_id in list(cluster.brokers):
-                await cluster.stop(broker_id)
 
     async def scenario(cluster: Cluster):
         cluster.send_leader_and_isr()
@@ -276,4 +270,4 @@ def test_followers_fetch_in_sessions_and_start_over_when_the_leader_loses_them(t
         assert ErrorCode.fetch_session_id_not_found in [call[3] for call in spy.calls]
         assert cluster.log_bytes(2) == cluster.log_bytes(1)
 
-    asyncio.run(main())
+    asyncio.run(on_three_brokers(tmp_path, scenario))

@@ -302,13 +302,18 @@ def fetch_response(chunks):
     return decode_fetch_response(12, data[body_start:])
 
 
+async def three_batches_and_a_reader_quota(broker) -> None:
+    """Topic t with three 5 kB batches, and client id "reader" held to 1000 B/s."""
+    await broker.topics.create("t", 1, {})
+    for _ in range(3):
+        await call(broker, ApiKey.PRODUCE, 9, produce_request(5_000))
+    await alter(broker, (((CLIENT_ID, "reader"),), {"consumer_byte_rate": 1000}))
+
+
 @in_loop
 async def test_a_consumer_over_its_quota_gets_an_empty_throttled_fetch(tmp_path):
     async with running_broker(tmp_path) as broker:
-        await broker.topics.create("t", 1, {})
-        for _ in range(3):
-            await call(broker, ApiKey.PRODUCE, 9, produce_request(5_000))
-        await alter(broker, (((CLIENT_ID, "reader"),), {"consumer_byte_rate": 1000}))
+        await three_batches_and_a_reader_quota(broker)
         # The quota caps a fetch at 10 windows' worth (10 kB): one of the three 5 kB batches.
         first = fetch_response(await exchange(broker, ApiKey.FETCH, 12, fetch_request(), client_id="reader"))
         assert 5_000 < len(first.topics[0].partitions[0].records) < 6_000 and first.throttle_time_ms == 0
@@ -326,10 +331,7 @@ async def test_a_consumer_over_its_quota_gets_an_empty_throttled_fetch(tmp_path)
 async def test_a_throttled_fetch_closes_its_fetch_session(tmp_path):
     # The session would remember having answered what the throttled answer dropped.
     async with running_broker(tmp_path) as broker:
-        await broker.topics.create("t", 1, {})
-        for _ in range(3):
-            await call(broker, ApiKey.PRODUCE, 9, produce_request(5_000))
-        await alter(broker, (((CLIENT_ID, "reader"),), {"consumer_byte_rate": 1000}))
+        await three_batches_and_a_reader_quota(broker)
         first = fetch_response(await exchange(broker, ApiKey.FETCH, 12, fetch_request(session_epoch=0), client_id="reader"))
         assert first.session_id in broker.fetch_sessions.sessions
         throttled = fetch_response(await exchange(
