@@ -5,7 +5,7 @@ partitions: logs, segments, indexes, partition and fetch states. CPython's full 
 visits every one of them, about 0.4 s with the event loop stopped, and an idle three-broker
 cluster had each broker run one every three seconds: objects that outlive a follower's long
 poll (500 ms) reach the oldest generation, and once they are a quarter of it a full collection
-follows (benchmarks/RESULTS.md, "the garbage collector at 10,000 partitions").
+follows (benchmarks/RESULTS.md, "an idle cluster of 10,000 partitions").
 
 `gc.freeze()` moves every object alive at that moment into a permanent generation that
 collections skip. The broker freezes once it has started (its logs loaded), and again after a
