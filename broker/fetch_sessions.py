@@ -28,8 +28,12 @@ The rules, as Kafka 3.9's (topic ids come with Fetch v13, which logway does not 
   are privileged; a session is evictable by any new one once older than 120 s, by a privileged
   one also while younger when it is not privileged itself.
 
-Memory: at most max.incremental.fetch.session.cache.slots sessions, each holding the
-partitions its requests named (a request is bounded by socket.request.max.bytes).
+Memory: at most max.incremental.fetch.session.cache.slots sessions, holding at most
+MAX_CACHED_PARTITIONS partitions together (about 300 bytes each). Kafka has no such bound: a
+client could grow its session by one request after another with partitions of topics that do
+not exist. A full fetch that would go past it gets no session; an incremental one that does has
+its session closed and is answered without one (session_id 0), and its client goes on with
+full fetches, as after any session the broker closed.
 
 Not thread-safe: the event loop owns the cache, as it owns the logs.
 """
@@ -44,6 +48,8 @@ from protocol.fetch import FINAL_EPOCH, INITIAL_EPOCH, FetchPartition, FetchRequ
 
 # Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (not a config in Kafka either).
 EVICTION_MS: Final = 120_000
+# Twenty followers' sessions of 10,000 partitions, or a thousand consumers' of 200.
+MAX_CACHED_PARTITIONS: Final = 200_000
 _INT32_MAX: Final = 2**31 - 1
 
 
@@ -79,10 +85,11 @@ class FetchSession:
         self.epoch = next_epoch(INITIAL_EPOCH)
         self._order: list[CachedPartition] | None = None  # partitions' order of the last request built
 
-    def update(self, topics: list[FetchTopic], forgotten: list[tuple[str, list[int]]]) -> None:
+    def update(self, topics: list[FetchTopic], forgotten: list[tuple[str, list[int]]]) -> bool:
         """An incremental request's changes: partitions added or with new fetch parameters,
-        then those forgotten (Kafka applies them in this order too)."""
+        then those forgotten (Kafka applies them in this order too). Whether it added any."""
         partitions = self.partitions
+        before = len(partitions)
         for topic in topics:
             name = topic.topic
             for fetch in topic.partitions:
@@ -92,10 +99,12 @@ class FetchSession:
                     self._order = None
                 else:
                     cached.fetch = fetch
+        added = len(partitions) > before
         for name, indexes in forgotten:
             for index in indexes:
                 if partitions.pop((name, index), None) is not None:
                     self._order = None
+        return added
 
     def request(self, incremental: FetchRequest) -> FetchRequest:
         """The fetch to read: the incremental request's settings over every partition of the
@@ -197,9 +206,16 @@ class FetchContext:
 class FetchSessionCache:
     """The broker's fetch sessions, at most `max_entries`."""
 
-    def __init__(self, max_entries: int, eviction_ms: int = EVICTION_MS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        max_entries: int,
+        eviction_ms: int = EVICTION_MS,
+        clock: Callable[[], float] = time.monotonic,
+        max_partitions: int = MAX_CACHED_PARTITIONS,
+    ) -> None:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
+        self.max_partitions = max_partitions
         self._clock = clock
         self.sessions: dict[int, FetchSession] = {}
         self.evictions = 0
@@ -222,9 +238,9 @@ class FetchSessionCache:
             return ErrorCode.fetch_session_id_not_found
         if session.epoch != epoch:
             return ErrorCode.invalid_fetch_session_epoch
-        session.update(request.topics, request.forgotten)
-        if not session.partitions:
-            del self.sessions[session.id]
+        grew = session.update(request.topics, request.forgotten)
+        if not session.partitions or (grew and self.partitions > self.max_partitions):
+            del self.sessions[session.id]  # emptied, or too many partitions cached: see above
             return FetchContext(self, request, None, False)
         session.last_used_ms = self._now()
         session.epoch = next_epoch(epoch)
@@ -236,6 +252,8 @@ class FetchSessionCache:
         privileged = request.replica_id >= 0
         size = sum(len(topic.partitions) for topic in request.topics)
         if len(self.sessions) >= self.max_entries and not self._evict(privileged, size, now):
+            return 0
+        if self.partitions + size > self.max_partitions:
             return 0
         partitions = {
             (topic.topic, fetch.partition): CachedPartition(topic.topic, fetch)

@@ -228,3 +228,19 @@ def test_an_old_session_is_evicted_only_for_a_larger_one(partitions, evicts):
 
     assert (created != 0) == evicts
     assert (small in cache.sessions) != evicts and large in cache.sessions
+
+
+def test_sessions_hold_at_most_so_many_partitions_together():
+    # A client growing its session request by request with partitions of no topic must not
+    # hold the broker's memory: past the bound its session is closed, its fetch answered
+    # without one, and a new session too large is not opened.
+    cache = FetchSessionCache(10, max_partitions=5)
+    session_id = open_session(cache, [("t", 0), ("t", 1), ("t", 2)])
+
+    within = cache.context(request([("u", 0), ("u", 1)], session_id=session_id, epoch=1))
+    assert within.answer(results(within.request))[1] == session_id and cache.partitions == 5
+    past = cache.context(request([("v", 0)], session_id=session_id, epoch=2))
+    assert past.answer(results(past.request))[1] == 0 and not cache.sessions
+
+    too_large = cache.context(request([("t", p) for p in range(6)]))
+    assert too_large.answer(results(too_large.request))[1] == 0 and not cache.sessions
