@@ -44,20 +44,21 @@ from collections.abc import Callable
 from typing import Final
 
 from protocol.errors import ErrorCode
-from protocol.fetch import FINAL_EPOCH, INITIAL_EPOCH, FetchPartition, FetchRequest, FetchTopic, TopicResult
+from protocol.fetch import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+    TopicResult,
+    next_epoch,
+)
 
 # Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (not a config in Kafka either).
 EVICTION_MS: Final = 120_000
 # Twenty followers' sessions of 10,000 partitions, or a thousand consumers' of 200.
 MAX_CACHED_PARTITIONS: Final = 200_000
-_INT32_MAX: Final = 2**31 - 1
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after `epoch` (Kafka's FetchMetadata.nextEpoch): it wraps to 1, never to 0."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == _INT32_MAX else epoch + 1
+_MAX_SESSION_ID: Final = 2**31 - 2
 
 
 class CachedPartition:
@@ -295,7 +296,7 @@ class FetchSessionCache:
 
     def _new_id(self) -> int:
         while True:
-            session_id = random.randint(1, _INT32_MAX - 1)
+            session_id = random.randint(1, _MAX_SESSION_ID)
             if session_id not in self.sessions:
                 return session_id
 

@@ -99,6 +99,15 @@ class FetchTopic:
 # request before v7, and librdkafka's).
 INITIAL_EPOCH: Final = 0
 FINAL_EPOCH: Final = -1
+_INT32_MAX: Final = 2**31 - 1
+
+
+def next_epoch(epoch: int) -> int:
+    """The session epoch after `epoch` (Kafka's FetchMetadata.nextEpoch): it wraps to 1, never
+    to 0; FINAL stays FINAL."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == _INT32_MAX else epoch + 1
 
 
 @dataclass(slots=True, init=False)

@@ -27,11 +27,10 @@ from typing import Final, NamedTuple
 from kio.schema.fetch.v12.request import FetchPartition, FetchTopic, ForgottenTopic
 
 from protocol.errors import ErrorCode
+from protocol.fetch import INITIAL_EPOCH, next_epoch
 from storage.topic_partition import TopicPartition
 
-INITIAL_EPOCH: Final = 0
 SESSION_ERRORS: Final = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
-_INT32_MAX: Final = 2**31 - 1
 
 
 class Wanted(NamedTuple):
@@ -120,7 +119,7 @@ class FetchSessionClient:
         elif self.full:
             self.session_id, self.epoch = session_id, 1
         else:
-            self.epoch = 1 if self.epoch == _INT32_MAX else self.epoch + 1
+            self.epoch = next_epoch(self.epoch)
         return True
 
     def start_over(self) -> None:

@@ -3,9 +3,9 @@ sessions served through the broker are in test_fetch_handlers.py."""
 
 import pytest
 
-from broker.fetch_sessions import EVICTION_MS, FetchContext, FetchSessionCache, next_epoch
+from broker.fetch_sessions import EVICTION_MS, FetchContext, FetchSessionCache
 from protocol.errors import ErrorCode
-from protocol.fetch import FetchPartition, FetchRequest, FetchTopic, PartitionResult, TopicResult
+from protocol.fetch import FetchPartition, FetchRequest, FetchTopic, PartitionResult, TopicResult, next_epoch
 
 
 class Clock:
