@@ -657,6 +657,10 @@ class Log:
         None when there is nothing to read yet. OffsetMovedToTieredStorageError for an offset of
         a tiered log that is only in the remote store.
         """
+        if offset == self.log_end_offset:
+            # A reader caught up (an idle follower, a tailing consumer): in range, at or above
+            # the local log start, and at or past max_offset, which is at most the log end.
+            return None
         self.check_offset(offset)
         if offset < self.local_log_start_offset:
             raise OffsetMovedToTieredStorageError(

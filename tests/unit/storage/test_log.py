@@ -91,6 +91,7 @@ def test_reads_end_at_whole_batches_anywhere_in_a_segment(open_log):
 def test_out_of_range_reads(open_log):
     log = open_log()
     append(log, b"a")
+    assert log.read(1, 100, 1, True) is None  # at the log end: in range, nothing to read yet
     with pytest.raises(OffsetOutOfRangeError):
         log.read(2, 100, 1, True)
     with pytest.raises(OffsetOutOfRangeError):
