@@ -31,7 +31,8 @@ gets its state from the remote store (`remote_log_aux_state`) and restarts there
 it was led here (the leader deletes a deleted topic's remote data).
 
 Waiting: `watch_appends` calls back (a long-poll Fetch, Kafka's DelayedFetch) on a later turn of
-the loop once any partition it watches gets records or a new high watermark, or its time is up;
+the loop once any partition it watches gets records, a new high watermark or a new leader, or
+its time is up (saying which);
 `watch_commits` (an acks=all Produce, Kafka's DelayedProduce) calls back on a later turn once
 each of its appends has an outcome: committed (the HW passed its records), the replica no
 longer leads, or the ISR under min.insync.replicas; those still waiting at its timeout answer
@@ -89,7 +90,7 @@ class AppendWatch:
 
     __slots__ = ("partitions", "callback", "timeout")
 
-    def __init__(self, partitions: list[TopicPartition], callback: Callable[[], None]) -> None:
+    def __init__(self, partitions: list[TopicPartition], callback: Callable[[bool], None]) -> None:
         self.partitions = partitions
         self.callback = callback
         self.timeout: Timeout | None = None
@@ -778,11 +779,12 @@ class ReplicaManager:
             raise self.log_manager.handle_io_error(partition.topic_partition, exc) from exc
 
     def watch_appends(
-        self, partitions: list[TopicPartition], timeout_s: float, callback: Callable[[], None]
+        self, partitions: list[TopicPartition], timeout_s: float, callback: Callable[[bool], None]
     ) -> AppendWatch:
-        """Call `callback` once, on a later turn of the loop, when any of `partitions` gets new
-        records or a new HW, or `timeout_s` from now, unless `stop_watching` comes first. It
-        watches from this call on: a long-poll Fetch that read too little misses no append."""
+        """Call `callback` once: `callback(True)` on a later turn of the loop when any of
+        `partitions` changes (new records, a new HW, leadership, its log dir offline), or
+        `callback(False)` `timeout_s` from now; unless `stop_watching` comes first. It watches
+        from this call on: a long-poll Fetch that read too little misses no append."""
         watch = AppendWatch(partitions, callback)
         waiters = self._append_waiters
         for tp in partitions:
@@ -816,7 +818,7 @@ class ReplicaManager:
     def _time_up(self, watch: AppendWatch) -> None:
         watch.timeout = None
         self.stop_watching(watch)
-        watch.callback()
+        watch.callback(False)
 
     def wake_all(self) -> None:
         """Release every waiting fetch, delayed produce and DeleteRecords (shutdown)."""
@@ -847,7 +849,7 @@ class ReplicaManager:
         loop = self._watch_timeouts().loop
         for watch in watches:
             self.stop_watching(watch)
-            loop.call_soon(watch.callback)
+            loop.call_soon(watch.callback, True)
 
 
 def _known(outcomes: list[ErrorCode | None]) -> list[ErrorCode]:

@@ -125,7 +125,7 @@ class _RemoteRead:
 
 
 class _Read:
-    __slots__ = ("topics", "total_bytes", "answer_now", "remote", "partitions")
+    __slots__ = ("topics", "total_bytes", "answer_now", "remote", "partitions", "settled")
 
     def __init__(
         self,
@@ -134,12 +134,16 @@ class _Read:
         answer_now: bool,
         remote: list[_RemoteRead],
         partitions: list[TopicPartition],
+        settled: bool,
     ) -> None:
         self.topics = topics
         self.total_bytes = total_bytes
         self.answer_now = answer_now
         self.remote = remote
         self.partitions = partitions  # the request's, in its order: a long poll watches them
+        # Read again, it would answer the same until one of its partitions changes (what wakes
+        # a long poll's watch): it found no records, and none were held back by a quota.
+        self.settled = settled
 
 
 @api(ApiKey.FETCH, versions=(MIN_VERSION, MAX_VERSION), parse=parse_fetch_request)
@@ -169,9 +173,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest):
         return _answer_with_remote(ctx, request, context, read)
     if read.total_bytes >= min_bytes or max_wait_s <= 0 or read.answer_now or wants_nothing:
         return _answer(ctx, request, context, read.topics)
-    return _LongPoll(
-        ctx, replica_manager, request, context, denied, max_wait_s, min_bytes, max_bytes, read.partitions
-    ).answer
+    return _LongPoll(ctx, replica_manager, request, context, denied, max_wait_s, min_bytes, max_bytes, read).answer
 
 
 def _denied_topics(ctx: RequestContext, request: FetchRequest) -> set[str]:
@@ -191,11 +193,18 @@ class _LongPoll:
     at max_wait_ms, or when the broker shuts down. Its `answer` is a Deferred (broker.deferred):
     the callbacks run in the turn after the append that woke it, so the answer joins that turn's
     send row, with no task or coroutine in between. Cancelling the answer (its connection
-    closed) stops the watch."""
+    closed) stops the watch.
+
+    At max_wait_ms, a wait whose last read was settled (no records, none held back by a quota)
+    and that nothing woke since answers with that read, where Kafka's DelayedFetch reads again:
+    no partition got records, a new high watermark or a new leader meanwhile, so a second read
+    would find the same. An idle follower's fetch of thousands of partitions then reads them once
+    a wait instead of twice. The one field that may be older is a log start offset raised by
+    retention meanwhile, which the next fetch carries."""
 
     __slots__ = (
         "ctx", "replica_manager", "context", "request", "denied", "deadline", "min_bytes", "max_bytes", "watched", "answer",
-        "_watch", "_remote",
+        "_watch", "_remote", "_settled",
     )
 
     def __init__(
@@ -208,7 +217,7 @@ class _LongPoll:
         max_wait_s: float,
         min_bytes: int,
         max_bytes: int,
-        watched: list[TopicPartition],
+        read: _Read,
     ) -> None:
         self.ctx = ctx
         self.replica_manager = replica_manager
@@ -218,17 +227,23 @@ class _LongPoll:
         self.deadline = _monotonic() + max_wait_s
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
-        self.watched = watched
+        self.watched = read.partitions
         self.answer: Deferred[EncodedResponse] = Deferred(self._stop)
         self._remote: asyncio.Future | None = None
+        self._settled: _Read | None = read if read.settled else None
         self._watch: AppendWatch | None = replica_manager.watch_appends(self.watched, max_wait_s, self._woken)
 
-    def _woken(self) -> None:
+    def _woken(self, changed: bool) -> None:
+        """`changed`: one of the partitions changed; otherwise max_wait_ms is up."""
         self._watch = None
         if self.answer.done():
             return
         ctx, request = self.ctx, self.request
         try:
+            settled = self._settled
+            if settled is not None and not changed:
+                self.answer.resolve(_answer(ctx, request, self.context, settled.topics))
+                return
             read = _read(ctx, self.replica_manager, request, self.denied, self.max_bytes, self.watched)
             if read.remote:
                 remote = self._remote = asyncio.ensure_future(_answer_with_remote(ctx, request, self.context, read))
@@ -238,6 +253,7 @@ class _LongPoll:
             if read.total_bytes >= self.min_bytes or read.answer_now or remaining <= 0 or ctx.broker.shutting_down:
                 self.answer.resolve(_answer(ctx, request, self.context, read.topics))
             else:
+                self._settled = read if read.settled else None
                 self._watch = self.replica_manager.watch_appends(self.watched, remaining, self._woken)
         except Exception as exc:
             self.answer.fail(exc)
@@ -316,7 +332,8 @@ def _read(
                     min_one_batch = False
             results.append(result)
         topics.append(TopicResult(topic.topic, results))
-    return _Read(topics, total, answer_now, remote, partitions)
+    settled = total == 0 and (follower_id is None or not ctx.broker.replication_quotas.leader.throttles_any)
+    return _Read(topics, total, answer_now, remote, partitions, settled)
 
 
 class _ConsumerReader:

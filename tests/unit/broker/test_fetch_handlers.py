@@ -103,6 +103,38 @@ def test_a_cancelled_long_poll_stops_watching_its_partitions(tmp_path):
     assert asyncio.run(scenario()) == ((1, 0), (0, 0))
 
 
+@pytest.mark.pure_python  # counts ReplicaManager.read's calls
+def test_a_long_poll_nothing_woke_answers_its_read_at_max_wait_without_reading_again(tmp_path, monkeypatch):
+    """Nothing changed, so a second read would find the same: an idle follower's fetch of
+    thousands of partitions reads them once a wait. One woken by an append reads again."""
+    from broker.replica_manager import ReplicaManager
+
+    reads = []
+    read = ReplicaManager.read
+
+    def counted(self, partition, *args, **kwargs):
+        reads.append(partition.topic_partition.partition)
+        return read(self, partition, *args, **kwargs)
+
+    monkeypatch.setattr(ReplicaManager, "read", counted)
+
+    async def scenario():
+        async with running_broker(tmp_path) as broker:
+            await broker.topics.create(TOPIC, 2, {})
+            client = Client(broker)
+            idle = await client.call(ApiKey.FETCH, 12, _session_fetch({0: 0, 1: 0}, max_wait_ms=50))
+            idle_reads = list(reads)
+            reads.clear()
+            waiting = asyncio.ensure_future(client.call(ApiKey.FETCH, 12, _session_fetch({0: 0, 1: 0}, max_wait_ms=5_000)))
+            await asyncio.sleep(0.05)
+            await client.call(ApiKey.PRODUCE, 9, _produce(1, b"new"))
+            return idle, idle_reads, await waiting, reads
+
+    idle, idle_reads, woken, woken_reads = asyncio.run(scenario())
+    assert idle_reads == [0, 1] and _answered(idle) == {0: 0, 1: 0}
+    assert woken_reads == [0, 1, 0, 1] and _answered(woken)[0] == 0 < _answered(woken)[1]
+
+
 # --- incremental fetch sessions (KIP-227; the cache's rules: test_fetch_sessions.py)
 
 

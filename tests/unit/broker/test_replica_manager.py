@@ -419,7 +419,7 @@ def test_a_watch_is_called_back_on_the_turn_after_the_append_that_wakes_it_and_o
         manager.add_partition(TP, LogConfig())
         manager.add_partition(other, LogConfig())
         calls = []
-        manager.watch_appends([TP, other], 60, lambda: calls.append("woken"))
+        manager.watch_appends([TP, other], 60, lambda changed: calls.append(("woken", changed)))
         assert manager.waiting_requests() == (1, 0) and manager.watched_partitions() == (2, 0)
 
         manager.append(TP, memoryview(batch(b"a")), required_acks=1)
@@ -427,10 +427,10 @@ def test_a_watch_is_called_back_on_the_turn_after_the_append_that_wakes_it_and_o
         assert calls == []  # not within the appends, which are not over when the watch hears
 
         await asyncio.sleep(0)
-        assert calls == ["woken"] and manager.waiting_requests() == (0, 0) == manager.watched_partitions()
+        assert calls == [("woken", True)] and manager.waiting_requests() == (0, 0) == manager.watched_partitions()
         manager.append(TP, memoryview(batch(b"c")), required_acks=1)
         await asyncio.sleep(0.01)
-        assert calls == ["woken"]
+        assert calls == [("woken", True)]
 
     with_manager(tmp_path, scenario)
 
@@ -439,16 +439,16 @@ def test_a_watch_is_called_back_at_its_timeout_unless_stopped_first(tmp_path):
     async def scenario(manager: ReplicaManager):
         manager.add_partition(TP, LogConfig())
         calls = []
-        manager.watch_appends([TP], 0.05, lambda: calls.append("timed out"))
-        stopped = manager.watch_appends([TP], 0.05, lambda: calls.append("stopped"))
+        manager.watch_appends([TP], 0.05, lambda changed: calls.append(("timed out", changed)))
+        stopped = manager.watch_appends([TP], 0.05, lambda changed: calls.append(("stopped", changed)))
         assert manager.waiting_requests() == (2, 0)
 
         manager.stop_watching(stopped)
         await asyncio.sleep(0.2)
 
-        assert calls == ["timed out"] and manager.waiting_requests() == (0, 0)
+        assert calls == [("timed out", False)] and manager.waiting_requests() == (0, 0)
         manager.append(TP, memoryview(batch(b"a")), required_acks=1)
         await asyncio.sleep(0)
-        assert calls == ["timed out"]
+        assert calls == [("timed out", False)]
 
     with_manager(tmp_path, scenario)

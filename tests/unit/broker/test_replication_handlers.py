@@ -520,3 +520,22 @@ def test_the_leader_throttles_a_follower_out_of_the_isr_only_while_its_quota_is_
         assert len(unthrottled_topic.records) > 0
 
     asyncio.run(main())
+
+
+def test_a_throttled_followers_long_poll_reads_again_at_max_wait(tmp_path):
+    """A read that a quota held back is not settled: lifting the throttle wakes no watch, and
+    the answer at max_wait_ms carries the records a second read finds."""
+    async def main():
+        async with running_broker(tmp_path, {"leader.replication.throttled.rate": "1"}) as broker:
+            broker.replication_quotas.update_topic(TP.topic, LogConfig.resolve(
+                {"leader.replication.throttled.replicas": f"{TP.partition}:{ME}"}, {}
+            ))
+            lead(broker, epoch=1, isr=(ME,))
+            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            await fetch(broker, 0, replica_id=FOLLOWER)  # the quota exceeded from here on
+            waiting = asyncio.ensure_future(fetch(broker, 0, replica_id=FOLLOWER, max_wait_ms=300))
+            await asyncio.sleep(0.05)
+            broker.replication_quotas.update_topic(TP.topic, LogConfig.resolve({}, {}))
+            return await asyncio.wait_for(waiting, 10)
+
+    assert len(asyncio.run(main()).records) > 0
