@@ -89,6 +89,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Wanted(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same tuple
+# from C, once per partition and round.
+_new_tuple = tuple.__new__
+
 FETCH_VERSION = 12
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 7
@@ -343,14 +347,24 @@ class ReplicaFetcher:
     async def do_work(self) -> bool:
         """One round: truncate what needs it, else fetch. False when nothing was ready."""
         now = time.monotonic()
-        ready = {tp: s for tp, s in self.states.items() if s.ready(now)}
-        truncating = {tp: s for tp, s in ready.items() if s.truncating}
+        quota = self.settings.quota
+        any_ready = False
+        truncating: dict[TopicPartition, FetchState] = {}
+        wanted: dict[TopicPartition, FetchState] = {}
+        # One pass: an idle follower of thousands of partitions makes a round every
+        # replica.fetch.wait.max.ms, and each pass over them costs.
+        for tp, state in self.states.items():
+            if not state.ready(now):
+                continue
+            any_ready = True
+            if state.truncating:
+                truncating[tp] = state
+            elif not truncating and not self._throttled(quota, tp, state):
+                wanted[tp] = state
         if truncating:
             await self._truncate(truncating)
             return True
-        if ready:
-            quota = self.settings.quota
-            wanted = {tp: s for tp, s in ready.items() if not self._throttled(quota, tp, s)}
+        if any_ready:
             if not wanted:
                 # Everything ready is throttled: wait as Kafka's fetcher does with an empty
                 # fetch (replica.fetch.backoff.ms, or until a partition is added).
@@ -426,13 +440,20 @@ class ReplicaFetcher:
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
         fetched = {}
+        wanted = {}
+        max_bytes = self.settings.max_bytes
         for tp, state in states.items():
             partition = self._partition(tp, state)
             if partition is not None:
-                fetched[tp] = (state, partition.log.log_end_offset)
+                log_ = partition.log
+                fetch_offset = log_.log_end_offset
+                fetched[tp] = (state, fetch_offset)
+                wanted[tp] = _new_tuple(Wanted, (
+                    state, fetch_offset, state.leader_epoch, log_.leader_epochs.latest_epoch, log_.log_start_offset, max_bytes,
+                ))
         if not fetched:
             return
-        request = self._fetch_request(fetched)
+        request = self._fetch_request(wanted)
         session = self._session
         try:
             response = await self.client.send(ApiKey.FETCH, FETCH_VERSION, request)
@@ -474,16 +495,8 @@ class ReplicaFetcher:
         except KafkaError as exc:
             log.error("cannot save the log start offsets of %s: %s", partitions, exc)
 
-    def _fetch_request(self, fetched: dict[TopicPartition, tuple[FetchState, int]]) -> FetchRequest:
-        """The fetch of `fetched`: in the fetch session, only what changed since the last."""
-        partitions = self._replicas.partitions
-        max_bytes = self.settings.max_bytes
-        wanted = {}
-        for tp, (state, fetch_offset) in fetched.items():
-            log_ = partitions[tp].log
-            wanted[tp] = Wanted(
-                state, fetch_offset, state.leader_epoch, log_.leader_epochs.latest_epoch, log_.log_start_offset, max_bytes
-            )
+    def _fetch_request(self, wanted: dict[TopicPartition, Wanted]) -> FetchRequest:
+        """The fetch of `wanted`: in the fetch session, only what changed since the last."""
         session = self._session.request(wanted)
         return FetchRequest(
             replica_id=self.manager.broker_id,
