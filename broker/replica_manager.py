@@ -421,6 +421,18 @@ class ReplicaManager:
             partition.check_leader()
         return partition
 
+    def update_log_config(self, tp: TopicPartition, config: LogConfig) -> None:
+        """A topic's config changed: its log here takes it at once. A lower
+        min.insync.replicas may commit what the ISR holds, and the HW moves now rather than
+        at the next append or follower's progress (the only other moments it is computed)."""
+        log_ = self.log_manager.get(tp)
+        if log_ is None:
+            return
+        log_.update_config(config)
+        partition = self.partitions.get(tp)
+        if partition is not None and partition.log is log_ and partition.maybe_increment_high_watermark():
+            self._on_partition_change(tp)
+
     def leads(self, tp: TopicPartition) -> bool:
         partition = self.partitions.get(tp)
         return partition is not None and partition.is_leader

@@ -397,9 +397,7 @@ class TopicManager:
         self._log_configs.pop(info.name, None)
         config = self.log_config(info.name)
         for partition in range(info.partitions):
-            partition_log = self.replica_manager.log_manager.get(TopicPartition(info.name, partition))
-            if partition_log is not None:
-                partition_log.update_config(config)
+            self.replica_manager.update_log_config(TopicPartition(info.name, partition), config)
 
     # --------------------------------------------------------------------- cluster mode
 

@@ -275,7 +275,9 @@ class Partition:
         self, replica_id: int, fetch_offset: int, now_ms: int | None = None, log_start_offset: int = UNKNOWN_OFFSET
     ) -> bool:
         """A follower fetched from `fetch_offset`: that is its LEO (and `log_start_offset` its
-        log start). Returns whether the HW moved. May start an ISR expansion."""
+        log start). Returns whether the HW moved, which it can only if that LEO did (as Kafka's
+        updateFollowerFetchState: an idle follower's fetches leave the HW alone). May start an
+        ISR expansion."""
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             raise KafkaError(
@@ -288,13 +290,14 @@ class Partition:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.last_fetch_leader_log_end_offset >= 0:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        moved = fetch_offset != follower.log_end_offset
         follower.log_end_offset = fetch_offset
         follower.log_start_offset = log_start_offset
         follower.last_fetch_ms = now
         follower.last_fetch_leader_log_end_offset = leader_end
         follower.fetched_in_epoch = self.leader_epoch
         self._maybe_expand_isr(replica_id, follower)
-        return self.maybe_increment_high_watermark()
+        return moved and self.maybe_increment_high_watermark()
 
     def read_replicas_holding(self, fetch_offset: int, now_ms: int | None = None) -> list[tuple[int, int, int]]:
         """(broker id, LEO, ms since it last caught up) of the in-sync followers whose log holds

@@ -355,6 +355,26 @@ def test_a_commit_waits_while_the_isr_is_under_min_insync(tmp_path):
     with_manager(tmp_path, scenario, min_insync=3)
 
 
+def test_a_lower_min_insync_replicas_commits_what_the_isr_holds_at_once(tmp_path):
+    """The HW is computed when the leader's or a follower's log end moves (as Kafka), and when
+    the topic's config changes: an idle partition's records do not wait for the next append."""
+
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state(isr=(1, 2), replicas=(1, 2, 3))], {}, ME)
+        partition = manager.partitions[TP]
+        manager.append(TP, memoryview(batch(b"a")))
+        manager.record_follower_fetch(partition, 2, 1)
+        held = partition.high_watermark
+        woken = []
+        manager.watch_appends([TP], 60, woken.append)
+        manager.record_follower_fetch(partition, 2, 1)  # an idle follower: its log end is the same
+        manager.update_log_config(TP, LogConfig(min_insync_replicas=2))
+        await asyncio.sleep(0)
+        assert (held, partition.high_watermark, woken) == (0, 1, [True])
+
+    with_manager(tmp_path, scenario, min_insync=3)
+
+
 def test_standalone_partitions_commit_at_once(tmp_path):
     async def scenario(manager: ReplicaManager):
         recorder = Recorder(manager)
