@@ -498,14 +498,20 @@ def test_a_follower_out_of_the_isr_sends_consumers_back_to_the_leader(tmp_path):
     asyncio.run(main())
 
 
+def throttled_leader_of_two_records(broker) -> None:
+    """The leader of TP, alone in its ISR, its replicas throttled (leader.replication.throttled.rate
+    is the broker's), holding two records."""
+    broker.replication_quotas.update_topic(TP.topic, LogConfig.resolve(
+        {"leader.replication.throttled.replicas": f"{TP.partition}:{ME}"}, {}
+    ))
+    lead(broker, epoch=1, isr=(ME,))
+    broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+
+
 def test_the_leader_throttles_a_follower_out_of_the_isr_only_while_its_quota_is_exceeded(tmp_path):
     async def main():
         async with running_broker(tmp_path, {"leader.replication.throttled.rate": "1"}) as broker:
-            broker.replication_quotas.update_topic(TP.topic, LogConfig.resolve(
-                {"leader.replication.throttled.replicas": f"{TP.partition}:{ME}"}, {}
-            ))
-            lead(broker, epoch=1, isr=(ME,))
-            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            throttled_leader_of_two_records(broker)
             first = await fetch(broker, 0, replica_id=FOLLOWER)  # nothing recorded yet
             throttled = await fetch(broker, 0, replica_id=FOLLOWER)
             lead(broker, epoch=2, isr=(ME, FOLLOWER))
@@ -527,11 +533,7 @@ def test_a_throttled_followers_long_poll_reads_again_at_max_wait(tmp_path):
     the answer at max_wait_ms carries the records a second read finds."""
     async def main():
         async with running_broker(tmp_path, {"leader.replication.throttled.rate": "1"}) as broker:
-            broker.replication_quotas.update_topic(TP.topic, LogConfig.resolve(
-                {"leader.replication.throttled.replicas": f"{TP.partition}:{ME}"}, {}
-            ))
-            lead(broker, epoch=1, isr=(ME,))
-            broker.replica_manager.append(TP, memoryview(batch(b"a", b"b")))
+            throttled_leader_of_two_records(broker)
             await fetch(broker, 0, replica_id=FOLLOWER)  # the quota exceeded from here on
             waiting = asyncio.ensure_future(fetch(broker, 0, replica_id=FOLLOWER, max_wait_ms=300))
             await asyncio.sleep(0.05)
