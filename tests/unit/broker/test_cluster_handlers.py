@@ -233,6 +233,9 @@ def test_config_and_deletion_requests_wait_for_the_topic_watch_to_read_a_topic_i
             loop.call_later(0.3, topics.install, info)  # ...until it reads the topic
 
         await admin.create_topic("late", 1, {"retention.ms": "60000"})
+        # The creation is answered once the metadata has the topic: under load (a ZooKeeper
+        # reconnect, CI) this broker's own watch may not have installed it yet.
+        await topics.catch_up("late")
         lagging("late")
         described = await admin.call(ApiKey.DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(
             resources=(DescribeConfigsResource(
