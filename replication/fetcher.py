@@ -414,10 +414,10 @@ class ReplicaFetcher:
         for topic in response.topics:
             for answer in topic.partitions:
                 tp = TopicPartition(topic.topic, answer.partition)
-                still = self._still_fetched(tp, asked)
-                if still is None:
+                state = asked.get(tp, (None, None))[0]
+                partition = self._still_fetched(tp, state)
+                if partition is None:
                     continue
-                state, _epoch, partition = still
                 if answer.error_code != ErrorCode.none:
                     self._partition_error(tp, state, ErrorCode(answer.error_code))
                     continue
@@ -439,19 +439,17 @@ class ReplicaFetcher:
     # ----------------------------------------------------------------------------- fetch
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
-        fetched = {}
         wanted = {}
         max_bytes = self.settings.max_bytes
         for tp, state in states.items():
             partition = self._partition(tp, state)
             if partition is not None:
                 log_ = partition.log
-                fetch_offset = log_.log_end_offset
-                fetched[tp] = (state, fetch_offset)
                 wanted[tp] = _new_tuple(Wanted, (
-                    state, fetch_offset, state.leader_epoch, log_.leader_epochs.latest_epoch, log_.log_start_offset, max_bytes,
+                    state, log_.log_end_offset, state.leader_epoch, log_.leader_epochs.latest_epoch, log_.log_start_offset,
+                    max_bytes,
                 ))
-        if not fetched:
+        if not wanted:
             return
         request = self._fetch_request(wanted)
         session = self._session
@@ -472,11 +470,12 @@ class ReplicaFetcher:
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, result.partition_index)
-                still = self._still_fetched(tp, fetched)
-                if still is None or still[2].log.log_end_offset != still[1]:
+                asked = wanted.get(tp)
+                partition = self._still_fetched(tp, None if asked is None else asked.state)
+                if partition is None or partition.log.log_end_offset != asked.fetch_offset:
                     session.start_over()  # see replication.fetch_session
                     continue
-                state, _fetch_offset, partition = still
+                state = asked.state
                 try:
                     if await self._apply(partition, state, result):
                         raised_starts.append(tp)
@@ -579,7 +578,7 @@ class ReplicaFetcher:
             log.warning("%s: the remote segment's leader epochs are unreadable (%s); retrying", tp, exc)
             state.delayed_until = time.monotonic() + self.settings.backoff_ms / 1000
             return
-        if self._still_fetched(tp, {tp: (state, None)}) is None or partition.log.log_end_offset >= aux.next_offset:
+        if self._still_fetched(tp, state) is None or partition.log.log_end_offset >= aux.next_offset:
             return  # moved on meanwhile
         self._locally(state, self._replicas.start_from_remote, partition, aux, leader_start)
         state.truncating = False
@@ -628,13 +627,11 @@ class ReplicaFetcher:
             log.warning("%s: the leader answered %s; not fetching until the controller says", tp, error.name)
             state.failed = True
 
-    def _still_fetched(self, tp: TopicPartition, asked: dict) -> "tuple[FetchState, int, Partition] | None":
-        """(state, what was asked, partition) if `tp` is still fetched as when it was asked."""
-        state, asked_value = asked.get(tp, (None, None))
+    def _still_fetched(self, tp: TopicPartition, state: FetchState | None) -> "Partition | None":
+        """The partition, if `tp` is still fetched at `state` (the state it was asked at)."""
         if state is None or self.states.get(tp) is not state:
             return None
-        partition = self._partition(tp, state)
-        return None if partition is None else (state, asked_value, partition)
+        return self._partition(tp, state)
 
     def _partition(self, tp: TopicPartition, state: FetchState) -> "Partition | None":
         """The partition, if this broker still follows it at the state's epoch."""
