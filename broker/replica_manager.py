@@ -197,7 +197,10 @@ class ReplicaManager:
     def add_leadership_listener(self, on_become_leader: LeadershipCallback, on_resign: LeadershipCallback) -> None:
         """`on_become_leader(tp, leader_epoch)` when this broker starts leading a partition
         through LeaderAndIsr, `on_resign(tp, leader_epoch)` when it stops (follows, or stops
-        the replica); called on the loop, after the change."""
+        the replica); called on the loop, after the change. A leadership is told once: a new
+        leader epoch of a partition led here already (the controller shrank its ISR) is none,
+        as in Kafka, where onElection hears only of new leaders. A coordinator loads its
+        partition's state when told, and must not load it again over the state it serves."""
         self._leadership_listeners.append((on_become_leader, on_resign))
 
     def become_leader_or_follower(
@@ -247,7 +250,8 @@ class ReplicaManager:
             if state.leader == self.broker_id:
                 if partition.make_leader(state):
                     stopped_following.append(tp)
-                    new_leaders.append(partition)
+                    if not was_leader:  # Kafka's isNewLeader: a new epoch of a leadership held is none
+                        new_leaders.append(partition)
             elif partition.make_follower(state) or tp not in self.fetchers.partitions:
                 if was_leader:
                     resigned.append((tp, old_epoch))

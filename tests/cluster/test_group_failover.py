@@ -1,16 +1,26 @@
 """A consumer group keeps its committed offsets when its coordinator's broker dies (issue 5):
 __consumer_offsets has three replicas, so another broker leads the group's offsets partition,
 loads the group from its replica, and answers OffsetFetch with exactly what was committed; a
-new member of the group resumes there, reading nothing committed again and skipping nothing."""
+new member of the group resumes there, reading nothing committed again and skipping nothing.
+A coordinator that keeps its partition while another broker dies keeps its groups as they are:
+members waiting in a rebalance are answered."""
 
+import concurrent.futures
+import datetime
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import NewTopic
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest
+from kio.schema.join_group.v3.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.sync_group.v1.request import SyncGroupRequest, SyncGroupRequestAssignment
 
-from tests.cluster.clients import admin_client, wait_formed
+from coordinator.internal_topic import partition_for
+from protocol.api_keys import ApiKey
+from protocol.errors import ErrorCode
+from tests.cluster.clients import admin_client, send_request, topic_view, wait_formed
 from tests.cluster.harness import wait_until
 from tests.harness import unique_topic
 
@@ -166,3 +176,61 @@ def test_a_group_keeps_its_committed_offsets_when_its_coordinators_broker_dies(c
         f"resumed at {committed}: read again {sorted(set(read_after) - set(expected))[:5]}, "
         f"skipped {sorted(set(expected) - set(read_after))[:5]}"
     )
+
+
+def _join(bootstrap: str, group: str, member_id: str):
+    """A JoinGroup v3 (no member id round trip) that may wait up to a minute for the rebalance."""
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout=datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=60),
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=b"subscription"),),
+    )
+    return send_request(bootstrap, ApiKey.JOIN_GROUP, 3, request)
+
+
+def test_a_member_waiting_in_a_rebalance_is_answered_when_another_broker_dies(cluster_factory):
+    """The controller shrinks the ISR of the group's offsets partition when a follower dies, at
+    a new leader epoch. The coordinator goes on leading it: it must not load its groups again
+    over the live ones, which left the member waiting in JoinGroup unanswered until its client
+    gave up (librdkafka: after max.poll.interval.ms) and stalled the whole group."""
+    cluster = cluster_factory(overrides=_GROUP_CLUSTER)
+    wait_formed(cluster)
+    group = unique_topic("group")
+
+    def coordinator(asked: int) -> int | None:
+        request = FindCoordinatorRequest(key=group)
+        answer = send_request(cluster.broker(asked).bootstrap, ApiKey.FIND_COORDINATOR, 1, request)
+        return answer.node_id if answer.error_code is ErrorCode.none else None
+
+    leader = wait_until(lambda: coordinator(1), _TIMEOUT_S, "the group's coordinator")
+    at = cluster.broker(leader).bootstrap
+    first = _join(at, group, "")
+    assert first.error_code is ErrorCode.none and first.leader == first.member_id, first
+    synced = send_request(at, ApiKey.SYNC_GROUP, 1, SyncGroupRequest(
+        group_id=group, generation_id=first.generation_id, member_id=first.member_id,
+        assignments=(SyncGroupRequestAssignment(member_id=first.member_id, assignment=b"all"),),
+    ))
+    assert synced.error_code is ErrorCode.none, synced
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # A second member: the rebalance waits for the first to join again.
+        second = pool.submit(_join, at, group, "")
+        time.sleep(1)
+        assert not second.done(), second.result()
+        follower = next(b for b in BROKERS if b != leader)
+        cluster.broker(follower).kill()
+        offsets_partition = partition_for(group, 3)
+        wait_until(
+            lambda: (view := topic_view(at, "__consumer_offsets")) and follower not in view[offsets_partition][2],
+            _TIMEOUT_S,
+            f"broker {leader} to hear that the ISR of its offsets partition lost broker {follower}",
+        )
+        assert coordinator(leader) == leader
+        rejoined = _join(at, group, first.member_id)
+        assert rejoined.error_code is ErrorCode.none, rejoined
+        answered = second.result(timeout=15)
+    assert answered.error_code is ErrorCode.none, answered
+    assert answered.generation_id == rejoined.generation_id == first.generation_id + 1

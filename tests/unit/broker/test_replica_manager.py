@@ -74,6 +74,25 @@ def test_leader_and_follower_roles_follow_the_controller_and_tell_listeners(tmp_
     with_manager(tmp_path, scenario)
 
 
+def test_a_new_epoch_of_a_leadership_held_here_tells_no_listener(tmp_path):
+    """A coordinator loads its partition's groups when told it leads it: told again when the
+    controller bumped the epoch (it shrank the ISR after a broker left), it loaded them over
+    the live groups, and members waiting in a JoinGroup were never answered."""
+
+    async def scenario(manager: ReplicaManager):
+        recorder = Recorder(manager)
+        manager.become_leader_or_follower(5, [state(epoch=1)], {}, ME)
+        manager.become_leader_or_follower(5, [state(epoch=2, isr=(1,))], {}, ME)
+        assert manager.partitions[TP].leader_epoch == 2
+        assert recorder.events == [("lead", TP, 1)]
+        # Led again after resigning: a new leadership, told.
+        manager.stop_replicas([TP], delete=False)
+        manager.become_leader_or_follower(5, [state(epoch=3)], {}, ME)
+        assert recorder.events == [("lead", TP, 1), ("resign", TP, 2), ("lead", TP, 3)]
+
+    with_manager(tmp_path, scenario)
+
+
 def test_stale_epochs_are_refused(tmp_path):
     async def scenario(manager: ReplicaManager):
         manager.become_leader_or_follower(5, [state(epoch=4)], {}, ME)
