@@ -3,7 +3,8 @@
 Every broker runs one `Controller`; at most one is active. Election: create the ephemeral
 /controller znode; the winner increments /controller_epoch by compare-and-set and becomes
 active, the others watch /controller and try again when it goes (controller death, session
-loss, deletion). A controller that loses the znode, or its session, resigns.
+loss, deletion). A controller that loses the znode, or its session, resigns; one whose
+check-and-set finds a newer /controller_epoch steps down at once rather than retry.
 
 All work happens in one queue of events processed in order (Kafka's ControllerEventManager):
 election, broker changes (/brokers/ids), topic changes (/brokers/topics and each topic's
@@ -11,7 +12,8 @@ znode), topic deletions (/admin/delete_topics), ISR change notifications
 (/isr_change_notification), log dir failures (/log_dir_event_notification), answers to
 LeaderAndIsr, reassignments (AlterPartitionReassignments, /admin/reassign_partitions),
 controlled shutdowns, leader elections asked for (ElectLeaders), the periodic preferred-leader
-check. Watches only enqueue events; handlers re-read ZooKeeper.
+check. Watches only enqueue events; handlers re-read ZooKeeper. A session expiry drops the
+events queued before it and resigns first.
 
 Topic deletion (Kafka's TopicDeletionManager): a topic listed in /admin/delete_topics leaves
 every metadata cache (leader -2), then each broker holding replicas of it gets StopReplica with
@@ -65,7 +67,16 @@ from replication import assignment, znodes
 from replication.broker_client import SaslClientFactory
 from replication.controller_channel import ControllerChannel
 from replication.znodes import BrokerRegistration, LeaderIsr, TopicAssignment
-from replication.zk import BadVersionError, NodeExistsError, NoNodeError, Op, WatchEvent, ZkClient, ZkError
+from replication.zk import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SessionExpiredError,
+    WatchEvent,
+    ZkClient,
+    ZkError,
+)
 from storage.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -86,6 +97,11 @@ _ZK_IN_FLIGHT = 100
 # bytes of a state (about 4,000 requests/s, against 80,000 states/s a hundred to a transaction,
 # on the 2-core VM of benchmarks/RESULTS.md), so writes of many partitions go in batches.
 _STATES_PER_TRANSACTION = 50
+
+
+class ControllerMovedError(ZkError):
+    """Another broker's controller epoch is in /controller_epoch: this one is deposed (Kafka's
+    ControllerMovedException)."""
 
 
 @dataclass(frozen=True)
@@ -195,7 +211,14 @@ class Controller:
         return len(ctx.topics), len(ctx.states), offline
 
     def on_session_expired(self) -> None:
-        """The session and /controller with it are gone: stop acting as controller."""
+        """The session and /controller with it are gone: stop acting as controller, before
+        anything queued meanwhile (Kafka's clearAndPut of its Expire event). Those events would
+        only try writes that the next controller's epoch fences; a request handler waiting on
+        one is answered as when ZooKeeper failed."""
+        while not self._events.empty():
+            _name, _handler, answer = self._events.get_nowait()
+            if answer is not None and not answer.done():
+                answer.set_exception(SessionExpiredError("the controller's ZooKeeper session expired"))
         self.enqueue("session expired", self._resign)
 
     def on_new_session(self) -> None:
@@ -443,12 +466,21 @@ class Controller:
                     Op("set", znodes.partition_state_path(tp), znodes.encode_partition_state(new), current.zk_version),
                 ])
             except BadVersionError:
+                await self._fail_if_deposed(ctx)
                 await self._read_states([tp])
                 continue
             ctx.states[tp] = replace(new, zk_version=current.zk_version + 1)
             return True
         log.warning("gave up updating the state of %s after %d attempts", tp, _CAS_ATTEMPTS)
         return False
+
+    async def _fail_if_deposed(self, ctx: _Context) -> None:
+        """After a failed check-and-set: ControllerMovedError when /controller_epoch is no longer
+        the one this controller wrote (a newer controller's epoch fences every write of this
+        one, so retrying is useless), as Kafka's ControllerMovedException makes it resign."""
+        found = await self._zk.get_or_none(znodes.CONTROLLER_EPOCH)
+        if found is None or found[1].version != ctx.epoch_zk_version:
+            raise ControllerMovedError(f"/controller_epoch moved on from epoch {ctx.epoch}")
 
     async def _write_states(self, decisions: Mapping[TopicPartition, Callable[[LeaderIsr], LeaderIsr | None]]) -> list[TopicPartition]:
         """`_write_state` for each partition, in transactions of many partitions (pipelined),
@@ -473,6 +505,7 @@ class Controller:
                       for tp, (current, new) in planned.items()),
                 ])
             except BadVersionError:
+                await self._fail_if_deposed(ctx)
                 written = await _pipelined(lambda tp: self._write_state(tp, decisions[tp]), planned)
                 return [tp for tp, done in zip(planned, written) if done]
             for tp, (current, new) in planned.items():

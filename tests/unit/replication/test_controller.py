@@ -302,3 +302,73 @@ def test_a_log_dir_failure_moves_leaderships_and_isr_places_off_the_failed_repli
             await zk.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_a_controller_whose_epoch_moved_on_steps_down_at_its_first_fenced_write(chroot):
+    """A newer controller's epoch fences every write of this one: retrying each partition's
+    state ten times kept a deposed controller acting for seconds, and active on its old epoch
+    while its /controller znode stayed. It steps down, leaving /controller, and the election
+    that follows (won by this broker again, the only one running) re-reads everything."""
+    connect, client = chroot
+
+    async def scenario():
+        controller, zk = await _start_controller(connect, 1)
+        try:
+            recorder = Recorder(await _channel_of(controller))
+            await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+            epoch = znodes.decode_controller_epoch(client.get(znodes.CONTROLLER_EPOCH)[0])
+            client.set(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(epoch + 1))
+            writes = []
+            multi = zk.multi
+
+            async def counted_multi(ops):
+                writes.append(ops)
+                return await multi(ops)
+
+            zk.multi = counted_multi
+            client.delete(znodes.broker_path(2))  # its ISR places: state writes
+            for _ in range(int(_WAIT_S / 0.05)):
+                if controller.epoch != epoch:
+                    break
+                await asyncio.sleep(0.05)
+            assert controller.epoch == epoch + 2
+            fenced = [ops for ops in writes if ops[0].version != controller._ctx.epoch_zk_version]
+            assert len(fenced) <= TOPICS * PER_TOPIC  # each transaction once, not ten tries a partition
+        finally:
+            await controller.stop()
+            await zk.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_a_session_expiry_resigns_before_the_events_queued_meanwhile(chroot):
+    connect, _client = chroot
+
+    async def scenario():
+        controller, zk = await _start_controller(connect, 1)
+        try:
+            await _channel_of(controller)
+            release = asyncio.Event()
+            ran = []
+
+            async def blocking() -> None:
+                await release.wait()
+
+            async def queued() -> str:
+                ran.append("queued")
+                return "done"
+
+            controller.enqueue("blocking", blocking)
+            controller.enqueue("queued", queued)
+            waiting = asyncio.ensure_future(controller.run("asked", queued, if_failed="failed"))
+            await asyncio.sleep(0.1)
+            controller.on_session_expired()
+            release.set()
+            assert await asyncio.wait_for(waiting, _WAIT_S) == "failed"
+            await controller.run("sync", _nothing, None)
+            assert ran == [] and not controller.active
+        finally:
+            await controller.stop()
+            await zk.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
