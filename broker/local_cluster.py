@@ -438,9 +438,11 @@ class LocalCluster:
         zookeeper_port: int = 2181,
         overrides: Mapping[str, str] | None = None,
         config: Path | None = DEFAULT_CONFIG,
+        server: type[BrokerServer] = BrokerServer,
     ) -> LocalCluster:
         """Brokers 1..N on `host` at first_port, first_port + 1, ..., ZooKeeper at
-        zookeeper_port; under `data_dir`: zookeeper/, broker-<id>/, and logs/."""
+        zookeeper_port; under `data_dir`: zookeeper/, broker-<id>/, and logs/. `server`: the
+        brokers' process class (the benchmarks start theirs as the test suite does)."""
         data_dir = Path(data_dir).resolve()
         logs = data_dir / "logs"
         zookeeper = ZooKeeperServer(
@@ -454,8 +456,8 @@ class LocalCluster:
                 log_dir=data_dir / f"broker-{broker_id}", brokers=brokers,
             )
             settings.update(overrides or {})
-            servers.append(BrokerServer(broker_id, settings, host=host, port=port,
-                                        log_path=logs / f"broker-{broker_id}.log", config=config))
+            servers.append(server(broker_id, settings, host=host, port=port,
+                                  log_path=logs / f"broker-{broker_id}.log", config=config))
         return cls(zookeeper, servers)
 
     @property

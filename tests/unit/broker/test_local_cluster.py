@@ -1,6 +1,9 @@
-"""broker.local_cluster's port choice (the cluster itself runs in tests/cluster)."""
+"""broker.local_cluster's port choice and brokers' commands (the cluster itself runs in
+tests/cluster)."""
 
 import random
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +40,17 @@ def test_processes_drawing_from_different_slices_never_choose_the_same_port(port
 def test_a_slice_outside_the_count_is_refused(ports):
     with pytest.raises(ValueError):
         ports.draw_ports_from_slice(2, 2)
+
+
+def test_a_loopback_cluster_starts_its_brokers_with_the_process_class_given():
+    """The benchmarks' cluster-scale part runs its brokers on LOGWAY_BROKER_PACKAGES as the
+    suite does; it ran them in pure Python whatever build it was asked to measure."""
+
+    class OtherPython(local_cluster.BrokerServer):
+        def command(self) -> list[str]:
+            return ["other-python", *super().command()[1:]]
+
+    default = local_cluster.LocalCluster.on_loopback(Path("/unused"), brokers=2)
+    assert [b.command()[0] for b in default.brokers.values()] == [sys.executable] * 2
+    other = local_cluster.LocalCluster.on_loopback(Path("/unused"), brokers=2, server=OtherPython)
+    assert [b.command()[:3] for b in other.brokers.values()] == [["other-python", "-m", "broker"]] * 2
