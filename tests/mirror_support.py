@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.harness import REPO
@@ -206,8 +206,23 @@ def _read_to_end(consumer: Consumer, topic: str, partitions) -> dict[int, list[b
                 at_end.add(message.partition())
             continue
         values[message.partition()].append(message.value())
-    assert len(at_end) == len(values), f"{topic}: did not reach the end of every partition"
+    assert len(at_end) == len(values), f"{topic}: did not reach the end of every partition: {_where(consumer, topic, values, at_end)}"
     return values
+
+
+def _where(consumer: Consumer, topic: str, values: dict[int, list[bytes]], at_end: set[int]) -> str:
+    """Where a reader that did not reach every end stood, for a failure seen only in CI: what
+    it read, its assignment, its positions and the partitions' watermarks."""
+    assigned = [tp.partition for tp in consumer.assignment()]
+    positions = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in values])}
+    watermarks = {}
+    for partition in values:
+        try:
+            watermarks[partition] = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+        except KafkaException as exc:
+            watermarks[partition] = str(exc)
+    read = {p: len(v) for p, v in values.items()}
+    return f"at the end {sorted(at_end)}, read {read}, assigned {sorted(assigned)}, positions {positions}, watermarks {watermarks}"
 
 
 def failover_problems(
