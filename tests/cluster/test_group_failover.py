@@ -222,7 +222,7 @@ def test_a_member_waiting_in_a_rebalance_is_answered_when_another_broker_dies(cl
         assert not second.done(), second.result()
         follower = next(b for b in BROKERS if b != leader)
         cluster.broker(follower).kill()
-        offsets_partition = partition_for(group, 3)
+        offsets_partition = partition_for(group, int(_GROUP_CLUSTER["offsets.topic.num.partitions"]))
         wait_until(
             lambda: (view := topic_view(at, "__consumer_offsets")) and follower not in view[offsets_partition][2],
             _TIMEOUT_S,
