@@ -1,7 +1,8 @@
 """The broker's CPU per Produce or Fetch request without the socket, in process (issue 19).
 
-    python -m benchmarks.request_cost [--api produce|fetch|tail|replicated|wire] [--requests 3000] [--repeats 15]
-                                      [--batch-bytes 16384] [--calls] [--instructions]
+    python -m benchmarks.request_cost [--api produce|fetch|tail|replicated|idle-follower|wire] [--requests 3000]
+                                      [--repeats 15] [--batch-bytes 16384] [--partitions 1000] [--calls]
+                                      [--instructions]
 
 A standalone broker runs in this process (tests.in_process.running_broker, uvloop) with a
 one-partition topic, and one request is handed to `Dispatcher.dispatch` `requests` times in a
@@ -21,6 +22,11 @@ it:
   follower's Fetch v12 for the next offset (which commits the previous record and waits), the
   previous Produce's answer awaited, then an acks=-1 Produce v3 of one 100 B record, which wakes
   the follower's Fetch, whose answer is awaited. A "request" here is that pair too.
+- idle-follower: an idle follower's fetch, as an idle cluster's replica fetchers send it:
+  `partitions` empty partitions of one topic led here with a follower (broker 1) in their ISR;
+  the follower's Fetch v12 opens a fetch session of all of them, then each request is the next
+  incremental fetch of that session (no partition named, max_wait 0), which reads every
+  partition of the session and is answered with none. The time per partition is printed too.
 - wire: the produce request over a loopback TCP connection to the broker's listener, written
   and its answer read by this same loop (loop.sock_sendall, loop.sock_recv_into): the
   connection's read, framing, back-pressure checks, send and send-time metrics are counted too,
@@ -68,11 +74,11 @@ from kio.static.primitive import i32, i32Timedelta, i64
 from benchmarks import wire
 from broker.deferred import Deferred
 from protocol.api_keys import ApiKey
-from protocol.primitives import INT64
+from protocol.primitives import INT32, INT64
 from replication.partition_state import PartitionState
 from storage.topic_partition import TopicPartition
 from tests.in_process import CLIENT_SESSION, running_broker
-from tests.kafka_wire import encode_request
+from tests.kafka_wire import decode_response, encode_request
 
 _TOPIC = "request-cost"
 _WARM_UP = 2000
@@ -80,29 +86,41 @@ _TAILED_BATCHES = 100
 _FETCH_VERSION = 12
 _FOLLOWER = 1
 _UNLIKELY_OFFSET = 1 << 40  # found in a request's bytes to patch the offset fetched
+_UNLIKELY_EPOCH = 0x7EADBEEF  # found in a request's bytes to patch the session epoch
 
 
-def _fetch_frame(offset: int, replica_id: int = -1) -> memoryview:
+def _fetch_frame(
+    offset: int,
+    replica_id: int = -1,
+    partitions: int = 1,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    max_wait_ms: int = 500,
+    last_fetched_epoch: int = -1,
+) -> memoryview:
+    """A Fetch v12 frame (without its size) of `offset` in each of `partitions` partitions; an
+    incremental fetch (session_epoch > 0) names none."""
     request = FetchRequest(
         replica_id=BrokerId(replica_id),
-        max_wait=i32Timedelta.parse(timedelta(milliseconds=500)),
+        max_wait=i32Timedelta.parse(timedelta(milliseconds=max_wait_ms)),
         min_bytes=i32(1),
         max_bytes=i32(52_428_800),
         isolation_level=0,
-        session_id=i32(0),
-        session_epoch=i32(-1),
-        topics=(
+        session_id=i32(session_id),
+        session_epoch=i32(session_epoch),
+        topics=() if session_epoch > 0 else (
             FetchTopic(
                 topic=TopicName(_TOPIC),
-                partitions=(
+                partitions=tuple(
                     FetchPartition(
-                        partition=i32(0),
+                        partition=i32(index),
                         current_leader_epoch=i32(-1),
                         fetch_offset=i64(offset),
-                        last_fetched_epoch=i32(-1),
+                        last_fetched_epoch=i32(last_fetched_epoch),
                         log_start_offset=i64(-1),
                         partition_max_bytes=i32(1_048_576),
-                    ),
+                    )
+                    for index in range(partitions)
                 ),
             ),
         ),
@@ -113,13 +131,22 @@ def _fetch_frame(offset: int, replica_id: int = -1) -> memoryview:
 
 
 async def measure(
-    data_dir: Path, requests: int, repeats: int, batch_bytes: int, calls: bool, api: str = "produce"
+    data_dir: Path,
+    requests: int,
+    repeats: int,
+    batch_bytes: int,
+    calls: bool,
+    api: str = "produce",
+    partitions: int = 1,
 ) -> dict:
     async with running_broker(data_dir, None) as broker:
-        if api == "replicated":
-            tp = TopicPartition(_TOPIC, 0)
-            led = PartitionState(tp, 1, broker.broker_id, 1, (broker.broker_id, _FOLLOWER), 0, (broker.broker_id, _FOLLOWER), is_new=True)
-            broker.replica_manager.become_leader_or_follower(1, [led], {}, broker.broker_id)
+        if api in ("replicated", "idle-follower"):
+            replicas = (broker.broker_id, _FOLLOWER)
+            led = [
+                PartitionState(TopicPartition(_TOPIC, index), 1, broker.broker_id, 1, replicas, 0, replicas, is_new=True)
+                for index in range(partitions if api == "idle-follower" else 1)
+            ]
+            broker.replica_manager.become_leader_or_follower(1, led, {}, broker.broker_id)
         else:
             await broker.topics.create(_TOPIC, 1, {})
         dispatch = broker.dispatcher.dispatch
@@ -131,6 +158,21 @@ async def measure(
             fetch_offset_at = bytes(frame).index(INT64.pack(_UNLIKELY_OFFSET))
             next_offset = 0
             previous_produce: asyncio.Future | None = None
+        elif api == "idle-follower":
+            # The follower's log is as empty as the leader's, at the leader's epoch.
+            epoch = broker.replica_manager.partitions[TopicPartition(_TOPIC, 0)].log.leader_epochs.latest_epoch
+            opening = _fetch_frame(0, _FOLLOWER, partitions, session_epoch=0, max_wait_ms=0, last_fetched_epoch=epoch)
+            opened = decode_response(ApiKey.FETCH, _FETCH_VERSION, b"".join(bytes(c) for c in dispatch(opening, session)))
+            failed = [p for t in opened.responses for p in t.partitions if p.error_code != 0]
+            if opened.session_id == 0 or failed:
+                raise RuntimeError(f"the leader opened no fetch session, or failed {failed[:3]}")
+            frame = _fetch_frame(0, _FOLLOWER, session_id=opened.session_id, session_epoch=_UNLIKELY_EPOCH, max_wait_ms=0)
+            epoch_at = bytes(frame).index(INT32.pack(_UNLIKELY_EPOCH))
+            INT32.pack_into(frame, epoch_at, 1)
+            first = decode_response(ApiKey.FETCH, _FETCH_VERSION, b"".join(bytes(c) for c in dispatch(frame, session)))
+            if first.error_code != 0 or first.responses:
+                raise RuntimeError(f"an idle session's fetch was answered with {first!r:.300}")
+            session_epoch = 2
         elif api in ("produce", "wire"):
             batch, _ = wire.make_batch(100, batch_bytes)
             frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
@@ -168,7 +210,12 @@ async def measure(
             return done
 
         async def serve_one() -> None:
-            nonlocal next_offset, previous_produce
+            nonlocal next_offset, previous_produce, session_epoch
+            if api == "idle-follower":
+                INT32.pack_into(frame, epoch_at, session_epoch)
+                answered(dispatch(frame, session))
+                session_epoch += 1
+                return
             if api == "replicated":
                 INT64.pack_into(frame, fetch_offset_at, next_offset)
                 follower_fetch = waited_for(dispatch(frame, session))
@@ -198,7 +245,7 @@ async def measure(
             answered(await fetch)
             next_offset += 1
 
-        for _ in range(_WARM_UP):
+        for _ in range(max(_WARM_UP // partitions, 3)):  # as many partitions read as one request's
             await serve_one()
         per_request = []
         for _ in range(repeats):
@@ -224,18 +271,18 @@ async def measure(
         return result
 
 
-def counted_command(api: str, requests: int, repeats: int, batch_bytes: int) -> list[str]:
+def counted_command(api: str, requests: int, repeats: int, batch_bytes: int, partitions: int = 1) -> list[str]:
     """This program as one callgrind run starts it. -P is passed on: started with it and
     PYTHONPATH (a compiled build's packages), the run counts those packages, not the worktree's
     pure-Python ones, which the working directory would otherwise put first."""
     return [
         sys.executable, *(["-P"] if sys.flags.safe_path else []),
         "-m", "benchmarks.request_cost", "--api", api, "--requests", str(requests),
-        "--repeats", str(repeats), "--batch-bytes", str(batch_bytes),
+        "--repeats", str(repeats), "--batch-bytes", str(batch_bytes), "--partitions", str(partitions),
     ]
 
 
-def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float:
+def instructions_per_request(api: str, requests: int, batch_bytes: int, partitions: int) -> float:
     """User-space instructions per request, from two callgrind runs of this program."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -245,7 +292,7 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float
             repeats: subprocess.Popen(
                 [
                     valgrind, "--tool=callgrind", f"--callgrind-out-file={scratch}/callgrind.{repeats}",
-                    *counted_command(api, requests, repeats, batch_bytes),
+                    *counted_command(api, requests, repeats, batch_bytes, partitions),
                 ],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )
@@ -263,10 +310,13 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int) -> float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--api", choices=("produce", "fetch", "tail", "replicated", "wire"), default="produce")
+    parser.add_argument(
+        "--api", choices=("produce", "fetch", "tail", "replicated", "idle-follower", "wire"), default="produce"
+    )
     parser.add_argument("--requests", type=int, default=3000, help="requests per repetition")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--batch-bytes", type=int, default=16 * 1024, help="the produced batch's size")
+    parser.add_argument("--partitions", type=int, default=1000, help="the idle follower's partitions")
     parser.add_argument("--calls", action="store_true", help="also count Python calls per request")
     parser.add_argument("--instructions", action="store_true", help="count instructions per request instead")
     args = parser.parse_args()
@@ -275,22 +325,28 @@ def main() -> None:
         "fetch": f"Fetch v{_FETCH_VERSION} of the newest one-record batch",
         "tail": f"A record a time: a waiting Fetch v{_FETCH_VERSION} woken by a one-record Produce v3",
         "replicated": f"A record a time through a follower: an acks=all Produce v3 committed by the follower's Fetch v{_FETCH_VERSION}",
+        "idle-follower": f"An idle follower's incremental Fetch v{_FETCH_VERSION} of {args.partitions} partitions",
         "wire": f"Produce v3, one {args.batch_bytes // 1024} KiB batch, over a loopback connection",
     }[args.api]
+    partitions = args.partitions if args.api == "idle-follower" else 1
     path = "its connection" if args.api == "wire" else "Dispatcher.dispatch"
     if args.instructions:
-        count = instructions_per_request(args.api, args.requests, args.batch_bytes)
+        count = instructions_per_request(args.api, args.requests, args.batch_bytes, partitions)
         print(f"{what}, through {path}: {count:,.0f} user-space instructions per request")
+        if partitions > 1:
+            print(f"{count / partitions:,.0f} per partition")
         return
     with tempfile.TemporaryDirectory(prefix="logway-request-cost-") as scratch:
         result = uvloop.run(
-            measure(Path(scratch), args.requests, args.repeats, args.batch_bytes, args.calls, args.api)
+            measure(Path(scratch), args.requests, args.repeats, args.batch_bytes, args.calls, args.api, partitions)
         )
     print(
         f"{what}, through {path}: thread CPU per request "
         f"min {result['min_us']:.1f} us, q1 {result['q1_us']:.1f} us, median {result['median_us']:.1f} us "
         f"({args.repeats} x {args.requests} requests)"
     )
+    if partitions > 1:
+        print(f"per partition: min {result['min_us'] / partitions:.2f} us, median {result['median_us'] / partitions:.2f} us")
     if "python_calls" in result:
         print(f"Python calls per request: {result['python_calls']:.0f}")
 

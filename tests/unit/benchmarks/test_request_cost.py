@@ -1,5 +1,5 @@
-"""benchmarks.request_cost: Produce, Fetch, tailing and replicated pairs served in process (and Produce over a
-loopback connection), their CPU and Python calls counted."""
+"""benchmarks.request_cost: Produce, Fetch, tailing and replicated pairs and an idle follower's session fetch
+served in process (and Produce over a loopback connection), their CPU and Python calls counted."""
 
 import asyncio
 import os
@@ -20,6 +20,15 @@ def test_every_request_is_answered_and_its_cost_and_calls_counted(tmp_path, api)
 
     assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"]
     # Counted, not a floor: a compiled build leaves only a handful of interpreted calls per request.
+    assert result["python_calls"] > 0
+
+
+def test_an_idle_followers_fetch_of_its_whole_session_is_answered_and_counted(tmp_path):
+    result = asyncio.run(
+        measure(tmp_path, requests=5, repeats=3, batch_bytes=4096, calls=True, api="idle-follower", partitions=40)
+    )
+
+    assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"]
     assert result["python_calls"] > 0
 
 
