@@ -52,6 +52,9 @@ COMPILED = [
     "broker/session.py",
     "broker/deferred.py",
     "broker/timeouts.py",
+    "broker/fetch_sessions.py",
+    "replication/fetch_session.py",
+    "replication/fetcher.py",
 ]
 
 # Type-check only what is compiled: the other modules are imported for their types alone.

@@ -25,6 +25,8 @@ from collections.abc import Hashable
 from typing import Final, NamedTuple
 
 from kio.schema.fetch.v12.request import FetchPartition, FetchTopic, ForgottenTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i32
 
 from protocol.errors import ErrorCode
 from protocol.fetch import INITIAL_EPOCH, next_epoch
@@ -100,7 +102,10 @@ class FetchSessionClient:
             self.session_id,
             self.epoch,
             _topics(changed),
-            tuple(ForgottenTopic(topic=topic, partitions=tuple(ps)) for topic, ps in forgotten.items()),
+            tuple(
+                ForgottenTopic(topic=TopicName(topic), partitions=tuple(i32(p) for p in ps))
+                for topic, ps in forgotten.items()
+            ),
         )
 
     def answered(self, error_code: int, session_id: int) -> bool:
@@ -141,4 +146,4 @@ def _topics(partitions) -> tuple[FetchTopic, ...]:
                 partition_max_bytes=wanted.partition_max_bytes,
             )
         )
-    return tuple(FetchTopic(topic=topic, partitions=tuple(ps)) for topic, ps in topics.items())
+    return tuple(FetchTopic(topic=TopicName(topic), partitions=tuple(ps)) for topic, ps in topics.items())

@@ -60,7 +60,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -69,6 +69,8 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from kio.schema.types import BrokerId, TopicName
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
@@ -87,17 +89,19 @@ if TYPE_CHECKING:
     from replication.partition import Partition
     from storage.log_manager import LogManager
 
-log = logging.getLogger(__name__)
+log: Final = logging.getLogger(__name__)
 
 # Wanted(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same tuple
 # from C, once per partition and round.
-_new_tuple = tuple.__new__
+_new_tuple: Final = tuple.__new__
 
-FETCH_VERSION = 12
-OFFSET_FOR_LEADER_EPOCH_VERSION = 3
-LIST_OFFSETS_VERSION = 7
-_EARLIEST, _LATEST, _EARLIEST_LOCAL = -2, -1, -4
-_RETRIABLE = (
+FETCH_VERSION: Final = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
+LIST_OFFSETS_VERSION: Final = 7
+_EARLIEST: Final = -2
+_LATEST: Final = -1
+_EARLIEST_LOCAL: Final = -4
+_RETRIABLE: Final = (
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_leader_epoch,
     ErrorCode.unknown_topic_or_partition,
@@ -124,20 +128,21 @@ class FetcherSettings:
     quota: ReplicaQuota = NO_QUOTA
 
 
-@dataclass
 class FetchState:
-    """One partition in a fetcher."""
+    """One partition in a fetcher; compared by identity (a response is applied only to the
+    state it was asked at)."""
 
-    leader_epoch: int
-    truncating: bool = True
-    delayed_until: float = 0.0
-    failed: bool = False
-    # The leader's high watermark minus this log's end after the last fetch (Kafka's
-    # FetcherLagMetrics ConsumerLag; the broker's ReplicaFetcherManager MaxLag metric).
-    lag: int = 0
-    # Caught up with the leader at the last fetch (Kafka's PartitionFetchState.isReplicaInSync:
-    # a lag known and 0): never throttled then.
-    in_sync: bool = False
+    def __init__(self, leader_epoch: int) -> None:
+        self.leader_epoch = leader_epoch
+        self.truncating = True
+        self.delayed_until = 0.0
+        self.failed = False
+        # The leader's high watermark minus this log's end after the last fetch (Kafka's
+        # FetcherLagMetrics ConsumerLag; the broker's ReplicaFetcherManager MaxLag metric).
+        self.lag = 0
+        # Caught up with the leader at the last fetch (Kafka's PartitionFetchState.isReplicaInSync:
+        # a lag known and 0): never throttled then.
+        self.in_sync = False
 
     def ready(self, now: float) -> bool:
         return not self.failed and self.delayed_until <= now
@@ -281,6 +286,13 @@ class ReplicaFetcher:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._session = FetchSessionClient()
+        # The fetch request's fields that never change, checked into kio's types once (each
+        # check is an interpreted call of about a microsecond).
+        settings = manager.settings
+        self._replica_id = BrokerId(manager.broker_id)
+        self._max_wait = i32Timedelta.parse(datetime.timedelta(milliseconds=settings.wait_max_ms))
+        self._min_bytes = i32(settings.min_bytes)
+        self._response_max_bytes = i32(settings.response_max_bytes)
 
     @property
     def settings(self) -> FetcherSettings:
@@ -395,13 +407,15 @@ class ReplicaFetcher:
         if not asked:
             return
         request = OffsetForLeaderEpochRequest(
-            replica_id=self.manager.broker_id,
+            replica_id=BrokerId(self.manager.broker_id),
             topics=tuple(
                 OffsetForLeaderTopic(
-                    topic=topic,
+                    topic=TopicName(topic),
                     partitions=tuple(
                         OffsetForLeaderPartition(
-                            partition=tp.partition, current_leader_epoch=state.leader_epoch, leader_epoch=epoch
+                            partition=i32(tp.partition),
+                            current_leader_epoch=i32(state.leader_epoch),
+                            leader_epoch=i32(epoch),
                         )
                         for tp, (state, epoch) in asked.items()
                         if tp.topic == topic
@@ -414,7 +428,10 @@ class ReplicaFetcher:
         for topic in response.topics:
             for answer in topic.partitions:
                 tp = TopicPartition(topic.topic, answer.partition)
-                state = asked.get(tp, (None, None))[0]
+                found = asked.get(tp)
+                if found is None:
+                    continue
+                state = found[0]
                 partition = self._still_fetched(tp, state)
                 if partition is None:
                     continue
@@ -471,11 +488,14 @@ class ReplicaFetcher:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, result.partition_index)
                 asked = wanted.get(tp)
-                partition = self._still_fetched(tp, None if asked is None else asked.state)
-                if partition is None or partition.log.log_end_offset != asked.fetch_offset:
+                if asked is None:
                     session.start_over()  # see replication.fetch_session
                     continue
-                state = asked.state
+                state = cast(FetchState, asked.state)
+                partition = self._still_fetched(tp, state)
+                if partition is None or partition.log.log_end_offset != asked.fetch_offset:
+                    session.start_over()
+                    continue
                 try:
                     if await self._apply(partition, state, result):
                         raised_starts.append(tp)
@@ -498,12 +518,12 @@ class ReplicaFetcher:
         """The fetch of `wanted`: in the fetch session, only what changed since the last."""
         session = self._session.request(wanted)
         return FetchRequest(
-            replica_id=self.manager.broker_id,
-            max_wait=datetime.timedelta(milliseconds=self.settings.wait_max_ms),
-            min_bytes=self.settings.min_bytes,
-            max_bytes=self.settings.response_max_bytes,
-            session_id=session.session_id,
-            session_epoch=session.session_epoch,
+            replica_id=self._replica_id,
+            max_wait=self._max_wait,
+            min_bytes=self._min_bytes,
+            max_bytes=self._response_max_bytes,
+            session_id=i32(session.session_id),
+            session_epoch=i32(session.session_epoch),
             topics=session.topics,
             forgotten_topics_data=session.forgotten,
         )
@@ -524,11 +544,13 @@ class ReplicaFetcher:
             epoch, end_offset = result.diverging_epoch
             self._apply_epoch_end(partition, state, epoch, end_offset)
             return False
-        if result.records:
+        # A memoryview of the response frame (replication.broker_client); Sized to the encoder.
+        records: Any = result.records
+        if records:
             quota = self.settings.quota
             if quota.is_throttled(tp):
-                quota.record(len(result.records))
-            self._replicas.append_as_follower(partition, memoryview(result.records), result.high_watermark)
+                quota.record(len(records))
+            self._replicas.append_as_follower(partition, memoryview(records), result.high_watermark)
         else:
             self._replicas.follow_high_watermark(partition, result.high_watermark)
         state.lag = max(result.high_watermark - partition.log.log_end_offset, 0)
@@ -585,16 +607,16 @@ class ReplicaFetcher:
 
     async def _leader_offset(self, tp: TopicPartition, state: FetchState, timestamp: int) -> int | None:
         request = ListOffsetsRequest(
-            replica_id=self.manager.broker_id,
-            isolation_level=0,
+            replica_id=BrokerId(self.manager.broker_id),
+            isolation_level=i8(0),
             topics=(
                 ListOffsetsTopic(
-                    name=tp.topic,
+                    name=TopicName(tp.topic),
                     partitions=(
                         ListOffsetsPartition(
-                            partition_index=tp.partition,
-                            current_leader_epoch=state.leader_epoch,
-                            timestamp=timestamp,
+                            partition_index=i32(tp.partition),
+                            current_leader_epoch=i32(state.leader_epoch),
+                            timestamp=i64(timestamp),
                         ),
                     ),
                 ),

@@ -16,7 +16,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Type aliases and type variables: names for the type checker, which Final would not fit.
-TYPE_ALIASES = {"Dispatch", "LeadershipCallback", "RemoteAuxStateSource", "Handle", "Parse", "Name", "Clock", "T"}
+TYPE_ALIASES = {
+    "Dispatch", "LeadershipCallback", "RemoteAuxStateSource", "Handle", "Parse", "Name", "Clock", "T", "ReplicaQuota",
+    "ClientFactory",
+}
 
 
 def _compiled_modules() -> list[str]:
