@@ -8,7 +8,8 @@ controller send them.
 `send` encodes the request (header v1, or v2 for flexible versions; bodies of kio entities or
 protocol/legacy.py declarations, adapted to the version sent), writes it at once and waits for
 the response with the same correlation id: several sends may be in flight on the connection
-(pipelining), and the broker answers them in order. Responses are decoded as the entity of the
+(pipelining), and the broker answers them in order. A follower's Fetch comes as
+protocol.fetch's FetchRequest, encoded by hand (v12 only). Responses are decoded as the entity of the
 version sent; Fetch responses with protocol.fetch's decoder, so each partition's records are a
 memoryview slice of the received frame (the frame buffer is never reused while a slice of it
 lives).
@@ -44,7 +45,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.fetch import decode_fetch_response
+from protocol.fetch import FetchRequest, decode_fetch_response, encode_fetch_request_v12
 from protocol.framing import FrameReader
 from protocol.headers import encode_request_header, parse_response_header, response_header_is_flexible
 from protocol.primitives import INT32
@@ -118,6 +119,14 @@ class _ResponseProtocol(asyncio.BufferedProtocol):
         self._on_lost(BrokerConnectionError(f"connection lost: {exc or 'closed by the broker'}"))
 
 
+def _encode_body(api_key: int, version: int, request: Any) -> bytes:
+    if isinstance(request, FetchRequest):
+        if api_key != ApiKey.FETCH or version != 12:
+            raise ValueError(f"a hand-built Fetch request goes as Fetch v12, not {ApiKey(api_key).name} v{version}")
+        return encode_fetch_request_v12(request)
+    return schemas.encode(schemas.adapt(request, schemas.request_type(api_key, version)))
+
+
 class BrokerClient:
     def __init__(
         self,
@@ -155,7 +164,7 @@ class BrokerClient:
         correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
         flexible = schemas.is_flexible(api_key, version)
         header = encode_request_header(api_key, version, correlation_id, self.client_id, flexible)
-        body = schemas.encode(schemas.adapt(request, schemas.request_type(api_key, version)))
+        body = _encode_body(api_key, version, request)
         future = asyncio.get_running_loop().create_future()
         try:
             self._write(transport, INT32.pack(len(header) + len(body)) + header + body)

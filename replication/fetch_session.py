@@ -24,12 +24,8 @@ Not thread-safe: one per fetcher, used from its task on the event loop.
 from collections.abc import Hashable
 from typing import Final, NamedTuple
 
-from kio.schema.fetch.v12.request import FetchPartition, FetchTopic, ForgottenTopic
-from kio.schema.types import TopicName
-from kio.static.primitive import i32
-
 from protocol.errors import ErrorCode
-from protocol.fetch import INITIAL_EPOCH, next_epoch
+from protocol.fetch import INITIAL_EPOCH, FetchPartition, FetchTopic, next_epoch
 from storage.topic_partition import TopicPartition
 
 SESSION_ERRORS: Final = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
@@ -60,8 +56,8 @@ class Wanted(NamedTuple):
 class SessionRequest(NamedTuple):
     session_id: int
     session_epoch: int
-    topics: tuple[FetchTopic, ...]
-    forgotten: tuple[ForgottenTopic, ...]
+    topics: list[FetchTopic]
+    forgotten: list[tuple[str, list[int]]]  # (topic, partitions), as protocol.fetch's FetchRequest
 
 
 class FetchSessionClient:
@@ -92,21 +88,13 @@ class FetchSessionClient:
                     changed.append((tp, w))
         if self.full:
             self._sent = wanted
-            return SessionRequest(self.session_id, INITIAL_EPOCH, _topics(wanted.items()), ())
+            return SessionRequest(self.session_id, INITIAL_EPOCH, _topics(wanted.items()), [])
         forgotten: dict[str, list[int]] = {}
         for tp in sent:
             if tp not in wanted:
                 forgotten.setdefault(tp.topic, []).append(tp.partition)
         self._sent = wanted
-        return SessionRequest(
-            self.session_id,
-            self.epoch,
-            _topics(changed),
-            tuple(
-                ForgottenTopic(topic=TopicName(topic), partitions=tuple(i32(p) for p in ps))
-                for topic, ps in forgotten.items()
-            ),
-        )
+        return SessionRequest(self.session_id, self.epoch, _topics(changed), list(forgotten.items()))
 
     def answered(self, error_code: int, session_id: int) -> bool:
         """Take the answer's session fields; False for a session error (its partitions are to
@@ -133,17 +121,13 @@ class FetchSessionClient:
         self.epoch = INITIAL_EPOCH
 
 
-def _topics(partitions) -> tuple[FetchTopic, ...]:
+def _topics(partitions) -> list[FetchTopic]:
     topics: dict[str, list[FetchPartition]] = {}
     for tp, wanted in partitions:
         topics.setdefault(tp.topic, []).append(
             FetchPartition(
-                partition=tp.partition,
-                current_leader_epoch=wanted.current_leader_epoch,
-                fetch_offset=wanted.fetch_offset,
-                last_fetched_epoch=wanted.last_fetched_epoch,
-                log_start_offset=wanted.log_start_offset,
-                partition_max_bytes=wanted.partition_max_bytes,
+                tp.partition, wanted.fetch_offset, wanted.partition_max_bytes, wanted.current_leader_epoch,
+                wanted.last_fetched_epoch, wanted.log_start_offset,
             )
         )
-    return tuple(FetchTopic(topic=TopicName(topic), partitions=tuple(ps)) for topic, ps in topics.items())
+    return [FetchTopic(topic, ps) for topic, ps in topics.items()]

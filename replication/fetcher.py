@@ -53,7 +53,6 @@ at the epoch they were asked for.
 """
 
 import asyncio
-import datetime
 import logging
 import ssl
 import time
@@ -62,7 +61,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
-from kio.schema.fetch.v12.request import FetchRequest
 from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderEpochRequest,
@@ -70,11 +68,11 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderTopic,
 )
 from kio.schema.types import BrokerId, TopicName
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i32, i64
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
-from protocol.fetch import PartitionResult
+from protocol.fetch import FetchRequest, PartitionResult
 from storage.checkpoint import CorruptCheckpointError
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log_manager import NO_QUOTA, ByteRateQuota
@@ -101,6 +99,7 @@ LIST_OFFSETS_VERSION: Final = 7
 _EARLIEST: Final = -2
 _LATEST: Final = -1
 _EARLIEST_LOCAL: Final = -4
+_READ_UNCOMMITTED: Final = 0
 _RETRIABLE: Final = (
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_leader_epoch,
@@ -286,13 +285,6 @@ class ReplicaFetcher:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._session = FetchSessionClient()
-        # The fetch request's fields that never change, checked into kio's types once (each
-        # check is an interpreted call of about a microsecond).
-        settings = manager.settings
-        self._replica_id = BrokerId(manager.broker_id)
-        self._max_wait = i32Timedelta.parse(datetime.timedelta(milliseconds=settings.wait_max_ms))
-        self._min_bytes = i32(settings.min_bytes)
-        self._response_max_bytes = i32(settings.response_max_bytes)
 
     @property
     def settings(self) -> FetcherSettings:
@@ -517,15 +509,12 @@ class ReplicaFetcher:
     def _fetch_request(self, wanted: dict[TopicPartition, Wanted]) -> FetchRequest:
         """The fetch of `wanted`: in the fetch session, only what changed since the last."""
         session = self._session.request(wanted)
+        settings = self.settings
+        # protocol.fetch's request, which the client encodes by hand: kio's encoding took more
+        # than a follower's whole round of a partition or two (benchmarks/RESULTS.md).
         return FetchRequest(
-            replica_id=self._replica_id,
-            max_wait=self._max_wait,
-            min_bytes=self._min_bytes,
-            max_bytes=self._response_max_bytes,
-            session_id=i32(session.session_id),
-            session_epoch=i32(session.session_epoch),
-            topics=session.topics,
-            forgotten_topics_data=session.forgotten,
+            self.manager.broker_id, settings.wait_max_ms, settings.min_bytes, settings.response_max_bytes,
+            _READ_UNCOMMITTED, session.topics, session.session_id, "", session.session_epoch, session.forgotten,
         )
 
     async def _apply(self, partition: "Partition", state: FetchState, result: PartitionResult) -> bool:

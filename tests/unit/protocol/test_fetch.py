@@ -188,6 +188,27 @@ def test_a_follower_fetch_of_hundreds_of_partitions_is_parsed_by_hand():
     assert [(p.partition, p.fetch_offset) for p in parsed.topics[0].partitions] == [(p, p * 10) for p in range(300)]
 
 
+@pytest.mark.parametrize(
+    "topics, forgotten, session",
+    [
+        ([("orders", [(0, 10), (3, 2**40)]), ("é-topic", [(1, 0)])], [], (0, 0)),  # a full fetch opening a session
+        ([], [], (42, 7)),  # an idle follower's incremental fetch
+        ([("orders", [(5, 9)])], [("old", [1, 2]), ("gone", [7])], (42, 8)),
+        ([("t", [(p, p * 10) for p in range(300)])], [("u", list(range(200)))], (42, 9)),  # two-byte lengths
+    ],
+)
+def test_a_followers_fetch_is_encoded_by_hand_as_kio_writes_it(topics, forgotten, session):
+    expected = fetch_request_body(
+        12, topics, forgotten=forgotten, rack_id="", session_id=session[0], session_epoch=session[1]
+    )
+    parsed = fetch._parse_by_hand(12, expected)
+
+    encoded = fetch.encode_fetch_request_v12(parsed)
+
+    assert encoded == bytes(expected)
+    assert fetch._parse_by_hand(12, memoryview(encoded)) == parsed
+
+
 def test_what_the_hand_parser_leaves_to_kio_is_still_read():
     # A tagged field (cluster_id) is kio's to read.
     body = fetch_request_body(12, [("t", [(0, 5)])], cluster_id="the-cluster")

@@ -10,6 +10,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from protocol import fetch
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.record_batch import iter_batches
@@ -82,6 +83,29 @@ def test_fetch_records_are_slices_of_the_received_frame(tmp_path):
             r.value for position, h in iter_batches(data) for r in iter_records(data[position : position + h.size])
         ]
         assert values == [b"a", b"b", b"c"]
+
+    asyncio.run(main())
+
+
+def test_a_hand_built_fetch_is_sent_as_v12_and_refused_as_any_other_request(tmp_path):
+    async def main():
+        context, broker = await broker_with_records(tmp_path, b"a", b"b")
+        try:
+            client = BrokerClient("127.0.0.1", broker.port, "test-client", 5, 5)
+            wanted = fetch.FetchRequest(-1, 0, 1, 1 << 20, 0, [fetch.FetchTopic(TOPIC, [fetch.FetchPartition(0, 1, 1 << 20)])])
+            response = await client.send(ApiKey.FETCH, 12, wanted)
+            with pytest.raises(ValueError, match="Fetch v12"):
+                await client.send(ApiKey.FETCH, 11, wanted)
+            await client.close()
+        finally:
+            await context.__aexit__(None, None, None)
+        (partition,) = response.topics[0].partitions
+        assert (partition.error_code, partition.high_watermark) == (ErrorCode.none, 2)
+        data = partition.records
+        values = [
+            r.value for position, h in iter_batches(data) for r in iter_records(data[position : position + h.size])
+        ]
+        assert values == [b"a", b"b"]  # a batch is read whole, from before the offset asked
 
     asyncio.run(main())
 

@@ -22,7 +22,7 @@ def sent(request):
 
 
 def forgotten(request):
-    return {(t.topic, p) for t in request.forgotten for p in t.partitions}
+    return {(topic, p) for topic, partitions in request.forgotten for p in partitions}
 
 
 def started(states) -> FetchSessionClient:
