@@ -245,7 +245,7 @@ async def measure(
             answered(await fetch)
             next_offset += 1
 
-        for _ in range(max(_WARM_UP // partitions, 3)):  # as many partitions read as one request's
+        for _ in range(max(_WARM_UP // partitions, 3)):  # about _WARM_UP partition reads in all
             await serve_one()
         per_request = []
         for _ in range(repeats):

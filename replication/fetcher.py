@@ -510,8 +510,8 @@ class ReplicaFetcher:
         """The fetch of `wanted`: in the fetch session, only what changed since the last."""
         session = self._session.request(wanted)
         settings = self.settings
-        # protocol.fetch's request, which the client encodes by hand: kio's encoding took more
-        # than a follower's whole round of a partition or two (benchmarks/RESULTS.md).
+        # protocol.fetch's request, which the client encodes by hand: kio took 21-31 us to
+        # build and encode one, a fetch or two a record at acks=all (benchmarks/RESULTS.md).
         return FetchRequest(
             self.manager.broker_id, settings.wait_max_ms, settings.min_bytes, settings.response_max_bytes,
             _READ_UNCOMMITTED, session.topics, session.session_id, "", session.session_epoch, session.forgotten,
@@ -533,7 +533,8 @@ class ReplicaFetcher:
             epoch, end_offset = result.diverging_epoch
             self._apply_epoch_end(partition, state, epoch, end_offset)
             return False
-        # A memoryview of the response frame (replication.broker_client); Sized to the encoder.
+        # A memoryview of the response frame (replication.broker_client); the field is typed
+        # Sized because the broker's encoder also takes file regions there.
         records: Any = result.records
         if records:
             quota = self.settings.quota
