@@ -162,14 +162,18 @@ async def measure(
             # The follower's log is as empty as the leader's, at the leader's epoch.
             epoch = broker.replica_manager.partitions[TopicPartition(_TOPIC, 0)].log.leader_epochs.latest_epoch
             opening = _fetch_frame(0, _FOLLOWER, partitions, session_epoch=0, max_wait_ms=0, last_fetched_epoch=epoch)
-            opened = decode_response(ApiKey.FETCH, _FETCH_VERSION, b"".join(bytes(c) for c in dispatch(opening, session)))
+            def fetched(frame: memoryview):
+                """The decoded answer to a Fetch answered at once (no records: its chunks are bytes)."""
+                return decode_response(ApiKey.FETCH, _FETCH_VERSION, b"".join(bytes(c) for c in dispatch(frame, session)))
+
+            opened = fetched(opening)
             failed = [p for t in opened.responses for p in t.partitions if p.error_code != 0]
             if opened.session_id == 0 or failed:
                 raise RuntimeError(f"the leader opened no fetch session, or failed {failed[:3]}")
             frame = _fetch_frame(0, _FOLLOWER, session_id=opened.session_id, session_epoch=_UNLIKELY_EPOCH, max_wait_ms=0)
             epoch_at = bytes(frame).index(INT32.pack(_UNLIKELY_EPOCH))
             INT32.pack_into(frame, epoch_at, 1)
-            first = decode_response(ApiKey.FETCH, _FETCH_VERSION, b"".join(bytes(c) for c in dispatch(frame, session)))
+            first = fetched(frame)
             if first.error_code != 0 or first.responses:
                 raise RuntimeError(f"an idle session's fetch was answered with {first!r:.300}")
             session_epoch = 2
