@@ -53,21 +53,30 @@ from protocol.fetch import (
     TopicResult,
     next_epoch,
 )
+from storage.topic_partition import TopicPartition
 
 # Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (not a config in Kafka either).
 EVICTION_MS: Final = 120_000
 # Twenty followers' sessions of 10,000 partitions, or a thousand consumers' of 200.
 MAX_CACHED_PARTITIONS: Final = 200_000
 _MAX_SESSION_ID: Final = 2**31 - 2
+# Compiled code looks an enum member up generically at each use; a Final is read natively.
+_NO_ERROR: Final = ErrorCode.none
+# TopicPartition(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same
+# tuple from C (as handlers/fetch does).
+_new_tuple: Final = tuple.__new__
 
 
 class CachedPartition:
     """A session's partition: its fetch parameters as last sent, and what was last answered."""
 
-    __slots__ = ("topic", "fetch", "high_watermark", "log_start_offset")
+    __slots__ = ("topic", "tp", "fetch", "high_watermark", "log_start_offset")
 
     def __init__(self, topic: str, fetch: FetchPartition) -> None:
         self.topic = topic
+        # Its key in the session, and what each read of the session looks the partition up by:
+        # built once, not at every fetch.
+        self.tp: TopicPartition = _new_tuple(TopicPartition, (topic, fetch.partition))
         self.fetch = fetch
         # -1: not answered yet (or last answered with an error), so the next answer includes it.
         self.high_watermark = -1
@@ -75,7 +84,7 @@ class CachedPartition:
 
 
 class FetchSession:
-    __slots__ = ("id", "privileged", "partitions", "created_ms", "last_used_ms", "epoch", "_order")
+    __slots__ = ("id", "privileged", "partitions", "created_ms", "last_used_ms", "epoch", "_order", "_order_tps")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict[tuple[str, int], CachedPartition], now_ms: float) -> None:
         self.id = session_id
@@ -85,6 +94,7 @@ class FetchSession:
         self.last_used_ms = now_ms
         self.epoch = next_epoch(INITIAL_EPOCH)
         self._order: list[CachedPartition] | None = None  # partitions' order of the last request built
+        self._order_tps: list[TopicPartition] = []  # their TopicPartitions, in that order
 
     def update(self, topics: list[FetchTopic], forgotten: list[tuple[str, list[int]]]) -> bool:
         """An incremental request's changes: partitions added or with new fetch parameters,
@@ -96,7 +106,8 @@ class FetchSession:
             for fetch in topic.partitions:
                 cached = partitions.get((name, fetch.partition))
                 if cached is None:
-                    partitions[(name, fetch.partition)] = CachedPartition(name, fetch)
+                    cached = CachedPartition(name, fetch)
+                    partitions[cached.tp] = cached
                     self._order = None
                 else:
                     cached.fetch = fetch
@@ -113,6 +124,7 @@ class FetchSession:
         order = self._order
         if order is None:
             order = self._order = list(self.partitions.values())
+            self._order_tps = [cached.tp for cached in order]
         topics: list[FetchTopic] = []
         current: FetchTopic | None = None
         for cached in order:
@@ -125,6 +137,11 @@ class FetchSession:
             incremental.isolation_level, topics, incremental.session_id, incremental.rack_id,
             incremental.session_epoch,
         )
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        """The TopicPartitions of `request()`'s partitions, in its order (a list never changed
+        once built: a long poll may watch it)."""
+        return self._order_tps
 
     def changed(self, topics: list[TopicResult]) -> list[TopicResult]:
         """The answer to an incremental fetch: of the results of `request()`'s partitions (in its
@@ -151,7 +168,7 @@ class FetchSession:
                 if cached.log_start_offset != result.log_start_offset:
                     cached.log_start_offset = result.log_start_offset
                     must = True
-                if result.error_code != ErrorCode.none:
+                if result.error_code != _NO_ERROR:
                     cached.high_watermark = -1  # sent again once the error is gone
                     must = True
                 if must:
@@ -161,7 +178,7 @@ class FetchSession:
         if moved:
             partitions = self.partitions
             for cached in moved:
-                key = (cached.topic, cached.fetch.partition)
+                key = cached.tp
                 if partitions.get(key) is cached:
                     del partitions[key]
                     partitions[key] = cached
@@ -175,7 +192,7 @@ class FetchSession:
             for result in topic.partitions:
                 cached = partitions.get((topic.topic, result.partition_index))
                 if cached is not None:
-                    cached.high_watermark = -1 if result.error_code != ErrorCode.none else result.high_watermark
+                    cached.high_watermark = -1 if result.error_code != _NO_ERROR else result.high_watermark
                     cached.log_start_offset = result.log_start_offset
 
 
@@ -183,7 +200,7 @@ class FetchContext:
     """What a fetch does with sessions once read (Kafka's FetchContext): `request` is what to
     read; `answer` gives the response's error, session id and partitions."""
 
-    __slots__ = ("cache", "request", "session", "creates", "expected_epoch")
+    __slots__ = ("cache", "request", "session", "creates", "expected_epoch", "partitions")
 
     def __init__(self, cache: "FetchSessionCache", request: FetchRequest, session: FetchSession | None, creates: bool) -> None:
         self.cache = cache
@@ -191,6 +208,8 @@ class FetchContext:
         self.session = session  # an incremental fetch's
         self.creates = creates  # a full fetch asking for a session
         self.expected_epoch = session.epoch if session is not None else 0
+        # An incremental fetch's: `request`'s TopicPartitions in order, kept by the session.
+        self.partitions = session.topic_partitions() if session is not None else None
 
     def answer(self, topics: list[TopicResult]) -> tuple[ErrorCode, int, list[TopicResult]]:
         session = self.session
@@ -256,11 +275,8 @@ class FetchSessionCache:
             return 0
         if self.partitions + size > self.max_partitions:
             return 0
-        partitions = {
-            (topic.topic, fetch.partition): CachedPartition(topic.topic, fetch)
-            for topic in request.topics
-            for fetch in topic.partitions
-        }
+        cached_partitions = [CachedPartition(topic.topic, fetch) for topic in request.topics for fetch in topic.partitions]
+        partitions: dict[tuple[str, int], CachedPartition] = {cached.tp: cached for cached in cached_partitions}
         session_id = self._new_id()
         session = self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now)
         session.remember(answered)

@@ -735,7 +735,7 @@ class ReplicaManager:
         (waking delayed produces and consumer long polls) or start an ISR expansion."""
         if partition.update_follower_fetch(replica_id, fetch_offset, log_start_offset=log_start_offset):
             self._on_partition_change(partition.topic_partition)
-        elif partition.topic_partition in self._low_watermark_waiters:
+        elif self._low_watermark_waiters and partition.topic_partition in self._low_watermark_waiters:
             self._complete_low_watermark_waits(partition.topic_partition)
 
     # --------------------------------------------------------------------------- reading

@@ -128,6 +128,27 @@ def test_an_incremental_fetch_adds_changes_and_forgets_partitions():
     assert [p.fetch_offset for t in context.request.topics for p in t.partitions] == [7, 7]
 
 
+def test_an_incremental_fetchs_topic_partitions_follow_its_read_order_and_are_built_once():
+    """A session keeps the TopicPartitions its reads look partitions up by, in the order of the
+    request it builds: the same list while the order stands, a new one when it changes."""
+    cache = FetchSessionCache(10)
+    session_id = open_session(cache, [("t", 0), ("t", 1)])
+    first = cache.context(request([], session_id=session_id, epoch=1))
+    assert first.partitions == names(first.request.topics) == [("t", 0), ("t", 1)]
+    first.answer(results(first.request))
+
+    unchanged = cache.context(request([], session_id=session_id, epoch=2))
+    assert unchanged.partitions is first.partitions
+    answer = results(unchanged.request)
+    answer[0].partitions[0].records = b"x"  # ("t", 0) moves to the end
+    unchanged.answer(answer)
+
+    reordered = cache.context(request([("u", 0)], session_id=session_id, epoch=3))
+    assert reordered.partitions == names(reordered.request.topics) == [("t", 1), ("t", 0), ("u", 0)]
+    assert first.partitions == [("t", 0), ("t", 1)]  # a long poll watching the old list keeps it
+    assert cache.context(request([("t", 0)], epoch=-1)).partitions is None  # sessionless: built by the read
+
+
 def test_an_incremental_fetch_that_forgets_every_partition_closes_the_session():
     cache = FetchSessionCache(10)
     session_id = open_session(cache, [("t", 0)])
