@@ -127,6 +127,12 @@ def _encode_body(api_key: int, version: int, request: Any) -> bytes:
     return schemas.encode(schemas.adapt(request, schemas.request_type(api_key, version)))
 
 
+def _time_out(future: asyncio.Future) -> None:
+    """A request's time is up: its wait ends with TimeoutError unless its answer came."""
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
 class BrokerClient:
     def __init__(
         self,
@@ -165,13 +171,19 @@ class BrokerClient:
         flexible = schemas.is_flexible(api_key, version)
         header = encode_request_header(api_key, version, correlation_id, self.client_id, flexible)
         body = _encode_body(api_key, version, request)
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        timer: asyncio.TimerHandle | None = None
         try:
             self._write(transport, INT32.pack(len(header) + len(body)) + header + body)
             # Pending only once written (no answer can come before the loop runs again), so a
             # failed write leaves no future behind.
             self._pending[correlation_id] = _Pending(api_key, version, future)
-            return await asyncio.wait_for(future, self.request_timeout_s)
+            # A timer of its own rather than asyncio.wait_for, which wraps the wait in a second
+            # future and callbacks: a few microseconds a request, and a follower sends one or
+            # two a record at acks=all.
+            timer = loop.call_later(self.request_timeout_s, _time_out, future)
+            return await future
         except TimeoutError:
             timeout = BrokerRequestTimeoutError(
                 f"{ApiKey(api_key).name} to {self.address} had no answer in {self.request_timeout_s}s"
@@ -179,6 +191,8 @@ class BrokerClient:
             self._disconnect(transport, timeout)
             raise timeout from None
         finally:
+            if timer is not None:
+                timer.cancel()
             self._pending.pop(correlation_id, None)
 
     def _write(self, transport: asyncio.Transport, frame: bytes) -> None:

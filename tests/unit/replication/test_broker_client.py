@@ -174,6 +174,36 @@ def test_a_silent_broker_times_out_and_every_request_in_flight_fails():
     asyncio.run(main())
 
 
+def test_a_request_its_caller_stops_waiting_for_leaves_nothing_pending_and_the_connection_open():
+    """Cancelling a send (a fetcher stopped, a shutdown) is not a timeout: the connection
+    stays for the other requests, and the request's time running out later does nothing."""
+    async def main():
+        accepted: list[asyncio.StreamWriter] = []
+
+        async def never_answer(_reader, writer):
+            accepted.append(writer)
+
+        server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = BrokerClient("127.0.0.1", port, "test-client", 5, 0.2)
+        request = asyncio.ensure_future(client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS))
+        await asyncio.sleep(0.05)
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        pending_after_cancel = dict(client._pending)
+        await asyncio.sleep(0.3)  # past the request timeout
+        open_after_timeout = client._transport is not None and not client._transport.is_closing()
+        await client.close()
+        server.close()
+        for writer in accepted:
+            writer.close()
+        assert pending_after_cancel == {}
+        assert open_after_timeout
+
+    asyncio.run(main())
+
+
 def test_a_connection_closed_by_the_broker_fails_the_request_in_flight():
     async def main():
         async def hang_up(_reader, writer):
