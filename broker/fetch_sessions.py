@@ -63,7 +63,7 @@ _MAX_SESSION_ID: Final = 2**31 - 2
 # Compiled code looks an enum member up generically at each use; a Final is read natively.
 _NO_ERROR: Final = ErrorCode.none
 # TopicPartition(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same
-# tuple from C (as handlers/fetch does).
+# tuple from C (as broker.replica_manager does).
 _new_tuple: Final = tuple.__new__
 
 

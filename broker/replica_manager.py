@@ -69,6 +69,9 @@ log: Final = logging.getLogger(__name__)
 # Bound once: compiled code looks a module's attribute up at every use, an enum member too.
 _get_running_loop: Final = asyncio.get_running_loop
 _NO_ERROR: Final = ErrorCode.none
+# TopicPartition(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same
+# tuple from C.
+_new_tuple: Final = tuple.__new__
 
 LeadershipCallback = Callable[[TopicPartition, int], None]
 # A tiered follower's state from the remote store: (partition, the leader's local log start).
@@ -130,6 +133,10 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.settings = settings
         self.partitions: dict[TopicPartition, Partition] = {}
+        # The TopicPartitions of `partitions` by topic and index: a request's partition is looked
+        # up with the tuple its replica holds. Building one with tuple.__new__ from compiled code,
+        # and freeing it, costs about as much as the rest of an idle partition's read.
+        self._topic_partitions: dict[str, dict[int, TopicPartition]] = {}
         self.controller_epoch = 0
         self.isr_writer: IsrWriter | None = None
         self.fetchers = ReplicaFetcherManager(self, broker_id, settings.fetcher)
@@ -336,6 +343,7 @@ class ReplicaManager:
             return None
         log_ = log_ or self.log_manager.create(tp, config)
         partition = self.partitions[tp] = Partition(tp, log_, self.broker_id)
+        self._topic_partitions.setdefault(tp.topic, {})[tp.partition] = tp
         partition.isr_writer = self.isr_writer
         partition.on_change = lambda changed: self._on_partition_change(changed.topic_partition)
         partition.on_isr_change = self._count_isr_change
@@ -386,8 +394,23 @@ class ReplicaManager:
     def remove_partition(self, tp: TopicPartition) -> None:
         self.fetchers.remove_partitions([tp])
         self.partitions.pop(tp, None)
+        hosted = self._topic_partitions.get(tp.topic)
+        if hosted is not None:
+            hosted.pop(tp.partition, None)
+            if not hosted:
+                del self._topic_partitions[tp.topic]
         self.log_manager.delete(tp)
         self._on_partition_change(tp)
+
+    def topic_partition(self, topic: str, index: int) -> TopicPartition:
+        """`topic`'s partition `index` as a TopicPartition: the one its replica here holds, or
+        a new one for a partition not hosted here (whose lookup then fails)."""
+        hosted = self._topic_partitions.get(topic)
+        if hosted is not None:
+            tp = hosted.get(index)
+            if tp is not None:
+                return tp
+        return _new_tuple(TopicPartition, (topic, index))
 
     def get_partition(self, tp: TopicPartition) -> Partition:
         """This broker's replica of `tp`. Raises KAFKA_STORAGE_ERROR for a partition whose log

@@ -92,9 +92,6 @@ if TYPE_CHECKING:
 log: Final = logging.getLogger(__name__)
 
 READ_COMMITTED: Final = 1
-# TopicPartition(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same
-# tuple from C (as handlers/produce does for every produced partition).
-_new_tuple: Final = tuple.__new__
 # Bound once: compiled code looks a module's attribute up at every use, an enum member too.
 _monotonic: Final = time.monotonic
 _NO_ERROR: Final = ErrorCode.none
@@ -308,7 +305,7 @@ def _read(
         results = []
         for wanted in topic.partitions:
             if known is None:
-                tp = _new_tuple(TopicPartition, (topic.topic, wanted.partition))
+                tp = replica_manager.topic_partition(topic.topic, wanted.partition)
                 partitions.append(tp)
             else:
                 tp = known[index]

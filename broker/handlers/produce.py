@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from broker.replica_manager import CommitWatch
 
 VALID_ACKS: Final = (-1, 0, 1)
-_new_tuple: Final = tuple.__new__
 # Bound once: compiled code looks an enum member up at every use.
 _NO_ERROR: Final = ErrorCode.none
 
@@ -98,7 +97,7 @@ def handle_produce(ctx: RequestContext, request: ProduceRequest) -> EncodedRespo
                     raise refused
                 if records is None:
                     raise CorruptRecordError("no record set")
-                tp = _new_tuple(TopicPartition, (name, data.index))
+                tp = replica_manager.topic_partition(name, data.index)
                 result = replica_manager.append(tp, records, acks)
             except KafkaError as exc:
                 _set_error(partition, exc)

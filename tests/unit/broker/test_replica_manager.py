@@ -121,6 +121,21 @@ def test_stop_replicas_stops_leading_and_deletes_on_request(tmp_path):
     with_manager(tmp_path, scenario)
 
 
+def test_a_requests_partition_is_named_by_the_topic_partition_its_replica_holds_while_hosted(tmp_path):
+    async def scenario(manager: ReplicaManager):
+        manager.become_leader_or_follower(5, [state()], {}, ME)
+        held = manager.partitions[TP].topic_partition
+        hosted = manager.topic_partition("t", 0)
+        other = manager.topic_partition("t", 7)
+        manager.stop_replicas([TP], delete=True)
+        after_deletion = manager.topic_partition("t", 0)
+        assert hosted is held
+        assert other == ("t", 7) and isinstance(other, TopicPartition)
+        assert after_deletion == TP and after_deletion is not held
+
+    with_manager(tmp_path, scenario)
+
+
 def error_of(call) -> ErrorCode:
     with pytest.raises(KafkaError) as refused:
         call()
