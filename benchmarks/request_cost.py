@@ -1,6 +1,6 @@
 """The broker's CPU per Produce or Fetch request without the socket, in process (issue 19).
 
-    python -m benchmarks.request_cost [--api produce|fetch|tail|replicated|idle-follower|wire] [--requests 3000]
+    python -m benchmarks.request_cost [--api produce|fetch|tail|replicated|idle-follower|idle-round|wire] [--requests 3000]
                                       [--repeats 15] [--batch-bytes 16384] [--partitions 1000] [--calls]
                                       [--instructions]
 
@@ -27,6 +27,13 @@ it:
   the follower's Fetch v12 opens a fetch session of all of them, then each request is the next
   incremental fetch of that session (no partition named, max_wait 0), which reads every
   partition of the session and is answered with none. The time per partition is printed too.
+- idle-round: both sides of an idle cluster's replication, the leader's and the follower's: the
+  same `partitions` led here, and followed by a replica manager of broker 1 in this process (a
+  log dir of its own) whose replica fetcher fetches them over a loopback connection
+  (replica.fetch.wait.max.ms 0, so that an idle round is answered at once); a "request" is one
+  round of that fetcher: its fetch built from every partition it follows, sent through its
+  BrokerClient, the leader's read of its session, the answer applied. The time per partition
+  is printed too.
 - wire: the produce request over a loopback TCP connection to the broker's listener, written
   and its answer read by this same loop (loop.sock_sendall, loop.sock_recv_into): the
   connection's read, framing, back-pressure checks, send and send-time metrics are counted too,
@@ -75,7 +82,12 @@ from benchmarks import wire
 from broker.deferred import Deferred
 from protocol.api_keys import ApiKey
 from protocol.primitives import INT32, INT64
-from replication.partition_state import PartitionState
+from broker.replica_manager import ReplicaManager, ReplicationSettings
+from replication.broker_client import BrokerClient
+from replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from replication.partition_state import LeaderEndpoint, PartitionState
+from storage.log_config import LogConfig
+from storage.log_manager import LogManager
 from storage.topic_partition import TopicPartition
 from tests.in_process import CLIENT_SESSION, running_broker
 from tests.kafka_wire import decode_response, encode_request
@@ -139,12 +151,12 @@ async def measure(
     api: str = "produce",
     partitions: int = 1,
 ) -> dict:
-    async with running_broker(data_dir, None) as broker:
-        if api in ("replicated", "idle-follower"):
+    async with running_broker(data_dir / "leader", None) as broker:
+        if api in ("replicated", "idle-follower", "idle-round"):
             replicas = (broker.broker_id, _FOLLOWER)
             led = [
                 PartitionState(TopicPartition(_TOPIC, index), 1, broker.broker_id, 1, replicas, 0, replicas, is_new=True)
-                for index in range(partitions if api == "idle-follower" else 1)
+                for index in range(partitions if api in ("idle-follower", "idle-round") else 1)
             ]
             broker.replica_manager.become_leader_or_follower(1, led, {}, broker.broker_id)
         else:
@@ -177,6 +189,8 @@ async def measure(
             if first.error_code != 0 or first.responses:
                 raise RuntimeError(f"an idle session's fetch was answered with {first!r:.300}")
             session_epoch = 2
+        elif api == "idle-round":
+            follower = await _follower_of(data_dir / "follower", broker.broker_id, broker.port, led)
         elif api in ("produce", "wire"):
             batch, _ = wire.make_batch(100, batch_bytes)
             frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
@@ -215,6 +229,9 @@ async def measure(
 
         async def serve_one() -> None:
             nonlocal next_offset, previous_produce, session_epoch
+            if api == "idle-round":
+                await follower.next_round()
+                return
             if api == "idle-follower":
                 INT32.pack_into(frame, epoch_at, session_epoch)
                 answered(dispatch(frame, session))
@@ -272,7 +289,67 @@ async def measure(
             result["python_calls"] = pstats.Stats(profile).total_calls / requests
         if api == "wire":
             client.close()
+        if api == "idle-round":
+            await follower.stop()
+            # The rounds were the incremental fetches of one session of every partition, or
+            # they measured something else (full fetches, say).
+            sessions = list(broker.fetch_sessions.sessions.values())
+            if len(sessions) != 1 or len(sessions[0].partitions) != partitions or sessions[0].epoch < requests:
+                raise RuntimeError(f"the follower's rounds were not one session's fetches of {partitions} partitions")
         return result
+
+
+class _RoundCountingClient(BrokerClient):
+    """The follower's client of the leader: each answered Fetch ends a round of its fetcher."""
+
+    round_done: asyncio.Future | None = None
+
+    async def send(self, api_key: int, version: int, request):
+        response = await super().send(api_key, version, request)
+        if api_key == ApiKey.FETCH and self.round_done is not None and not self.round_done.done():
+            self.round_done.set_result(None)
+        return response
+
+
+class _Follower:
+    """Broker 1's replica manager in this process, following `led` from the leader here."""
+
+    def __init__(self, logs: LogManager, replicas: ReplicaManager, client: _RoundCountingClient) -> None:
+        self.logs = logs
+        self.replicas = replicas
+        self.client = client
+
+    async def next_round(self) -> None:
+        self.client.round_done = asyncio.get_running_loop().create_future()
+        await asyncio.wait_for(self.client.round_done, 30)
+
+    async def stop(self) -> None:
+        await self.replicas.shutdown()
+        await self.logs.shutdown()
+
+
+async def _follower_of(directory: Path, leader_id: int, leader_port: int, led: list[PartitionState]) -> _Follower:
+    logs = LogManager([str(directory)], lambda topic: LogConfig())
+    await logs.startup()
+    # replica.fetch.wait.max.ms 0: an idle round is answered at once, not after a long poll.
+    settings = FetcherSettings(wait_max_ms=0)
+    replicas = ReplicaManager(logs, _FOLLOWER, ReplicationSettings(fetcher=settings))
+    clients: list[_RoundCountingClient] = []
+
+    def client_of(source: LeaderEndpoint, client_id: str) -> BrokerClient:
+        client = _RoundCountingClient(source.host, source.port, client_id, 10, 30)
+        clients.append(client)
+        return client
+
+    replicas.fetchers = ReplicaFetcherManager(replicas, _FOLLOWER, settings, client_factory=client_of)
+    source = LeaderEndpoint(leader_id, "127.0.0.1", leader_port)
+    replicas.become_leader_or_follower(1, led, {leader_id: source}, _FOLLOWER)
+    deadline = time.monotonic() + 30
+    while not clients:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the follower started no fetcher")
+        await asyncio.sleep(0.01)
+    return _Follower(logs, replicas, clients[0])
 
 
 def counted_command(api: str, requests: int, repeats: int, batch_bytes: int, partitions: int = 1) -> list[str]:
@@ -315,7 +392,7 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int, partitio
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--api", choices=("produce", "fetch", "tail", "replicated", "idle-follower", "wire"), default="produce"
+        "--api", choices=("produce", "fetch", "tail", "replicated", "idle-follower", "idle-round", "wire"), default="produce"
     )
     parser.add_argument("--requests", type=int, default=3000, help="requests per repetition")
     parser.add_argument("--repeats", type=int, default=15)
@@ -330,10 +407,11 @@ def main() -> None:
         "tail": f"A record a time: a waiting Fetch v{_FETCH_VERSION} woken by a one-record Produce v3",
         "replicated": f"A record a time through a follower: an acks=all Produce v3 committed by the follower's Fetch v{_FETCH_VERSION}",
         "idle-follower": f"An idle follower's incremental Fetch v{_FETCH_VERSION} of {args.partitions} partitions",
+        "idle-round": f"An idle replica fetcher's round of {args.partitions} partitions, its leader's side included",
         "wire": f"Produce v3, one {args.batch_bytes // 1024} KiB batch, over a loopback connection",
     }[args.api]
-    partitions = args.partitions if args.api == "idle-follower" else 1
-    path = "its connection" if args.api == "wire" else "Dispatcher.dispatch"
+    partitions = args.partitions if args.api in ("idle-follower", "idle-round") else 1
+    path = {"wire": "its connection", "idle-round": "a loopback connection"}.get(args.api, "Dispatcher.dispatch")
     if args.instructions:
         count = instructions_per_request(args.api, args.requests, args.batch_bytes, partitions)
         print(f"{what}, through {path}: {count:,.0f} user-space instructions per request")

@@ -1,5 +1,6 @@
 """benchmarks.request_cost: Produce, Fetch, tailing and replicated pairs and an idle follower's session fetch
-served in process (and Produce over a loopback connection), their CPU and Python calls counted."""
+served in process (and Produce over a loopback connection, and an idle replica fetcher's rounds),
+their CPU and Python calls counted."""
 
 import asyncio
 import os
@@ -26,6 +27,16 @@ def test_every_request_is_answered_and_its_cost_and_calls_counted(tmp_path, api)
 def test_an_idle_followers_fetch_of_its_whole_session_is_answered_and_counted(tmp_path):
     result = asyncio.run(
         measure(tmp_path, requests=5, repeats=3, batch_bytes=4096, calls=True, api="idle-follower", partitions=40)
+    )
+
+    assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"]
+    assert result["python_calls"] > 0
+
+
+def test_an_idle_fetchers_rounds_of_its_session_are_fetched_over_a_connection_and_counted(tmp_path):
+    # measure() checks that the rounds were one session's incremental fetches of every partition.
+    result = asyncio.run(
+        measure(tmp_path, requests=5, repeats=3, batch_bytes=4096, calls=True, api="idle-round", partitions=40)
     )
 
     assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"]
