@@ -29,6 +29,9 @@ from protocol.fetch import INITIAL_EPOCH, FetchPartition, FetchTopic, next_epoch
 from storage.topic_partition import TopicPartition
 
 SESSION_ERRORS: Final = (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch)
+# Wanted(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same tuple
+# from C.
+_new_tuple: Final = tuple.__new__
 
 
 class Wanted(NamedTuple):
@@ -71,6 +74,35 @@ class FetchSessionClient:
         """The next request is a full one."""
         return self.epoch == INITIAL_EPOCH
 
+    def wanted(
+        self,
+        tp: TopicPartition,
+        state: Hashable,
+        fetch_offset: int,
+        current_leader_epoch: int,
+        last_fetched_epoch: int,
+        log_start_offset: int,
+        partition_max_bytes: int,
+    ) -> Wanted:
+        """`tp`'s fetch parameters for the next request: those the session last sent when they
+        are the same (an idle partition's, round after round: no tuple built, and `request`
+        finds them unchanged by identity), else new ones."""
+        before = self._sent.get(tp)
+        if (
+            before is not None
+            and before.fetch_offset == fetch_offset
+            and before.state is state
+            and before.current_leader_epoch == current_leader_epoch
+            and before.last_fetched_epoch == last_fetched_epoch
+            and before.log_start_offset == log_start_offset
+            and before.partition_max_bytes == partition_max_bytes
+        ):
+            return before
+        return _new_tuple(
+            Wanted,
+            (state, fetch_offset, current_leader_epoch, last_fetched_epoch, log_start_offset, partition_max_bytes),
+        )
+
     def request(self, wanted: dict[TopicPartition, Wanted]) -> SessionRequest:
         """The next fetch's session fields and partitions, for fetching `wanted` (kept: the
         caller hands it over)."""
@@ -81,7 +113,7 @@ class FetchSessionClient:
                 before = sent.get(tp)
                 if before is None:
                     changed.append((tp, w))
-                elif not before.same_fetch(w):
+                elif before is not w and not before.same_fetch(w):
                     if before.state is not w.state:
                         self.start_over()  # a partition back at a new state: see the module's notes
                         break

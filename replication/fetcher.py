@@ -57,7 +57,7 @@ import logging
 import ssl
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
@@ -85,12 +85,13 @@ from replication.partition_state import LeaderEndpoint
 
 if TYPE_CHECKING:
     from replication.partition import Partition
+    from storage.log import Log
     from storage.log_manager import LogManager
 
 log: Final = logging.getLogger(__name__)
 
-# Wanted(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same tuple
-# from C, once per partition and round.
+# TopicPartition(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same
+# tuple from C, once per partition answered.
 _new_tuple: Final = tuple.__new__
 
 FETCH_VERSION: Final = 12
@@ -178,7 +179,9 @@ class FollowerReplicas(Protocol):
     owns the fetcher manager): replication sits below broker/ and names only this."""
 
     @property
-    def partitions(self) -> Mapping[TopicPartition, "Partition"]: ...
+    def partitions(self) -> dict[TopicPartition, "Partition"]:
+        """Read, never changed, by the fetchers (a dict, not a Mapping: compiled code reads a
+        dict natively, a Mapping through generic method calls)."""
 
     @property
     def log_manager(self) -> "LogManager": ...
@@ -450,18 +453,22 @@ class ReplicaFetcher:
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
         wanted = {}
         max_bytes = self.settings.max_bytes
+        # Looked up once a round, not once a partition: each is a generic lookup through the
+        # FollowerReplicas protocol, and LogManager.get an interpreted call.
+        replicas = self._replicas
+        partitions, logs = replicas.partitions, replicas.log_manager.logs
+        session = self._session
         for tp, state in states.items():
-            partition = self._partition(tp, state)
+            partition = _followed(partitions, logs, tp, state)
             if partition is not None:
                 log_ = partition.log
-                wanted[tp] = _new_tuple(Wanted, (
-                    state, log_.log_end_offset, state.leader_epoch, log_.leader_epochs.latest_epoch, log_.log_start_offset,
-                    max_bytes,
-                ))
+                wanted[tp] = session.wanted(
+                    tp, state, log_.log_end_offset, state.leader_epoch, log_.leader_epochs.latest_epoch,
+                    log_.log_start_offset, max_bytes,
+                )
         if not wanted:
             return
         request = self._fetch_request(wanted)
-        session = self._session
         try:
             response = await self.client.send(ApiKey.FETCH, FETCH_VERSION, request)
         except BaseException:
@@ -478,7 +485,7 @@ class ReplicaFetcher:
         raised_starts: list[TopicPartition] = []
         for topic in response.topics:
             for result in topic.partitions:
-                tp = TopicPartition(topic.topic, result.partition_index)
+                tp = _new_tuple(TopicPartition, (topic.topic, result.partition_index))
                 asked = wanted.get(tp)
                 if asked is None:
                     session.start_over()  # see replication.fetch_session
@@ -647,10 +654,19 @@ class ReplicaFetcher:
 
     def _partition(self, tp: TopicPartition, state: FetchState) -> "Partition | None":
         """The partition, if this broker still follows it at the state's epoch."""
-        partition = self._replicas.partitions.get(tp)
-        if partition is None or partition.is_leader or partition.leader_epoch != state.leader_epoch:
-            return None
-        if partition.log is not self._replicas.log_manager.get(tp):  # its log dir failed
-            state.failed = True
-            return None
-        return partition
+        replicas = self._replicas
+        return _followed(replicas.partitions, replicas.log_manager.logs, tp, state)
+
+
+def _followed(
+    partitions: dict[TopicPartition, "Partition"], logs: "dict[TopicPartition, Log]", tp: TopicPartition, state: FetchState
+) -> "Partition | None":
+    """The partition, if this broker still follows it at the state's epoch (`partitions`: the
+    replica manager's; `logs`: the log manager's, which holds no log of a failed log dir)."""
+    partition = partitions.get(tp)
+    if partition is None or partition.is_leader or partition.leader_epoch != state.leader_epoch:
+        return None
+    if partition.log is not logs.get(tp):  # its log dir failed
+        state.failed = True
+        return None
+    return partition

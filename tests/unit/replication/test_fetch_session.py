@@ -93,3 +93,17 @@ def test_a_leader_without_a_session_for_us_gets_full_fetches():
     request = client.request(wanted({A0: 0}, states))
 
     assert (request.session_id, request.session_epoch, sent(request)) == (0, 0, {("a", 0): 0})
+
+
+def test_an_unchanged_partitions_fetch_parameters_are_those_last_sent_and_a_changed_ones_new():
+    states = {A0: State(), A1: State(), B0: State()}
+    client = started(states)  # each sent as Wanted(state, 0, 5, 4, 0, 1 << 20)
+
+    same = client.wanted(A0, states[A0], 0, 5, 4, 0, 1 << 20)
+    moved = client.wanted(A1, states[A1], 3, 5, 4, 0, 1 << 20)
+    new_state = client.wanted(B0, State(), 0, 5, 4, 0, 1 << 20)
+    request = client.request({A0: same, A1: moved, B0: client.wanted(B0, states[B0], 0, 5, 4, 0, 1 << 20)})
+
+    assert same is client.wanted(A0, states[A0], 0, 5, 4, 0, 1 << 20)  # what the session holds
+    assert moved == Wanted(states[A1], 3, 5, 4, 0, 1 << 20) and new_state.state is not states[B0]
+    assert sent(request) == {("a", 1): 3} and request.session_epoch == 1
