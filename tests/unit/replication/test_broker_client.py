@@ -1,6 +1,7 @@
 """The broker client against a real in-process broker over a loopback socket."""
 
 import asyncio
+import contextlib
 import datetime
 import ssl
 
@@ -150,25 +151,33 @@ def test_refused_connection_raises_and_a_later_send_connects(tmp_path):
     asyncio.run(main())
 
 
-def test_a_silent_broker_times_out_and_every_request_in_flight_fails():
-    async def main():
-        accepted: list[asyncio.StreamWriter] = []
+@contextlib.asynccontextmanager
+async def silent_broker():
+    """A listener that takes connections and never answers: its port."""
+    accepted: list[asyncio.StreamWriter] = []
 
-        async def never_answer(_reader, writer):
-            accepted.append(writer)
+    async def never_answer(_reader, writer):
+        accepted.append(writer)
 
-        server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = BrokerClient("127.0.0.1", port, "test-client", 5, 0.2)
-        results = await asyncio.gather(
-            client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS),
-            client.send(ApiKey.METADATA, 12, METADATA),
-            return_exceptions=True,
-        )
-        await client.close()
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
         server.close()
         for writer in accepted:
             writer.close()
+
+
+def test_a_silent_broker_times_out_and_every_request_in_flight_fails():
+    async def main():
+        async with silent_broker() as port:
+            client = BrokerClient("127.0.0.1", port, "test-client", 5, 0.2)
+            results = await asyncio.gather(
+                client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS),
+                client.send(ApiKey.METADATA, 12, METADATA),
+                return_exceptions=True,
+            )
+            await client.close()
         assert all(isinstance(r, BrokerRequestTimeoutError) for r in results), results
 
     asyncio.run(main())
@@ -178,26 +187,17 @@ def test_a_request_its_caller_stops_waiting_for_leaves_nothing_pending_and_the_c
     """Cancelling a send (a fetcher stopped, a shutdown) is not a timeout: the connection
     stays for the other requests, and the request's time running out later does nothing."""
     async def main():
-        accepted: list[asyncio.StreamWriter] = []
-
-        async def never_answer(_reader, writer):
-            accepted.append(writer)
-
-        server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        client = BrokerClient("127.0.0.1", port, "test-client", 5, 0.2)
-        request = asyncio.ensure_future(client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS))
-        await asyncio.sleep(0.05)
-        request.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await request
-        pending_after_cancel = dict(client._pending)
-        await asyncio.sleep(0.3)  # past the request timeout
-        open_after_timeout = client._transport is not None and not client._transport.is_closing()
-        await client.close()
-        server.close()
-        for writer in accepted:
-            writer.close()
+        async with silent_broker() as port:
+            client = BrokerClient("127.0.0.1", port, "test-client", 5, 0.2)
+            request = asyncio.ensure_future(client.send(ApiKey.API_VERSIONS, 3, API_VERSIONS))
+            await asyncio.sleep(0.05)
+            request.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await request
+            pending_after_cancel = dict(client._pending)
+            await asyncio.sleep(0.3)  # past the request timeout
+            open_after_timeout = client._transport is not None and not client._transport.is_closing()
+            await client.close()
         assert pending_after_cancel == {}
         assert open_after_timeout
 
