@@ -275,8 +275,11 @@ class FetchSessionCache:
             return 0
         if self.partitions + size > self.max_partitions:
             return 0
-        cached_partitions = [CachedPartition(topic.topic, fetch) for topic in request.topics for fetch in topic.partitions]
-        partitions: dict[tuple[str, int], CachedPartition] = {cached.tp: cached for cached in cached_partitions}
+        partitions: dict[tuple[str, int], CachedPartition] = {}
+        for topic in request.topics:
+            for fetch in topic.partitions:
+                cached = CachedPartition(topic.topic, fetch)
+                partitions[cached.tp] = cached
         session_id = self._new_id()
         session = self.sessions[session_id] = FetchSession(session_id, privileged, partitions, now)
         session.remember(answered)
