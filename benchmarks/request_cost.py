@@ -80,9 +80,9 @@ from kio.static.primitive import i32, i32Timedelta, i64
 
 from benchmarks import wire
 from broker.deferred import Deferred
+from broker.replica_manager import ReplicaManager, ReplicationSettings
 from protocol.api_keys import ApiKey
 from protocol.primitives import INT32, INT64
-from broker.replica_manager import ReplicaManager, ReplicationSettings
 from replication.broker_client import BrokerClient
 from replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from replication.partition_state import LeaderEndpoint, PartitionState

@@ -45,15 +45,32 @@ class Wanted(NamedTuple):
     partition_max_bytes: int
 
     def same_fetch(self, other: "Wanted") -> bool:
-        # Field by field: no tuples built for the comparison, a round compares them all.
-        return (
-            self.fetch_offset == other.fetch_offset
-            and self.state is other.state
-            and self.current_leader_epoch == other.current_leader_epoch
-            and self.last_fetched_epoch == other.last_fetched_epoch
-            and self.log_start_offset == other.log_start_offset
-            and self.partition_max_bytes == other.partition_max_bytes
+        return _fetches(
+            self, other.state, other.fetch_offset, other.current_leader_epoch, other.last_fetched_epoch,
+            other.log_start_offset, other.partition_max_bytes,
         )
+
+
+def _fetches(
+    wanted: Wanted,
+    state: Hashable,
+    fetch_offset: int,
+    current_leader_epoch: int,
+    last_fetched_epoch: int,
+    log_start_offset: int,
+    partition_max_bytes: int,
+) -> bool:
+    """Whether `wanted` holds these fetch parameters. Field by field, no tuple built: a round
+    compares every partition's; a module function, which compiled code calls natively (a
+    NamedTuple's method is called generically)."""
+    return (
+        wanted.fetch_offset == fetch_offset
+        and wanted.state is state
+        and wanted.current_leader_epoch == current_leader_epoch
+        and wanted.last_fetched_epoch == last_fetched_epoch
+        and wanted.log_start_offset == log_start_offset
+        and wanted.partition_max_bytes == partition_max_bytes
+    )
 
 
 class SessionRequest(NamedTuple):
@@ -88,14 +105,8 @@ class FetchSessionClient:
         are the same (an idle partition's, round after round: no tuple built, and `request`
         finds them unchanged by identity), else new ones."""
         before = self._sent.get(tp)
-        if (
-            before is not None
-            and before.fetch_offset == fetch_offset
-            and before.state is state
-            and before.current_leader_epoch == current_leader_epoch
-            and before.last_fetched_epoch == last_fetched_epoch
-            and before.log_start_offset == log_start_offset
-            and before.partition_max_bytes == partition_max_bytes
+        if before is not None and _fetches(
+            before, state, fetch_offset, current_leader_epoch, last_fetched_epoch, log_start_offset, partition_max_bytes
         ):
             return before
         return _new_tuple(
