@@ -2,7 +2,7 @@
 
     python -m benchmarks.request_cost [--api produce|fetch|tail|replicated|idle-follower|idle-round|wire] [--requests 3000]
                                       [--repeats 15] [--batch-bytes 16384] [--partitions 1000] [--calls]
-                                      [--instructions]
+                                      [--fetch-wait-ms 0] [--instructions]
 
 A standalone broker runs in this process (tests.in_process.running_broker, uvloop) with a
 one-partition topic, and one request is handed to `Dispatcher.dispatch` `requests` times in a
@@ -33,7 +33,10 @@ it:
   (replica.fetch.wait.max.ms 0, so that an idle round is answered at once); a "request" is one
   round of that fetcher: its fetch built from every partition it follows, sent through its
   BrokerClient, the leader's read of its session, the answer applied. The time per partition
-  is printed too.
+  is printed too. `--fetch-wait-ms` sets the follower's replica.fetch.wait.max.ms instead: each
+  round is then an idle cluster's long poll (Kafka's default is 500 ms), the leader's read, its
+  watch of every partition until the wait is up, and its answer; the wait's own time is not CPU
+  and is not counted.
 - wire: the produce request over a loopback TCP connection to the broker's listener, written
   and its answer read by this same loop (loop.sock_sendall, loop.sock_recv_into): the
   connection's read, framing, back-pressure checks, send and send-time metrics are counted too,
@@ -42,7 +45,9 @@ Each repetition measures the thread's CPU time (user and system: the append's pw
 per request; the minimum and quartiles over `repeats` repetitions are printed. That covers the
 header, parsing, the handler, validation, the append or read, the index, the request metrics and
 the response encoding; not reading the socket, framing or sending (benchmarks.run's
-wire-produce-16k and end-to-end have those).
+wire-produce-16k and end-to-end have those). The cyclic garbage collector is set up as the logway
+command sets it up for a broker (broker.heap): the youngest generation's threshold, and what is
+alive once the broker and its partitions are set up frozen.
 
 `--calls` also counts the Python function calls one request makes (cProfile; slows that pass
 down, its time is not reported).
@@ -80,6 +85,7 @@ from kio.static.primitive import i32, i32Timedelta, i64
 
 from benchmarks import wire
 from broker.deferred import Deferred
+from broker.heap import LongLivedObjects
 from broker.replica_manager import ReplicaManager, ReplicationSettings
 from protocol.api_keys import ApiKey
 from protocol.primitives import INT32, INT64
@@ -150,6 +156,7 @@ async def measure(
     calls: bool,
     api: str = "produce",
     partitions: int = 1,
+    fetch_wait_ms: int = 0,
 ) -> dict:
     async with running_broker(data_dir / "leader", None) as broker:
         if api in ("replicated", "idle-follower", "idle-round"):
@@ -190,7 +197,7 @@ async def measure(
                 raise RuntimeError(f"an idle session's fetch was answered with {first!r:.300}")
             session_epoch = 2
         elif api == "idle-round":
-            follower = await _follower_of(data_dir / "follower", broker.broker_id, broker.port, led)
+            follower = await _follower_of(data_dir / "follower", broker.broker_id, broker.port, led, fetch_wait_ms)
         elif api in ("produce", "wire"):
             batch, _ = wire.make_batch(100, batch_bytes)
             frame = memoryview(wire.produce_request(_TOPIC, 0, batch))[4:]
@@ -266,27 +273,33 @@ async def measure(
             answered(await fetch)
             next_offset += 1
 
-        for _ in range(max(_WARM_UP // partitions, 3)):  # about _WARM_UP partition reads in all
-            await serve_one()
-        per_request = []
-        for _ in range(repeats):
-            started = time.thread_time()
-            for _ in range(requests):
+        # The collector as the logway command sets it up for a broker (broker.heap).
+        collector = LongLivedObjects(loop)
+        collector.start()
+        try:
+            for _ in range(max(_WARM_UP // partitions, 3)):  # about _WARM_UP partition reads in all
                 await serve_one()
-            per_request.append((time.thread_time() - started) / requests * 1e6)
-        per_request.sort()
-        result = {
-            "min_us": per_request[0],
-            "q1_us": per_request[len(per_request) // 4],
-            "median_us": per_request[len(per_request) // 2],
-        }
-        if calls:
-            profile = cProfile.Profile()
-            profile.enable()
-            for _ in range(requests):
-                await serve_one()
-            profile.disable()
-            result["python_calls"] = pstats.Stats(profile).total_calls / requests
+            per_request = []
+            for _ in range(repeats):
+                started = time.thread_time()
+                for _ in range(requests):
+                    await serve_one()
+                per_request.append((time.thread_time() - started) / requests * 1e6)
+            per_request.sort()
+            result = {
+                "min_us": per_request[0],
+                "q1_us": per_request[len(per_request) // 4],
+                "median_us": per_request[len(per_request) // 2],
+            }
+            if calls:
+                profile = cProfile.Profile()
+                profile.enable()
+                for _ in range(requests):
+                    await serve_one()
+                profile.disable()
+                result["python_calls"] = pstats.Stats(profile).total_calls / requests
+        finally:
+            collector.stop()
         if api == "wire":
             client.close()
         if api == "idle-round":
@@ -328,11 +341,14 @@ class _Follower:
         await self.logs.shutdown()
 
 
-async def _follower_of(directory: Path, leader_id: int, leader_port: int, led: list[PartitionState]) -> _Follower:
+async def _follower_of(
+    directory: Path, leader_id: int, leader_port: int, led: list[PartitionState], fetch_wait_ms: int
+) -> _Follower:
+    """`fetch_wait_ms`: its replica.fetch.wait.max.ms; at 0 an idle round is answered at once,
+    not after a long poll."""
     logs = LogManager([str(directory)], lambda topic: LogConfig())
     await logs.startup()
-    # replica.fetch.wait.max.ms 0: an idle round is answered at once, not after a long poll.
-    settings = FetcherSettings(wait_max_ms=0)
+    settings = FetcherSettings(wait_max_ms=fetch_wait_ms)
     replicas = ReplicaManager(logs, _FOLLOWER, ReplicationSettings(fetcher=settings))
     clients: list[_RoundCountingClient] = []
 
@@ -352,7 +368,9 @@ async def _follower_of(directory: Path, leader_id: int, leader_port: int, led: l
     return _Follower(logs, replicas, clients[0])
 
 
-def counted_command(api: str, requests: int, repeats: int, batch_bytes: int, partitions: int = 1) -> list[str]:
+def counted_command(
+    api: str, requests: int, repeats: int, batch_bytes: int, partitions: int = 1, fetch_wait_ms: int = 0
+) -> list[str]:
     """This program as one callgrind run starts it. -P is passed on: started with it and
     PYTHONPATH (a compiled build's packages), the run counts those packages, not the worktree's
     pure-Python ones, which the working directory would otherwise put first."""
@@ -360,10 +378,11 @@ def counted_command(api: str, requests: int, repeats: int, batch_bytes: int, par
         sys.executable, *(["-P"] if sys.flags.safe_path else []),
         "-m", "benchmarks.request_cost", "--api", api, "--requests", str(requests),
         "--repeats", str(repeats), "--batch-bytes", str(batch_bytes), "--partitions", str(partitions),
+        "--fetch-wait-ms", str(fetch_wait_ms),
     ]
 
 
-def instructions_per_request(api: str, requests: int, batch_bytes: int, partitions: int) -> float:
+def instructions_per_request(api: str, requests: int, batch_bytes: int, partitions: int, fetch_wait_ms: int) -> float:
     """User-space instructions per request, from two callgrind runs of this program."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -373,7 +392,7 @@ def instructions_per_request(api: str, requests: int, batch_bytes: int, partitio
             repeats: subprocess.Popen(
                 [
                     valgrind, "--tool=callgrind", f"--callgrind-out-file={scratch}/callgrind.{repeats}",
-                    *counted_command(api, requests, repeats, batch_bytes, partitions),
+                    *counted_command(api, requests, repeats, batch_bytes, partitions, fetch_wait_ms),
                 ],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )
@@ -398,6 +417,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--batch-bytes", type=int, default=16 * 1024, help="the produced batch's size")
     parser.add_argument("--partitions", type=int, default=1000, help="the idle follower's partitions")
+    parser.add_argument(
+        "--fetch-wait-ms", type=int, default=0, help="idle-round: the follower's replica.fetch.wait.max.ms"
+    )
     parser.add_argument("--calls", action="store_true", help="also count Python calls per request")
     parser.add_argument("--instructions", action="store_true", help="count instructions per request instead")
     args = parser.parse_args()
@@ -413,14 +435,17 @@ def main() -> None:
     partitions = args.partitions if args.api in ("idle-follower", "idle-round") else 1
     path = {"wire": "its connection", "idle-round": "a loopback connection"}.get(args.api, "Dispatcher.dispatch")
     if args.instructions:
-        count = instructions_per_request(args.api, args.requests, args.batch_bytes, partitions)
+        count = instructions_per_request(args.api, args.requests, args.batch_bytes, partitions, args.fetch_wait_ms)
         print(f"{what}, through {path}: {count:,.0f} user-space instructions per request")
         if partitions > 1:
             print(f"{count / partitions:,.0f} per partition")
         return
     with tempfile.TemporaryDirectory(prefix="logway-request-cost-") as scratch:
         result = uvloop.run(
-            measure(Path(scratch), args.requests, args.repeats, args.batch_bytes, args.calls, args.api, partitions)
+            measure(
+                Path(scratch), args.requests, args.repeats, args.batch_bytes, args.calls, args.api, partitions,
+                args.fetch_wait_ms,
+            )
         )
     print(
         f"{what}, through {path}: thread CPU per request "
