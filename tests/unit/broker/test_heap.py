@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from broker.heap import LongLivedObjects
+from broker.heap import YOUNGEST_THRESHOLD, LongLivedObjects
 
 
 class Node:
@@ -104,3 +104,14 @@ def test_cycles_that_died_frozen_are_freed_by_the_next_freeze(loop):
         assert dead() is None
     finally:
         heap.stop()
+
+
+def test_starting_raises_the_youngest_generations_threshold_and_stopping_restores_it(loop):
+    before = gc.get_threshold()
+    heap = LongLivedObjects(loop)
+    try:
+        heap.start()
+        assert gc.get_threshold() == (YOUNGEST_THRESHOLD, *before[1:])
+    finally:
+        heap.stop()
+    assert gc.get_threshold() == before
