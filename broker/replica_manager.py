@@ -46,7 +46,7 @@ State is owned by the event loop.
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Final
 
@@ -140,7 +140,12 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.isr_writer: IsrWriter | None = None
         self.fetchers = ReplicaFetcherManager(self, broker_id, settings.fetcher)
-        self._append_waiters: dict[TopicPartition, set[AppendWatch]] = {}
+        # per partition, the fetches watching it: the one watch, or a set of two or more. Most
+        # partitions are watched by one follower's long poll at a time; a set for each of a
+        # session's thousands of partitions, built at every wait and then freed, was about a
+        # tenth of an idle replication round's instructions (request_cost --api idle-round
+        # --fetch-wait-ms 20).
+        self._append_waiters: dict[TopicPartition, AppendWatch | set[AppendWatch]] = {}
         # per partition, the commit watches waiting on it and the position of its append in each
         self._commit_waiters: dict[TopicPartition, list[tuple[CommitWatch, int]]] = {}
         # per partition, the DeleteRecords waits: (the offset the low watermark must reach, the
@@ -352,14 +357,14 @@ class ReplicaManager:
     def waiting_requests(self) -> tuple[int, int]:
         """(fetches waiting for data, produces waiting for followers): Kafka's
         NumDelayedOperations of the Fetch and Produce purgatories."""
-        fetches = set().union(*self._append_waiters.values()) if self._append_waiters else set()
+        fetches = {watch for watching in self._append_waiters.values() for watch in _each(watching)}
         produces = {watch for waiting in self._commit_waiters.values() for watch, _ in waiting}
         return len(fetches), len(produces)
 
     def watched_partitions(self) -> tuple[int, int]:
         """The same requests counted once per partition each waits on: Kafka's PurgatorySize,
         which counts a delayed operation in the watch list of every key it watches."""
-        fetches = sum(len(watches) for watches in self._append_waiters.values())
+        fetches = sum(len(_each(watching)) for watching in self._append_waiters.values())
         produces = sum(len(waiting) for waiting in self._commit_waiters.values())
         return fetches, produces
 
@@ -827,11 +832,12 @@ class ReplicaManager:
         watch = AppendWatch(partitions, callback)
         waiters = self._append_waiters
         for tp in partitions:
-            watches = waiters.get(tp)
-            if watches is None:
-                waiters[tp] = {watch}
-            else:
-                watches.add(watch)
+            watching = waiters.setdefault(tp, watch)
+            if watching is not watch:
+                if isinstance(watching, AppendWatch):
+                    waiters[tp] = {watching, watch}
+                else:
+                    watching.add(watch)
         watch.timeout = self._watch_timeouts().add(timeout_s, self._time_up_callback, watch)
         return watch
 
@@ -842,11 +848,15 @@ class ReplicaManager:
             watch.timeout = None
         waiters = self._append_waiters
         for tp in watch.partitions:
-            watches = waiters.get(tp)
-            if watches is not None:
-                watches.discard(watch)
-                if not watches:
-                    del waiters[tp]
+            watching = waiters.pop(tp, None)
+            if watching is None or watching is watch:
+                continue
+            if isinstance(watching, AppendWatch):  # another fetch's
+                waiters[tp] = watching
+            else:
+                watching.discard(watch)
+                if watching:
+                    waiters[tp] = watching
 
     def _watch_timeouts(self) -> Timeouts:
         timeouts = self._timeouts
@@ -880,15 +890,20 @@ class ReplicaManager:
     def _wake(self, tp: TopicPartition) -> None:
         """The watches of `tp` end, and their callbacks run on the next turn: the change that
         woke them (an append, most often) is done by then."""
-        watches = self._append_waiters.pop(tp, None)
-        if watches is None:
+        watching = self._append_waiters.pop(tp, None)
+        if watching is None:
             return
         # The watches' loop, the running one: Python 3.11's get_running_loop asks the kernel for
         # the process id at every call.
         loop = self._watch_timeouts().loop
-        for watch in watches:
+        for watch in _each(watching):
             self.stop_watching(watch)
             loop.call_soon(watch.callback, True)
+
+
+def _each(watching: AppendWatch | set[AppendWatch]) -> Collection[AppendWatch]:
+    """The watches of a partition, as `ReplicaManager._append_waiters` holds them."""
+    return (watching,) if isinstance(watching, AppendWatch) else watching
 
 
 def _known(outcomes: list[ErrorCode | None]) -> list[ErrorCode]:

@@ -489,6 +489,42 @@ def test_a_watch_is_called_back_on_the_turn_after_the_append_that_wakes_it_and_o
     with_manager(tmp_path, scenario)
 
 
+def test_watches_sharing_partitions_are_each_woken_once_until_stopped(tmp_path):
+    # One watch of a partition is held alone, two or more together: going from one to several
+    # and back must neither lose a watch nor wake a stopped one.
+    other = TopicPartition("t", 1)
+
+    async def scenario(manager: ReplicaManager):
+        manager.add_partition(TP, LogConfig())
+        manager.add_partition(other, LogConfig())
+        calls = []
+
+        def watch(name: str, partitions: list[TopicPartition]):
+            return manager.watch_appends(partitions, 60, lambda changed: calls.append(name))
+
+        first = watch("first", [TP, TP, other])  # a partition named twice is watched once
+        second = watch("second", [TP])
+        watch("third", [TP, other])
+        assert manager.waiting_requests() == (3, 0) and manager.watched_partitions() == (5, 0)
+        manager.stop_watching(first)
+        manager.stop_watching(first)  # stopping again changes nothing
+        assert manager.waiting_requests() == (2, 0) and manager.watched_partitions() == (3, 0)
+
+        manager.append(other, memoryview(batch(b"a")), required_acks=1)
+        await asyncio.sleep(0)
+        assert calls == ["third"] and manager.watched_partitions() == (1, 0)
+        manager.stop_watching(second)
+        assert manager.waiting_requests() == (0, 0)
+        fourth = watch("fourth", [TP])
+        watch("fifth", [TP])
+        manager.stop_watching(fourth)
+        manager.append(TP, memoryview(batch(b"b")), required_acks=1)
+        await asyncio.sleep(0)
+        assert calls == ["third", "fifth"] and manager.waiting_requests() == (0, 0)
+
+    with_manager(tmp_path, scenario)
+
+
 def test_a_watch_is_called_back_at_its_timeout_unless_stopped_first(tmp_path):
     async def scenario(manager: ReplicaManager):
         manager.add_partition(TP, LogConfig())
