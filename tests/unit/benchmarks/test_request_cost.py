@@ -43,6 +43,18 @@ def test_an_idle_fetchers_rounds_of_its_session_are_fetched_over_a_connection_an
     assert result["python_calls"] > 0
 
 
+def test_an_idle_fetchers_long_polls_are_rounds_of_its_session_and_counted(tmp_path):
+    result = asyncio.run(
+        measure(
+            tmp_path, requests=3, repeats=3, batch_bytes=4096, calls=False, api="idle-round", partitions=40,
+            fetch_wait_ms=20,
+        )
+    )
+
+    # The waits are not CPU: a round's CPU is far under the 20 ms each waited.
+    assert 0 < result["min_us"] <= result["q1_us"] <= result["median_us"] < 20_000
+
+
 @pytest.mark.parametrize("safe_path", [True, False])
 def test_a_counted_run_imports_the_packages_its_parent_was_started_on(safe_path):
     # Started with -P and PYTHONPATH (a compiled build's packages), the callgrind runs must not
