@@ -757,11 +757,17 @@ class ReplicaManager:
         )
 
     def record_follower_fetch(
-        self, partition: Partition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+        self,
+        partition: Partition,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int = -1,
+        fetch_time_ms: int | None = None,
     ) -> None:
-        """A follower fetched from `fetch_offset`: its log end offset, which may move the HW
-        (waking delayed produces and consumer long polls) or start an ISR expansion."""
-        if partition.update_follower_fetch(replica_id, fetch_offset, log_start_offset=log_start_offset):
+        """A follower fetched from `fetch_offset` at `fetch_time_ms` (the partition's clock by
+        default): its log end offset, which may move the HW (waking delayed produces and
+        consumer long polls) or start an ISR expansion."""
+        if partition.update_follower_fetch(replica_id, fetch_offset, fetch_time_ms, log_start_offset):
             self._on_partition_change(partition.topic_partition)
         elif self._low_watermark_waiters and partition.topic_partition in self._low_watermark_waiters:
             self._complete_low_watermark_waits(partition.topic_partition)

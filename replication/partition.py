@@ -55,7 +55,8 @@ UNKNOWN_OFFSET: Final = -1
 _monotonic: Final = time.monotonic
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
+    """The partitions' clock (`Partition.clock`): monotonic milliseconds."""
     return int(_monotonic() * 1000)
 
 
@@ -85,7 +86,7 @@ class Partition:
         topic_partition: TopicPartition,
         log: Log,
         broker_id: int,
-        clock: Callable[[], int] = _now_ms,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.topic_partition = topic_partition
         self.log = log
