@@ -119,12 +119,15 @@ class FetchSessionClient:
         caller hands it over)."""
         sent = self._sent
         changed = []
+        sent_still_wanted = 0
         if not self.full:
             for tp, w in wanted.items():
                 before = sent.get(tp)
                 if before is None:
                     changed.append((tp, w))
-                elif before is not w and not before.same_fetch(w):
+                    continue
+                sent_still_wanted += 1
+                if before is not w and not before.same_fetch(w):
                     if before.state is not w.state:
                         self.start_over()  # a partition back at a new state: see the module's notes
                         break
@@ -133,9 +136,10 @@ class FetchSessionClient:
             self._sent = wanted
             return SessionRequest(self.session_id, INITIAL_EPOCH, _topics(wanted.items()), [])
         forgotten: dict[str, list[int]] = {}
-        for tp in sent:
-            if tp not in wanted:
-                forgotten.setdefault(tp.topic, []).append(tp.partition)
+        if sent_still_wanted < len(sent):  # else every partition sent is still wanted
+            for tp in sent:
+                if tp not in wanted:
+                    forgotten.setdefault(tp.topic, []).append(tp.partition)
         self._sent = wanted
         return SessionRequest(self.session_id, self.epoch, _topics(changed), list(forgotten.items()))
 

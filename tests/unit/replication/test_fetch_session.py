@@ -53,6 +53,18 @@ def test_then_only_changes_are_sent_and_the_epoch_counts_up():
     assert (moved.session_epoch, sent(moved), forgotten(moved)) == (2, {("a", 0): 3}, {("a", 1)})
 
 
+def test_a_partition_no_longer_fetched_is_forgotten_when_another_takes_its_place():
+    # As many partitions as before: the forgotten one is found all the same.
+    states = {A0: State(), A1: State(), B0: State()}
+    client = started(states)
+    b1 = TopicPartition("b", 1)
+    states[b1] = State()
+
+    request = client.request(wanted({A0: 0, A1: 0, b1: 0}, states))
+
+    assert (request.session_epoch, sent(request), forgotten(request)) == (1, {("b", 1): 0}, {("b", 0)})
+
+
 def test_a_partition_back_at_a_new_state_makes_the_next_fetch_full():
     # The leader would not send again the high watermark it last sent for the partition.
     states = {A0: State(), A1: State(), B0: State()}
