@@ -100,6 +100,9 @@ class FetchTopic:
 # request before v7, and librdkafka's).
 INITIAL_EPOCH: Final = 0
 FINAL_EPOCH: Final = -1
+# isolation_level (Kafka's IsolationLevel), in Fetch and ListOffsets requests alike.
+READ_UNCOMMITTED: Final = 0
+READ_COMMITTED: Final = 1
 _INT32_MAX: Final = 2**31 - 1
 
 

@@ -72,7 +72,7 @@ from kio.static.primitive import i8, i32, i64
 
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
-from protocol.fetch import FetchRequest, PartitionResult
+from protocol.fetch import READ_UNCOMMITTED, FetchRequest, PartitionResult
 from storage.checkpoint import CorruptCheckpointError
 from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from storage.log_manager import NO_QUOTA, ByteRateQuota
@@ -100,7 +100,6 @@ LIST_OFFSETS_VERSION: Final = 7
 _EARLIEST: Final = -2
 _LATEST: Final = -1
 _EARLIEST_LOCAL: Final = -4
-_READ_UNCOMMITTED: Final = 0
 _RETRIABLE: Final = (
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_leader_epoch,
@@ -521,7 +520,7 @@ class ReplicaFetcher:
         # build and encode one, a fetch or two a record at acks=all (benchmarks/RESULTS.md).
         return FetchRequest(
             self.manager.broker_id, settings.wait_max_ms, settings.min_bytes, settings.response_max_bytes,
-            _READ_UNCOMMITTED, session.topics, session.session_id, "", session.session_epoch, session.forgotten,
+            READ_UNCOMMITTED, session.topics, session.session_id, "", session.session_epoch, session.forgotten,
         )
 
     async def _apply(self, partition: "Partition", state: FetchState, result: PartitionResult) -> bool:

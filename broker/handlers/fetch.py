@@ -66,6 +66,7 @@ from protocol.fetch import (
     FINAL_EPOCH,
     MAX_VERSION,
     MIN_VERSION,
+    READ_COMMITTED,
     FetchPartition,
     FetchRequest,
     PartitionResult,
@@ -92,7 +93,6 @@ if TYPE_CHECKING:
 
 log: Final = logging.getLogger(__name__)
 
-READ_COMMITTED: Final = 1
 # Bound once: compiled code looks a module's attribute up at every use, an enum member too.
 _monotonic: Final = time.monotonic
 _NO_ERROR: Final = ErrorCode.none

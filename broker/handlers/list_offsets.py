@@ -51,6 +51,7 @@ from kio.schema.list_offsets.v9.response import (
 from protocol import legacy
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
+from protocol.fetch import READ_COMMITTED
 from protocol.schemas import adapt
 from replication.partition import Partition
 from storage.topic_partition import TopicPartition
@@ -64,7 +65,6 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
-READ_COMMITTED = 1
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 
