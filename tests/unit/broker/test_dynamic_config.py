@@ -237,7 +237,7 @@ class RecordingBroker:
 
 def test_the_zookeeper_store_uses_kafkas_layout_and_announces_changes(zookeeper, tmp_path):
     async def scenario():
-        client = ZkClient(zookeeper.connect_string + "/dynamic", 6000)
+        client = ZkClient(zookeeper.connect_string + "/dynamic", 6000, connection_timeout_ms=30_000)
         await client.start()
         try:
             await client.ensure_path("/config/changes")

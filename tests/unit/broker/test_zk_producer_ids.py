@@ -16,7 +16,7 @@ def run(coroutine):
 
 def test_claims_follow_the_latest_block_in_zookeeper(zookeeper):
     async def scenario():
-        client = ZkClient(zookeeper.connect_string + "/sequence", 6000)
+        client = ZkClient(zookeeper.connect_string + "/sequence", 6000, connection_timeout_ms=30_000)
         await client.start()
         try:
             store = ZkProducerIdBlockStore(client)
@@ -33,7 +33,7 @@ def test_claims_follow_the_latest_block_in_zookeeper(zookeeper):
 
 def test_an_empty_znode_means_no_block_yet_and_racing_claims_get_distinct_blocks(zookeeper):
     async def scenario():
-        client = ZkClient(zookeeper.connect_string + "/race", 6000)
+        client = ZkClient(zookeeper.connect_string + "/race", 6000, connection_timeout_ms=30_000)
         await client.start()
         try:
             await client.ensure_path(znodes.LATEST_PRODUCER_ID_BLOCK)  # as a persistent path

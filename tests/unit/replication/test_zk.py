@@ -38,7 +38,7 @@ def test_split_connect_string():
 
 def test_operations_and_compare_and_set(zookeeper):
     async def scenario():
-        client = ZkClient(zookeeper.connect_string + "/ops", 6000)
+        client = ZkClient(zookeeper.connect_string + "/ops", 6000, connection_timeout_ms=30_000)
         await client.start()
         try:
             await client.create("/a/b", b"1", makepath=True)
@@ -69,7 +69,7 @@ def test_operations_and_compare_and_set(zookeeper):
 
 def test_watches_are_delivered_on_the_loop(zookeeper):
     async def scenario():
-        client = ZkClient(zookeeper.connect_string + "/watches", 6000)
+        client = ZkClient(zookeeper.connect_string + "/watches", 6000, connection_timeout_ms=30_000)
         await client.start()
         loop_thread = threading.get_ident()
         events = asyncio.Queue()
@@ -99,7 +99,7 @@ def test_watches_are_delivered_on_the_loop(zookeeper):
 
 def test_session_expiry_is_reported_and_ephemerals_can_be_registered_again(zookeeper):
     async def scenario():
-        client = ZkClient(zookeeper.connect_string, 4000)
+        client = ZkClient(zookeeper.connect_string, 4000, connection_timeout_ms=30_000)
         events = asyncio.Queue()
         client.add_session_listener(events.put_nowait)
         await client.start()
@@ -140,7 +140,7 @@ def test_steps_run_in_one_session_start_over_when_the_session_expires_midway(zoo
     went with it, so the steps run again in the new session and the znode is the new session's."""
 
     async def scenario():
-        client = ZkClient(zookeeper.connect_string, 4000)
+        client = ZkClient(zookeeper.connect_string, 4000, connection_timeout_ms=30_000)
         await client.start()
         runs = []
 
@@ -260,7 +260,7 @@ def test_fired_watches_leave_no_wrapper_behind(zookeeper):
     fired (kazoo lets go of it) its entry goes, however many watch functions came and went."""
 
     async def scenario():
-        client = ZkClient(zookeeper.connect_string + "/wrapped", 6000)
+        client = ZkClient(zookeeper.connect_string + "/wrapped", 6000, connection_timeout_ms=30_000)
         await client.start()
         events = asyncio.Queue()
         try:

@@ -107,7 +107,7 @@ def test_a_change_made_through_one_broker_reaches_another_at_once(zookeeper):
 
 def test_acls_written_as_kafka_writes_them_are_loaded(zookeeper):
     async def scenario():
-        client = ZkClient(zookeeper.connect_string + "/kafka-written", 6000)
+        client = ZkClient(zookeeper.connect_string + "/kafka-written", 6000, connection_timeout_ms=30_000)
         await client.start()
         document = {"version": 1, "acls": [{"principal": "User:*", "permissionType": "Deny", "operation": "Write", "host": "10.0.0.1"}]}
         await client.create("/kafka-acl/Topic/*", json.dumps(document).encode(), makepath=True)

@@ -19,7 +19,7 @@ def run(coroutine):
 
 
 async def connected(zookeeper, chroot: str) -> ZkClient:
-    client = ZkClient(zookeeper.connect_string + chroot, 6000)
+    client = ZkClient(zookeeper.connect_string + chroot, 6000, connection_timeout_ms=30_000)
     await client.start()
     await client.ensure_path("/config/changes")
     return client
