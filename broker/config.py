@@ -423,7 +423,9 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("delete.topic.enable", _B, True,
        "Allow DeleteTopics; when false, topic deletion is refused."),
     _c("num.recovery.threads.per.data.dir", _I, 1,
-       "Threads per data directory that recover logs at startup and flush them at shutdown.",
+       "Threads of each data directory for its disk's work: recovering its logs at startup, "
+       "fsyncs, checkpoint writes and file deletions, and the flush at shutdown (at least two "
+       "are used).",
        minimum=1, dynamic=True),
     _c("message.max.bytes", _I, 1048588,
        "Largest record batch, after compression, the broker accepts; default of the topic's "

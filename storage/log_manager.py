@@ -41,7 +41,7 @@ start recovers it.
 Moving a replica between dirs (Kafka's future replica and ReplicaAlterLogDirsThread): `move` makes
 an empty future log <topic>-<partition>.<id>-future in the target dir, and a task on the loop
 copies the current log into it: it takes a region of the current log on the loop, reads its
-bytes on the thread pool, and appends them to the future log back on the loop (as a follower
+bytes on its dir's threads, and appends them to the future log back on the loop (as a follower
 appends), unless the current log was truncated or the future one changed meanwhile (then the
 chunk is read again). A truncation of the current log truncates the future one too; a rising
 log start offset is followed. Once the future log's end offset is the current one's (checked and
@@ -57,9 +57,11 @@ Moves are throttled by `move_quota` (the broker's replica.alter.log.dirs.io.max.
 while it is exceeded no move copies, each waits move_backoff_ms and looks again; the bytes copied
 are recorded against it.
 
-Thread-safety: the event loop owns the manager and its logs. fsync, loading, and file deletion
-run on a thread pool and come back with call_soon_threadsafe (via asyncio futures); the cleaner
-has threads of its own.
+Thread-safety: the event loop owns the manager and its logs. fsync, loading, checkpoint writes and
+file deletion run on threads of the log dir whose disk they touch (max(2,
+num.recovery.threads.per.data.dir) a dir), and come back with call_soon_threadsafe (via asyncio
+futures): a disk that hangs or fails holds up only its own dir's work. Shutdown flushes the dirs
+at once, each on its threads. The cleaner has threads of its own.
 """
 
 import asyncio
@@ -187,7 +189,7 @@ class LogDirDescription:
 
 @dataclass
 class _BackgroundWrite:
-    """A file written on the thread pool (`running`), and the write asked for meanwhile, made
+    """A file written on a dir's threads (`running`), and the write asked for meanwhile, made
     when it is its turn (on the loop, so that it snapshots the state of that moment), with a
     future of its outcome for those who wait for it (`queued_written`)."""
 
@@ -222,6 +224,7 @@ class LogManager:
         settings: LogManagerSettings = LogManagerSettings(),
     ) -> None:
         self.dirs = {path: LogDir(os.path.abspath(path)) for path in log_dirs}
+        self.dirs_by_path = {d.path: d for d in self.dirs.values()}
         self.logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, LogDir] = {}
         self._unplaced: set[TopicPartition] = set()  # see mark_unplaced
@@ -242,9 +245,16 @@ class LogManager:
         self.deferred_writes = DeferredWrites(self._deferred_write_failed)
         self._config_for_topic = config_for_topic
         self._settings = settings
-        workers = max(2, len(self.dirs) * settings.recovery_threads_per_dir)
-        self._executor = concurrent.futures.ThreadPoolExecutor(workers, "logway-storage")
-        self._pending: set[asyncio.Future] = set()
+        # Each dir's disk work on threads of its own (Kafka sizes its recovery pools per dir
+        # too): a disk that hangs or fails holds up only its own dir's flushes, loads,
+        # deletions and checkpoints. At least two, so that one long fsync does not hold the
+        # dir's checkpoint writes.
+        threads_per_dir = max(2, settings.recovery_threads_per_dir)
+        self._threads = {
+            log_dir.path: concurrent.futures.ThreadPoolExecutor(threads_per_dir, f"logway-storage-{number}")
+            for number, log_dir in enumerate(self.dirs.values())
+        }
+        self._pending: dict[str, set[asyncio.Future]] = {path: set() for path in self._threads}  # by dir
         # Files being written in the background, by a dir's checkpoint path or a log (its
         # leader epochs): two writes of one file at once would race over its temporary file,
         # and the loser's rename would fail.
@@ -268,14 +278,14 @@ class LogManager:
         self._loop = asyncio.get_running_loop()
         for log_dir in self.dirs.values():
             try:
-                await self._run_blocking(_prepare_dir, log_dir)
+                await self._run_blocking(log_dir, _prepare_dir, log_dir)
             except OSError as exc:
                 self._take_offline(log_dir, exc)
         scans = {}
         for log_dir in self.dirs.values():
             if log_dir.online:
                 try:
-                    scans[log_dir.path] = await self._run_blocking(_scan_dir, log_dir)
+                    scans[log_dir.path] = await self._run_blocking(log_dir, _scan_dir, log_dir)
                 except OSError as exc:
                     self._take_offline(log_dir, exc)
         await self._complete_interrupted_swaps(scans)
@@ -320,12 +330,13 @@ class LogManager:
                 for other_path, (other_currents, _) in scans.items():
                     if tp in other_currents:
                         other_currents.remove(tp)
+                        other_dir = self.dirs_by_path[other_path]
                         try:
-                            await self._run_blocking(_set_aside_for_deletion, other_path, tp)
+                            await self._run_blocking(other_dir, _set_aside_for_deletion, other_path, tp)
                         except OSError as exc:
-                            self._take_offline(self.dirs_by_path[other_path], exc)
+                            self._take_offline(other_dir, exc)
                 try:
-                    await self._run_blocking(_finish_swap, log_dir.path, name, tp)
+                    await self._run_blocking(log_dir, _finish_swap, log_dir.path, name, tp)
                 except OSError as exc:
                     self._take_offline(log_dir, exc)
                     continue
@@ -333,16 +344,12 @@ class LogManager:
                 futures.remove((tp, name, marked))
                 scans[path][0].append(tp)
 
-    @property
-    def dirs_by_path(self) -> dict[str, LogDir]:
-        return {d.path: d for d in self.dirs.values()}
-
     async def _load_dir(
         self, log_dir: LogDir, partition_dirs: list[TopicPartition], futures: list[tuple[TopicPartition, str, bool]]
     ) -> None:
         try:
             recovery_points, start_offsets, cleaner_offsets, high_watermarks = await self._run_blocking(
-                _read_checkpoints, log_dir
+                log_dir, _read_checkpoints, log_dir
             )
         except (OSError, CorruptCheckpointError) as exc:
             self._take_offline(log_dir, exc)
@@ -350,6 +357,7 @@ class LogManager:
         logs = await asyncio.gather(
             *(
                 self._run_blocking(
+                    log_dir,
                     Log.load,
                     os.path.join(log_dir.path, tp.dir_name),
                     tp,
@@ -375,6 +383,7 @@ class LogManager:
         for tp, name, _ in futures:
             try:
                 future = await self._run_blocking(
+                    log_dir,
                     Log.load,
                     os.path.join(log_dir.path, name),
                     tp,
@@ -395,7 +404,7 @@ class LogManager:
         self.cleaner.load_checkpoint(
             {tp: offset for tp, offset in cleaner_offsets.items() if tp in self.logs}
         )
-        await self._run_blocking(_remove_clean_shutdown_marker, log_dir)
+        await self._run_blocking(log_dir, _remove_clean_shutdown_marker, log_dir)
 
     def _register(self, tp: TopicPartition, loaded: Log, log_dir: LogDir) -> None:
         other = self._log_dir_of.get(tp)
@@ -523,7 +532,7 @@ class LogManager:
             return False
         removed.update_parent_dir(doomed)
         delay = removed.config.file_delete_delay_ms / 1000
-        self._later(delay, self._run_blocking, _delete_partition_dir, removed, doomed)
+        self._later(delay, self._run_blocking, log_dir, _delete_partition_dir, removed, doomed)
         return True
 
     def _checkpoint_without(self, log_dir: LogDir, tp: TopicPartition) -> None:
@@ -648,7 +657,7 @@ class LogManager:
                 descriptions.append(LogDirDescription(log_dir.path, online=False))
                 continue
             try:
-                total, usable = await self._run_blocking(_volume_bytes, log_dir.path)
+                total, usable = await self._run_blocking(log_dir, _volume_bytes, log_dir.path)
             except OSError as exc:
                 self._take_offline(log_dir, exc)
                 descriptions.append(LogDirDescription(log_dir.path, online=False))
@@ -765,7 +774,7 @@ class LogManager:
             end, truncations = future.log_end_offset, current.truncations
             try:
                 region = current.read(end, MOVE_CHUNK_BYTES, current.log_end_offset, True)
-                chunk = b"" if region is None else await self._run_blocking(region.read)
+                chunk = b"" if region is None else await self._run_blocking(self._dir_holding(current), region.read)
             except OSError as exc:
                 if self.logs.get(tp) is current:
                     self.handle_io_error(tp, exc)
@@ -843,7 +852,7 @@ class LogManager:
 
     def flush(self, flushed_log: Log, up_to_offset: int) -> None:
         files = flushed_log.files_to_flush(up_to_offset)
-        future = self._run_blocking(_flush_files, files)
+        future = self._run_blocking(self._dir_holding(flushed_log), _flush_files, files)
 
         def done(f: asyncio.Future) -> None:
             if f.cancelled():
@@ -865,12 +874,12 @@ class LogManager:
     def _delete_segments_now(self, owner: Log, segments: list[LogSegment]) -> None:
         tp = owner.topic_partition
         if self.logs.get(tp) is owner:
-            self._submit(_delete_segment_files, segments, path_of=tp)
+            self._submit(self._dir_holding(owner), _delete_segment_files, segments, path_of=tp)
         else:
             # The partition was deleted (the files went with its directory) or its dir failed
             # (the next load removes .deleted files): unlinking by path could hit a new
             # partition of the name.
-            self._run_blocking(_release_segments, segments)
+            self._run_blocking(self._dir_holding(owner), _release_segments, segments)
 
     def write_leader_epochs(self, owner: Log, entries: list[EpochEntry]) -> None:
         tp = owner.topic_partition
@@ -881,7 +890,7 @@ class LogManager:
 
         # The file's writer is taken from the Log here, on the loop: the thread touches no Log.
         write = functools.partial(owner.leader_epochs.write, entries)
-        self._write_in_background(owner, lambda: write, failed, path_of=tp)
+        self._write_in_background(self._dir_holding(owner), owner, lambda: write, failed, path_of=tp)
 
     def write_index_entries_soon(self, owner: Log) -> None:
         # One timer for every log that asks in its window, not one per log.
@@ -961,7 +970,7 @@ class LogManager:
             high_watermarks = self._high_watermarks(log_dir)
             return self._forgetting_stale(log_dir, path, lambda: OffsetCheckpointFile(path).write(high_watermarks))
 
-        self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
+        self._write_in_background(log_dir, path, snapshot, lambda exc: self._take_offline(log_dir, exc))
 
     def _checkpoint_dir(
         self, log_dir: LogDir, recovery_points: bool = True, start_offsets: bool = True
@@ -985,7 +994,7 @@ class LogManager:
                 return self._forgetting_stale(log_dir, path, write)
             return write
 
-        return self._write_in_background(path, snapshot, lambda exc: self._take_offline(log_dir, exc))
+        return self._write_in_background(log_dir, path, snapshot, lambda exc: self._take_offline(log_dir, exc))
 
     def _forgetting_stale(self, log_dir: LogDir, path: str, write: Callable[[], None]) -> Callable[[], None]:
         """`write` of the checkpoint file at `path`, a snapshot of this moment: once it is done,
@@ -1034,12 +1043,13 @@ class LogManager:
 
     def _write_in_background(
         self,
+        log_dir: LogDir,
         key: object,
         snapshot: Callable[[], Callable[[], None]],
         on_error: Callable[[OSError], None],
         path_of: TopicPartition | None = None,
     ) -> asyncio.Future:
-        """Run the write that `snapshot()` makes on the thread pool, after the write under way
+        """Run the write that `snapshot()` makes on `log_dir`'s threads, after the write under way
         for `key` if there is one (a slow fsync): then only the latest of the writes asked for
         meanwhile runs, snapshotting when it starts. Returns a future of the first write to
         snapshot after this call: its result is the OSError that failed it, or None."""
@@ -1051,18 +1061,19 @@ class LogManager:
                 under_way.queued_written = loop.create_future()
             return under_way.queued_written
         written = loop.create_future()
-        self._start_write(key, snapshot, on_error, path_of, written)
+        self._start_write(log_dir, key, snapshot, on_error, path_of, written)
         return written
 
     def _start_write(
         self,
+        log_dir: LogDir,
         key: object,
         snapshot: Callable[[], Callable[[], None]],
         on_error: Callable[[OSError], None],
         path_of: TopicPartition | None,
         written: asyncio.Future,
     ) -> None:
-        work, future = self._submit(snapshot(), path_of=path_of)
+        work, future = self._submit(log_dir, snapshot(), path_of=path_of)
         self._writing[key] = _BackgroundWrite(work)
 
         def done(f: asyncio.Future) -> None:
@@ -1075,7 +1086,7 @@ class LogManager:
             if finished is None or finished.queued_written is None:
                 return
             if finished.queued is not None:
-                self._start_write(key, finished.queued, on_error, path_of, finished.queued_written)
+                self._start_write(log_dir, key, finished.queued, on_error, path_of, finished.queued_written)
             elif not finished.queued_written.done():  # written meanwhile on the loop
                 finished.queued_written.set_result(None)
 
@@ -1093,57 +1104,75 @@ class LogManager:
         for task in self._periodic:
             task.cancel()
         await asyncio.gather(*self._periodic, return_exceptions=True)
-        while self._pending:  # a finished write may start the one queued behind it
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
-        for log_dir in self.dirs.values():
-            if not log_dir.online:
-                continue
-            logs = [self.logs[tp] for tp in log_dir.logs if tp in self.logs]
-            futures = [self.future_logs[tp] for tp in log_dir.futures if tp in self.future_logs]
-            try:
-                snapshots = []
-                for future in futures:  # flushed and closed; a restart goes on copying into them
-                    await self._run_blocking(_flush_logs_fully, [future], [])
-                    future.close()
-                for partition_log in logs:
-                    partition_log.take_producer_snapshot()
-                    end = partition_log.log_end_offset
-                    snapshots += partition_log.producer_state.pop_unflushed(end)
-                await self._run_blocking(_flush_logs_fully, logs, snapshots)
-                for partition_log in logs:
-                    partition_log.mark_flushed(partition_log.log_end_offset)
-                await self._run_blocking(_write_checkpoints, log_dir, *self._checkpoint_snapshot(log_dir))
-                await self._run_blocking(
-                    OffsetCheckpointFile(os.path.join(log_dir.path, HIGH_WATERMARK_CHECKPOINT)).write,
-                    self._high_watermarks(log_dir),
-                )
-                for partition_log in logs:
-                    partition_log.close()
-                await self._run_blocking(_write_clean_shutdown_marker, log_dir)
-            except OSError as exc:
-                self._take_offline(log_dir, exc)
-        self._executor.shutdown(wait=True)
+        # Each dir on its own threads, all at once: a slow disk does not hold the others.
+        await asyncio.gather(*(self._shut_down_dir(log_dir) for log_dir in self.dirs.values()))
+        self._stop_threads()
+
+    async def _shut_down_dir(self, log_dir: LogDir) -> None:
+        """Let the dir's work under way end; then, if the dir is online, flush and close its logs,
+        write its checkpoints and its clean-shutdown marker."""
+        pending = self._pending[log_dir.path]
+        while pending:  # a finished write may start the one queued behind it
+            await asyncio.gather(*list(pending), return_exceptions=True)
+        if not log_dir.online:
+            return
+        logs = [self.logs[tp] for tp in log_dir.logs if tp in self.logs]
+        futures = [self.future_logs[tp] for tp in log_dir.futures if tp in self.future_logs]
+        try:
+            snapshots = []
+            for future in futures:  # flushed and closed; a restart goes on copying into them
+                await self._run_blocking(log_dir, _flush_logs_fully, [future], [])
+                future.close()
+            for partition_log in logs:
+                partition_log.take_producer_snapshot()
+                end = partition_log.log_end_offset
+                snapshots += partition_log.producer_state.pop_unflushed(end)
+            await self._run_blocking(log_dir, _flush_logs_fully, logs, snapshots)
+            for partition_log in logs:
+                partition_log.mark_flushed(partition_log.log_end_offset)
+            await self._run_blocking(log_dir, _write_checkpoints, log_dir, *self._checkpoint_snapshot(log_dir))
+            await self._run_blocking(
+                log_dir,
+                OffsetCheckpointFile(os.path.join(log_dir.path, HIGH_WATERMARK_CHECKPOINT)).write,
+                self._high_watermarks(log_dir),
+            )
+            for partition_log in logs:
+                partition_log.close()
+            await self._run_blocking(log_dir, _write_clean_shutdown_marker, log_dir)
+        except OSError as exc:
+            self._take_offline(log_dir, exc)
+
+    def _stop_threads(self) -> None:
+        """Let the work given to the dirs' threads end, and stop them."""
+        for threads in self._threads.values():
+            threads.shutdown(wait=True)
 
     # ----------------------------------------------------------------------------- helpers
 
-    def _run_blocking(self, fn: Callable, *args, **kwargs) -> asyncio.Future:
-        return self._submit(fn, *args, **kwargs)[1]
+    def _run_blocking(self, log_dir: LogDir, fn: Callable, *args, **kwargs) -> asyncio.Future:
+        return self._submit(log_dir, fn, *args, **kwargs)[1]
 
     def _submit(
-        self, fn: Callable, *args, path_of: TopicPartition | None = None, **kwargs
+        self, log_dir: LogDir, fn: Callable, *args, path_of: TopicPartition | None = None, **kwargs
     ) -> tuple[concurrent.futures.Future, asyncio.Future]:
-        """Run `fn` on the thread pool: the work, and a future of it on the loop. `path_of`: it
-        works on that partition's files by their paths, and a deletion of the partition must let
-        it finish before a new directory of the name is made."""
+        """Run `fn` on `log_dir`'s threads (its disk's work): the work, and a future of it on
+        the loop. `path_of`: it works on that partition's files by their paths, and a deletion
+        of the partition must let it finish before a new directory of the name is made."""
         loop = self._loop or asyncio.get_running_loop()
-        work = self._executor.submit(lambda: fn(*args, **kwargs))
+        work = self._threads[log_dir.path].submit(lambda: fn(*args, **kwargs))
         future = asyncio.wrap_future(work, loop=loop)
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
+        pending = self._pending[log_dir.path]
+        pending.add(future)
+        future.add_done_callback(pending.discard)
         if path_of is not None:
             self._path_work.setdefault(path_of, set()).add(work)
             future.add_done_callback(lambda _: self._forget_path_work(path_of, work))
         return work, future
+
+    def _dir_holding(self, owner: Log) -> LogDir:
+        """The dir whose disk holds `owner`'s files, a current, future or deleted log alike: its
+        directory (renamed or not) is always right under the dir's path."""
+        return self.dirs_by_path[os.path.dirname(owner.directory)]
 
     def _forget_path_work(self, tp: TopicPartition, work: concurrent.futures.Future) -> None:
         for registry in (self._path_work, self._draining):
@@ -1164,7 +1193,7 @@ class LogManager:
             fn()
 
 
-# ------------------------------------------------------------ blocking work, on the thread pool
+# ------------------------------------------------------ blocking work, on a dir's threads
 
 
 def _prepare_dir(log_dir: LogDir) -> None:

@@ -722,7 +722,7 @@ def test_deleted_records_stay_deleted_after_a_crash_right_after_the_answer(tmp_p
         admin.produce("t", 0, 5)
         response = await admin.call(ApiKey.DELETE_RECORDS, 2, delete_records("t", (0, 3)))
         assert response.topics[0].partitions[0].error_code == ErrorCode.none
-        broker.log_manager._executor.shutdown(wait=True)  # killed: nothing more reaches the disk
+        broker.log_manager._stop_threads()  # killed: nothing more reaches the disk
 
     async def restarted(admin):
         log = admin.broker.replica_manager.get_partition(TopicPartition("t", 0)).log

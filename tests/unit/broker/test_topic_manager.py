@@ -235,7 +235,7 @@ def test_a_kill_at_any_file_change_of_a_deletion_and_recreation_keeps_what_was_a
                 except _Killed:
                     pass
                 # nothing of the killed process runs on
-                broker.log_manager._executor.shutdown(wait=True)
+                broker.log_manager._stop_threads()
                 broker.log_manager.cleaner._executor.shutdown(wait=True)
             return kill.changes >= at
 

@@ -36,7 +36,7 @@ def crash(logs: LogManager) -> None:
     storage threads had started end (a killed process's would have ended or never begun), and
     nothing of it runs after: a second manager on the same directories in this process must
     not race the first one's threads."""
-    logs._executor.shutdown(wait=True)
+    logs._stop_threads()
 
 
 def append(log, value: bytes) -> None:
@@ -964,5 +964,80 @@ def test_a_failed_index_write_takes_only_its_dir_offline(tmp_path, monkeypatch):
         assert not logs.is_offline(healthy) and logs.get(healthy) is healthy_log
         monkeypatch.undo()
         await logs.shutdown()
+
+    run(scenario())
+
+
+class HangingDisk:
+    """os.fsync that hangs, as a dying disk's does, for descriptors under one directory, until
+    released; every other fsync goes through."""
+
+    def __init__(self, directory, monkeypatch) -> None:
+        self.directory = str(directory)
+        self.released = threading.Event()
+        self.hanging = 0  # fsyncs that have waited
+        real_fsync = os.fsync
+
+        def fsync(descriptor: int) -> None:
+            if os.readlink(f"/proc/self/fd/{descriptor}").startswith(self.directory):
+                self.hanging += 1
+                self.released.wait(30)
+            real_fsync(descriptor)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+
+
+def _one_log_per_dir(logs: LogManager) -> dict[str, TopicPartition]:
+    """Partitions created until each dir holds one: dir path -> its partition."""
+    held = {}
+    for p in range(len(logs.dirs)):
+        tp = TopicPartition("t", p)
+        logs.create(tp, LogConfig())
+        held[logs.log_dir_of(tp)] = tp
+    assert len(held) == len(logs.dirs)
+    return held
+
+
+def test_a_hanging_disk_holds_up_only_its_own_dirs_flushes_and_checkpoints(tmp_path, monkeypatch):
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b", tmp_path / "c")
+        await logs.startup()
+        held = _one_log_per_dir(logs)
+        hanging_log = logs.get(held.pop(str(tmp_path / "a")))
+        for value in (b"x", b"y"):
+            append(hanging_log, value)
+        disk = HangingDisk(tmp_path / "a", monkeypatch)
+        # As many stuck flushes as the storage pool the dirs shared before had threads
+        for _ in range(2 * len(logs.dirs)):
+            logs.flush(hanging_log, hanging_log.log_end_offset)
+        await _until(lambda: disk.hanging >= 2, "the hanging dir's threads stuck")
+        for tp in held.values():
+            append(logs.get(tp), b"v")
+            logs.flush(logs.get(tp), 1)
+        await _until(lambda: all(logs.get(tp).recovery_point == 1 for tp in held.values()), "the other dirs' flushes")
+        await asyncio.wait_for(logs.write_checkpoints_of(held.values()), 5)
+        for path, tp in held.items():
+            assert OffsetCheckpointFile(os.path.join(path, "recovery-point-offset-checkpoint")).read() == {tp: 1}
+        assert hanging_log.recovery_point == 0 and not logs.has_offline_dirs
+        disk.released.set()
+        await logs.shutdown()
+        assert hanging_log.recovery_point == 2
+
+    run(scenario())
+
+
+def test_shutdown_marks_the_other_dirs_clean_while_one_disk_hangs(tmp_path, monkeypatch):
+    async def scenario():
+        logs = manager(tmp_path / "a", tmp_path / "b")
+        await logs.startup()
+        for tp in _one_log_per_dir(logs).values():
+            append(logs.get(tp), b"v")
+        disk = HangingDisk(tmp_path / "a", monkeypatch)
+        stopping = asyncio.ensure_future(logs.shutdown())
+        await _until(lambda: (tmp_path / "b" / CLEAN_SHUTDOWN_FILE).exists(), "the healthy dir marked clean")
+        assert disk.hanging and not (tmp_path / "a" / CLEAN_SHUTDOWN_FILE).exists() and not stopping.done()
+        disk.released.set()
+        await stopping
+        assert (tmp_path / "a" / CLEAN_SHUTDOWN_FILE).exists()
 
     run(scenario())
