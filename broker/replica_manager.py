@@ -55,6 +55,7 @@ from replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from replication.partition import Partition
 from replication.partition_state import NO_LEADER, IsrWriter, LeaderEndpoint, PartitionState
 from replication.replica_selector import RackAwareReplicaSelector, ReplicaView
+from storage.errors import KafkaStorageError
 from storage.log import AppendResult, Log
 from storage.log_config import LogConfig
 from storage.log_manager import LogManager
@@ -512,8 +513,21 @@ class ReplicaManager:
         before it answers. Raises REQUEST_TIMED_OUT after the commit timeout, and the errors of
         `wait_for_commit`. Coordinators' batches skip producer sequence checks."""
         result = self.append(tp, records, required_acks=-1, from_coordinator=True)
+        await self.wait_for_flush(tp, result)
         await self.wait_for_commit(tp, result.last_offset, self.settings.commit_timeout_ms / 1000)
         return result
+
+    async def wait_for_flush(self, tp: TopicPartition, result: AppendResult) -> None:
+        """Return once the fsync that the append of `result` asked for (flush.messages reached)
+        is done, as Kafka fsyncs in the append itself. Raises KAFKA_STORAGE_ERROR when it failed
+        (the log dir is then offline)."""
+        flush = result.flush
+        if flush is None:
+            return
+        try:
+            await flush
+        except OSError as exc:
+            raise KafkaStorageError(f"{tp}: cannot fsync the appended records: {exc}") from exc
 
     async def wait_for_commit(self, tp: TopicPartition, last_offset: int, timeout_s: float) -> None:
         """Return once the HW passes `last_offset` (a delayed produce of one append). Raises

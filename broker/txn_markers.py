@@ -79,6 +79,7 @@ class LocalMarkerWriter:
             return outcome
         replicas = self._replica_manager
         try:
+            await replicas.wait_for_flush(tp, outcome)
             await replicas.wait_for_commit(tp, outcome.last_offset, replicas.settings.commit_timeout_ms / 1000)
         except KafkaError as exc:
             return exc.error_code

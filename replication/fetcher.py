@@ -17,7 +17,8 @@ A fetcher is one asyncio task looping over:
    replica.fetch.max.bytes per partition, replica.fetch.response.max.bytes in all) from each
    partition's log end offset, with the current leader epoch and the last fetched epoch. Records
    are appended as they come (Log.append_as_follower; the appends are plain writes, flushes stay
-   where they are), and the follower's HW becomes min(leader HW, log end): consumers reading
+   where they are; when flush.messages makes an append flush, the next fetch waits for that
+   fsync, so that an acks=all answer counts only fsynced copies, as in Kafka), and the follower's HW becomes min(leader HW, log end): consumers reading
    from this follower (KIP-392) read up to it. The follower's log start offset follows the
    leader's (DeleteRecords, retention; up to the HW), and once raised is written to the log
    dir's checkpoint before the next fetch reports it (the leader's low watermark, which a
@@ -482,6 +483,7 @@ class ReplicaFetcher:
         if response.error_code != ErrorCode.none:
             raise BrokerClientError(f"fetch answered {ErrorCode(response.error_code).name}")
         raised_starts: list[TopicPartition] = []
+        flushing: list[asyncio.Future] = []
         for topic in response.topics:
             for result in topic.partitions:
                 tp = _new_tuple(TopicPartition, (topic.topic, result.partition_index))
@@ -499,8 +501,16 @@ class ReplicaFetcher:
                         raised_starts.append(tp)
                 except KafkaError as exc:
                     self._local_failure(tp, state, exc)
+                flush = partition.log.flush_covering(partition.log.log_end_offset - 1)
+                if flush is not None:
+                    flushing.append(flush)
         if raised_starts:
             await self._save_log_starts(raised_starts)
+        if flushing:
+            # flush.messages reached: the next fetch reports the new offsets once they are on
+            # disk, as Kafka's fetcher fsyncs in the append (a failed fsync has taken its dir
+            # offline, and its partitions out of the fetch).
+            await asyncio.gather(*flushing, return_exceptions=True)
 
     async def _save_log_starts(self, partitions: list[TopicPartition]) -> None:
         """Write the checkpoints holding the log start offsets just raised before the next

@@ -50,6 +50,7 @@ their file descriptors only, and change nothing of the log. Other readers off th
 `slice` (storage.log_slice), taken on the loop, and read files through it, never the Log.
 """
 
+import asyncio
 import logging
 import os
 import random
@@ -107,8 +108,10 @@ _BASE_OFFSET_DIGITS: Final = 20
 class LogScheduler(Protocol):
     """Where a log sends the work it must not do on the event loop."""
 
-    def flush(self, log: "Log", up_to_offset: int) -> None:
-        """fsync `log.files_to_flush(up_to_offset)`, then call `log.mark_flushed(up_to_offset)`."""
+    def flush(self, log: "Log", up_to_offset: int) -> "asyncio.Future | None":
+        """fsync `log.files_to_flush(up_to_offset)`, then call `log.mark_flushed(up_to_offset)`:
+        a future done once that is (failed with the OSError of a failed fsync), None when done
+        already."""
 
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
         """Delete segments already removed from the log, after file.delete.delay.ms."""
@@ -125,10 +128,11 @@ class LogScheduler(Protocol):
 class InlineScheduler:
     """Does the work at once, on the caller's thread: for tests and offline tools."""
 
-    def flush(self, log: "Log", up_to_offset: int) -> None:
+    def flush(self, log: "Log", up_to_offset: int) -> "asyncio.Future | None":
         for file in log.files_to_flush(up_to_offset):
             file.flush()
         log.mark_flushed(up_to_offset)
+        return None
 
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
         for segment in segments:
@@ -147,12 +151,23 @@ class AppendResult:
     last_offset: int
     log_append_time_ms: int
     log_start_offset: int
+    # The fsync under way that the batch waits for before it is acknowledged (flush.messages
+    # reached: Kafka fsyncs in the append itself); None when there is none.
+    flush: "asyncio.Future | None"
 
-    def __init__(self, first_offset: int, last_offset: int, log_append_time_ms: int, log_start_offset: int) -> None:
+    def __init__(
+        self,
+        first_offset: int,
+        last_offset: int,
+        log_append_time_ms: int,
+        log_start_offset: int,
+        flush: "asyncio.Future | None",
+    ) -> None:
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.log_append_time_ms = log_append_time_ms
         self.log_start_offset = log_start_offset
+        self.flush = flush
 
 
 # Bound once: compiled code looks a module's attribute up at every use.
@@ -195,6 +210,10 @@ class Log:
         self.producer_state = producer_state
         self._unflushed_messages = 0
         self.last_flush_ms = _now_ms()
+        # The last flush asked for (flush()) that is not done at once, and the offset it covers
+        # up to (excluded): appends below that offset wait for it before they are acknowledged.
+        self._flushing: asyncio.Future | None = None
+        self._flushing_to = 0
         self._roll_jitter_ms = self._pick_roll_jitter()
         self._index_write_asked = False  # write_index_entries_soon asked for, not yet done
         # Set by the log manager that serves the log to connections: appends made while it
@@ -394,7 +413,7 @@ class Log:
             duplicate = self.producer_state.check_append(header)
         if duplicate is not None:
             first, last = duplicate.first_offset, duplicate.last_offset
-            return AppendResult(first, last, duplicate.timestamp, self.log_start_offset)
+            return AppendResult(first, last, duplicate.timestamp, self.log_start_offset, self.flush_covering(last))
         result = self._assign_offsets_and_append(records, header, leader_epoch, now)
         max_timestamp = now if result.log_append_time_ms >= 0 else header.max_timestamp
         self.producer_state.record_batch(
@@ -419,7 +438,9 @@ class Log:
         batch = AppendedBatch(last_offset, max_timestamp, header.size)
         self._append(records, [batch], header.record_count, now)
         self.assign_epoch_start(leader_epoch, first_offset)
-        return AppendResult(first_offset, last_offset, log_append_time, self.log_start_offset)
+        return AppendResult(
+            first_offset, last_offset, log_append_time, self.log_start_offset, self.flush_covering(last_offset)
+        )
 
     def append_as_follower(self, records: memoryview) -> int:
         """Append the leader's batches as they are: offsets, epochs and timestamps already set.
@@ -499,7 +520,7 @@ class Log:
         first_offset = self.producer_state.record_marker(BatchHeader.from_buffer(batch), coordinator_epoch)
         if first_offset is not None and not commit:
             self.active_segment.txn_index.append(self._aborted(producer_id, first_offset, offset))
-        return AppendResult(offset, offset, -1, self.log_start_offset)
+        return AppendResult(offset, offset, -1, self.log_start_offset, self.flush_covering(offset))
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -875,7 +896,16 @@ class Log:
             # active segment keeps in memory are written to them first, on the loop (the
             # segments before it wrote theirs when they rolled).
             self.active_segment.write_pending()
-            self.scheduler.flush(self, self.log_end_offset)
+            self._flushing = self.scheduler.flush(self, self.log_end_offset)
+            self._flushing_to = self.log_end_offset
+
+    def flush_covering(self, offset: int) -> "asyncio.Future | None":
+        """The flush under way that covers `offset`, if one does: an append made with
+        flush.messages reached, or a retry of it, is acknowledged once it is done."""
+        flushing = self._flushing
+        if flushing is None or offset >= self._flushing_to or flushing.done():
+            return None
+        return flushing
 
     def write_pending_index_entries(self) -> None:
         """Writes the index entries the active segment keeps in memory (the scheduler's call,

@@ -850,7 +850,7 @@ class LogManager:
 
     # ------------------------------------------------------------ LogScheduler, for the logs
 
-    def flush(self, flushed_log: Log, up_to_offset: int) -> None:
+    def flush(self, flushed_log: Log, up_to_offset: int) -> asyncio.Future:
         files = flushed_log.files_to_flush(up_to_offset)
         future = self._run_blocking(self._dir_holding(flushed_log), _flush_files, files)
 
@@ -865,7 +865,8 @@ class LogManager:
                 self.on_flush(f.result())
                 flushed_log.mark_flushed(up_to_offset)
 
-        future.add_done_callback(done)
+        future.add_done_callback(done)  # before any other: the log is marked flushed first
+        return future
 
     def delete_segments(self, owner: Log, segments: list[LogSegment]) -> None:
         delay = owner.config.file_delete_delay_ms / 1000

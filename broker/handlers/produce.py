@@ -21,7 +21,10 @@ record every batch they copy, so a retry after a leader change is still recognis
 Transactional batches are checked the same way and appended as they are (no transaction
 coordinator yet).
 
-acks=0 gets no response at all; acks=1 is answered after the leader's append. acks=-1 (all) is
+acks=0 gets no response at all; acks=1 is answered after the leader's append. An append that
+makes its partition flush (flush.messages reached), or a retry of one whose flush is still under
+way, is answered once that fsync is done, as Kafka fsyncs in the append itself; KAFKA_STORAGE_ERROR
+if the fsync failed (its log dir is then offline). acks=-1 (all) is
 refused before appending with NOT_ENOUGH_REPLICAS when the ISR is smaller than the topic's
 min.insync.replicas; appended, it is a delayed produce answered once the high watermark passes
 the batch (followers' fetches move it; it does not move while the ISR is under
@@ -41,6 +44,8 @@ v8 record_errors and error_message; v9 is flexible. The request is parsed by han
 views into the request buffer) and the response encoded by hand (protocol.produce).
 """
 
+import asyncio
+import functools
 from typing import TYPE_CHECKING, Final
 
 from protocol.api_keys import ApiKey
@@ -85,6 +90,7 @@ def handle_produce(ctx: RequestContext, request: ProduceRequest) -> EncodedRespo
     acks = request.acks
     responses: list[tuple[str, list[PartitionResponse]]] = []
     waiting: list[tuple[TopicPartition, int, PartitionResponse]] = []
+    flushing: list[tuple[asyncio.Future, PartitionResponse]] = []
     for topic in request.topics:
         name = topic.name
         refused = _topic_refusal(ctx, name, acks, writable)
@@ -108,15 +114,31 @@ def handle_produce(ctx: RequestContext, request: ProduceRequest) -> EncodedRespo
                 partition.log_append_time_ms = result.log_append_time_ms
                 partition.log_start_offset = result.log_start_offset
                 topic_stats.appended(name, first_offset, last_offset, len(records))
+                flush = result.flush
+                if flush is not None:
+                    flushing.append((flush, partition))
                 if acks == -1:
                     waiting.append((tp, last_offset, partition))
             partitions.append(partition)
         responses.append((name, partitions))
     if acks == 0:
         return NO_RESPONSE
-    pending = [w for w in waiting if not _settled(replica_manager, *w)]
+    if flushing:
+        return _FlushedProduce(ctx, request.timeout_ms, flushing, waiting, responses).answer
+    return _answer(ctx, request.timeout_ms, waiting, responses)
+
+
+def _answer(
+    ctx: RequestContext,
+    timeout_ms: int,
+    waiting: list[tuple[TopicPartition, int, PartitionResponse]],
+    responses: list[tuple[str, list[PartitionResponse]]],
+) -> EncodedResponse | Deferred[EncodedResponse]:
+    """The answer once the appends are on disk as asked: now, or once the acks=all appends
+    still `waiting` commit."""
+    pending = [w for w in waiting if not _settled(ctx.services.replica_manager, *w)]
     if pending:
-        return _DelayedProduce(ctx, request.timeout_ms, pending, responses).answer
+        return _DelayedProduce(ctx, timeout_ms, pending, responses).answer
     return _encoded(ctx.api_version, responses)
 
 
@@ -204,6 +226,61 @@ class _DelayedProduce:
         if self._watch is not None:
             self._replica_manager.stop_watching_commits(self._watch)
             self._watch = None
+
+
+class _FlushedProduce:
+    """A produce waiting for the fsyncs its appends asked for (flush.messages reached), then
+    answered as any other (`_answer`: at once, or once its acks=all appends commit). A failed
+    fsync answers its partition KAFKA_STORAGE_ERROR. Cancelling the answer (its connection
+    closed) stops the wait; the fsyncs go on."""
+
+    __slots__ = ("ctx", "timeout_ms", "waiting", "responses", "answer", "_unflushed", "_then")
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        timeout_ms: int,
+        flushing: list[tuple[asyncio.Future, PartitionResponse]],
+        waiting: list[tuple[TopicPartition, int, PartitionResponse]],
+        responses: list[tuple[str, list[PartitionResponse]]],
+    ) -> None:
+        self.ctx = ctx
+        self.timeout_ms = timeout_ms
+        self.waiting = waiting
+        self.responses = responses
+        self.answer: Deferred[EncodedResponse] = Deferred(self._stop)
+        self._then: Deferred[EncodedResponse] | None = None
+        self._unflushed = len(flushing)
+        for flush, partition in flushing:
+            flush.add_done_callback(functools.partial(self._flushed, partition))
+
+    def _flushed(self, partition: PartitionResponse, flush: asyncio.Future) -> None:
+        if self.answer.done():
+            return
+        failure = None if flush.cancelled() else flush.exception()
+        if failure is not None:
+            partition.error_code = ErrorCode.kafka_storage_error
+            partition.error_message = f"cannot fsync the appended records: {failure}"
+            partition.base_offset = partition.log_append_time_ms = partition.log_start_offset = -1
+            self.waiting = [w for w in self.waiting if w[2] is not partition]
+        self._unflushed -= 1
+        if self._unflushed:
+            return
+        answer = _answer(self.ctx, self.timeout_ms, self.waiting, self.responses)
+        if isinstance(answer, Deferred):
+            self._then = answer
+            answer.when_done(self._committed)
+        else:
+            self.answer.resolve(answer)
+
+    def _committed(self, done: Deferred[EncodedResponse]) -> None:
+        self._then = None
+        self.answer.resolve(done.result())
+
+    def _stop(self) -> None:
+        if self._then is not None:
+            self._then.cancel()
+            self._then = None
 
 
 def _encoded(version: int, responses: list[tuple[str, list[PartitionResponse]]]) -> EncodedResponse:

@@ -1,8 +1,12 @@
-"""InitProducerId and idempotent Produce through the dispatcher of an in-process broker."""
+"""InitProducerId, idempotent Produce, and Produce answered after the fsyncs flush.messages asks
+for, through the dispatcher of an in-process broker."""
 
 import asyncio
 import datetime
+import errno
 import functools
+import os
+import threading
 
 import pytest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
@@ -12,6 +16,7 @@ from coordinator.producer_ids import BLOCK_FILE
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode
 from protocol.records import Record, build_batch
+from storage.topic_partition import TopicPartition
 from tests.in_process import Client, running_broker
 
 TIMEOUT = datetime.timedelta(minutes=1)
@@ -141,3 +146,80 @@ async def test_sequence_and_epoch_errors_per_partition(tmp_path):
         ]
         assert all(p.base_offset == -1 for p in (gap, fenced, new_epoch, negative))
         assert (await produce(client, 9, idempotent_batch(9, 1, b"b", epoch=2))).base_offset == 1
+
+
+class FsyncsOf:
+    """os.fsync for descriptors under one directory held until released, or failing with EIO;
+    every other fsync goes through."""
+
+    def __init__(self, directory: str, monkeypatch, failing: bool = False) -> None:
+        self.released = threading.Event()
+        self.called = 0
+        real_fsync = os.fsync
+
+        def fsync(descriptor: int) -> None:
+            if os.readlink(f"/proc/self/fd/{descriptor}").startswith(directory):
+                self.called += 1
+                if failing:
+                    raise OSError(errno.EIO, "Input/output error")
+                self.released.wait(30)
+            real_fsync(descriptor)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+
+
+def plain_batch(*values):
+    return build_batch([Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)])
+
+
+async def _until(condition, what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not within 5 s: {what}")
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+@in_loop
+async def test_an_append_that_reaches_flush_messages_is_answered_once_its_fsync_is_done(tmp_path, monkeypatch, acks):
+    async with running_broker(tmp_path) as broker:
+        await broker.topics.create("t", 1, {"flush.messages": "1"})
+        partition_log = broker.replica_manager.get_partition(("t", 0)).log
+        disk = FsyncsOf(partition_log.directory, monkeypatch)
+        request = produce_request("t", plain_batch(b"a", b"b"), acks=acks)
+        answer = asyncio.ensure_future(Client(broker).call(ApiKey.PRODUCE, 9, request))
+        try:
+            await _until(lambda: disk.called, "the append's fsync begun")
+            await asyncio.sleep(0.2)
+            assert not answer.done() and partition_log.recovery_point == 0
+        finally:
+            disk.released.set()  # also when it failed: the broker's stop fsyncs
+        (partition,) = (await answer).responses[0].partition_responses
+        assert (partition.error_code, partition.base_offset) == (ErrorCode.none, 0)
+        assert partition_log.recovery_point == 2
+
+
+@in_loop
+async def test_an_append_below_flush_messages_is_answered_without_waiting_for_an_fsync(tmp_path, monkeypatch):
+    async with running_broker(tmp_path) as broker:
+        await broker.topics.create("t", 1, {"flush.messages": "3"})
+        partition_log = broker.replica_manager.get_partition(("t", 0)).log
+        disk = FsyncsOf(partition_log.directory, monkeypatch)
+        try:
+            partition = await asyncio.wait_for(produce(Client(broker), 9, plain_batch(b"a", b"b")), 5)
+            assert (partition.error_code, partition.base_offset) == (ErrorCode.none, 0)
+            assert partition_log.recovery_point == 0
+        finally:
+            disk.released.set()
+
+
+@in_loop
+async def test_an_append_whose_fsync_fails_is_answered_kafka_storage_error(tmp_path, monkeypatch):
+    async with running_broker(tmp_path) as broker:
+        await broker.topics.create("t", 1, {"flush.messages": "1"})
+        partition_log = broker.replica_manager.get_partition(("t", 0)).log
+        FsyncsOf(partition_log.directory, monkeypatch, failing=True)
+        partition = await produce(Client(broker), 9, plain_batch(b"a"))
+        assert (partition.error_code, partition.base_offset) == (ErrorCode.kafka_storage_error, -1)
+        assert broker.log_manager.is_offline(TopicPartition("t", 0))

@@ -3,6 +3,9 @@ commits, over a real log manager."""
 
 import asyncio
 import dataclasses
+import errno
+import os
+import time
 
 import pytest
 
@@ -416,6 +419,32 @@ def test_standalone_partitions_commit_at_once(tmp_path):
         result = await asyncio.wait_for(manager.append_committed(TP, memoryview(batch(b"a"))), 1)
         assert result.first_offset == 0 and manager.partitions[TP].high_watermark == 1
         assert recorder.events == []  # standalone leadership is not news
+
+    with_manager(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("failing", [False, True])
+def test_a_coordinators_append_that_reaches_flush_messages_returns_once_fsynced(tmp_path, monkeypatch, failing):
+    real_fsync = os.fsync
+
+    def slow_or_failing_fsync(descriptor):  # the partition's disk
+        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(str(tmp_path)):
+            if failing:
+                raise OSError(errno.EIO, "Input/output error")
+            time.sleep(0.1)
+        real_fsync(descriptor)
+
+    async def scenario(manager: ReplicaManager):
+        partition_log = manager.add_partition(TP, LogConfig(flush_messages=1)).log
+        monkeypatch.setattr(os, "fsync", slow_or_failing_fsync)
+        appending = manager.append_committed(TP, memoryview(batch(b"a")))
+        if failing:
+            with pytest.raises(KafkaError) as raised:
+                await appending
+            assert raised.value.error_code == ErrorCode.kafka_storage_error
+        else:
+            await appending
+            assert partition_log.recovery_point == 1
 
     with_manager(tmp_path, scenario)
 

@@ -2,6 +2,8 @@
 with a fake inter-broker sender."""
 
 import asyncio
+import errno
+import os
 
 from kio.schema.write_txn_markers.v1.response import (
     WritableTxnMarkerPartitionResult,
@@ -48,6 +50,28 @@ def test_a_write_txn_markers_request_is_answered_once_the_isr_has_the_marker(tmp
             broker.replica_manager.become_leader_or_follower(1, [PartitionState(TP, 1, 0, 1, (0, 1), 1, (0, 1))], {}, 0)
             answer = await client.call(ApiKey.WRITE_TXN_MARKERS, 1, request)
             assert _errors(answer) == {TP: ErrorCode.request_timed_out}
+
+    asyncio.run(main())
+
+
+def test_a_marker_that_reaches_flush_messages_is_written_once_fsynced_or_fails_with_its_disk(tmp_path, monkeypatch):
+    real_fsync = os.fsync
+    failing = []  # whether the partition's disk fails its fsyncs now
+
+    def fsync(descriptor):
+        if failing and os.readlink(f"/proc/self/fd/{descriptor}").startswith(str(tmp_path)):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(descriptor)
+
+    async def main():
+        async with running_broker(tmp_path) as broker:
+            await broker.topics.create(TP.topic, 1, {"flush.messages": "1"})
+            monkeypatch.setattr(os, "fsync", fsync)
+            partition_log = broker.replica_manager.get_partition(TP).log
+            assert await broker.markers.write_markers(MARKER, [TP]) == {TP: ErrorCode.none}
+            assert partition_log.recovery_point == 1
+            failing.append(True)
+            assert await broker.markers.write_markers(MARKER, [TP]) == {TP: ErrorCode.kafka_storage_error}
 
     asyncio.run(main())
 

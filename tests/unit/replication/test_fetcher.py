@@ -3,6 +3,8 @@ double (the network path is covered by test_end_to_end.py), and a real follower 
 
 import asyncio
 import datetime
+import os
+import time
 
 import pytest
 from kio.schema.list_offsets.v7.response import ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse
@@ -94,12 +96,20 @@ def leader_log(tmp_path, epochs_and_values) -> Log:
     return log
 
 
-def run(tmp_path, leader: StandInLeader, follower_history, scenario, settings: FetcherSettings = FAST):
+def run(
+    tmp_path,
+    leader: StandInLeader,
+    follower_history,
+    scenario,
+    settings: FetcherSettings = FAST,
+    config: LogConfig = LogConfig(),
+):
     """A follower whose log holds `follower_history` ((epoch, values) appended as leader)
-    becomes follower of `leader` at its epoch; then `scenario(manager, partition)`."""
+    becomes follower of `leader` at its epoch; then `scenario(manager, partition)`. `config`:
+    the follower's log's."""
 
     async def main():
-        logs = LogManager([str(tmp_path / "follower")], lambda topic: LogConfig())
+        logs = LogManager([str(tmp_path / "follower")], lambda topic: config)
         await logs.startup()
         manager = ReplicaManager(logs, ME, ReplicationSettings(fetcher=FAST))
         manager.fetchers = ReplicaFetcherManager(manager, ME, settings, client_factory=lambda source, client_id: leader)
@@ -182,6 +192,41 @@ def test_a_follower_takes_its_leaders_log_start_and_reports_it_once_checkpointed
         assert all(start <= saved for start, saved in reported)
 
     run(tmp_path, leader, [], scenario)
+
+
+def test_a_follower_reports_records_that_reach_flush_messages_once_they_are_fsynced(tmp_path, monkeypatch):
+    """With flush.messages, an acks=all answer must count only copies on disk, as Kafka's
+    fetcher fsyncs in the append: the fetch after an append that asked for a flush waits for it."""
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c"))]), epoch=0)
+    follower_dir = str(tmp_path / "follower")
+    real_fsync = os.fsync
+
+    def slow_fsync(descriptor):  # a slow disk under the follower's log dir
+        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(follower_dir):
+            time.sleep(0.05)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    reported = []  # per fetch: (its fetch offset, the follower's recovery point then)
+    follower = {}  # "log": the follower's, once the scenario starts
+    answer = leader.send
+
+    async def send(api_key, version, request):
+        if api_key == ApiKey.FETCH:
+            reported.append((request.topics[0].partitions[0].fetch_offset, follower["log"].recovery_point))
+        return await answer(api_key, version, request)
+
+    leader.send = send
+
+    async def scenario(manager, partition):
+        follower["log"] = partition.log
+        await eventually(lambda: any(offset == 3 for offset, _ in reported))
+        leader.log.append_as_leader(memoryview(batch(b"d")), leader_epoch=0)
+        leader.log.high_watermark = leader.log.log_end_offset
+        await eventually(lambda: any(offset == 4 for offset, _ in reported))
+        assert all(offset <= flushed for offset, flushed in reported), reported
+
+    run(tmp_path, leader, [], scenario, config=LogConfig(flush_messages=1))
 
 
 def test_retriable_errors_back_off_and_fenced_epochs_stop_fetching(tmp_path):
