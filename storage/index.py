@@ -135,6 +135,11 @@ class _MappedIndex(PooledFile):
         self._data_end = 0  # where the file's first hole starts (its length if none)
         self._entries = 0  # those in the file and those pending
         self._pending = bytearray()  # the last entries, not yet written (see the class)
+        # The last entry's two fields, which every append compares with, once read (or
+        # appended): _last_known is cleared wherever entries are dropped.
+        self._last_first = 0
+        self._last_second = 0
+        self._last_known = False
         self._map()
         self._entries = self._count_entries()
         # A length that is not a whole number of entries is evidence for sanity_check; keep it.
@@ -175,6 +180,7 @@ class _MappedIndex(PooledFile):
         """Drops every entry; a writable index keeps its room, a read-only one empties its file."""
         length = self.max_entries * self._ENTRY.size if self._writable else 0
         self._entries = 0
+        self._last_known = False
         self._pending.clear()
         # Cutting the file to nothing and growing it back yields fresh zero pages without writing
         # them, and wipes whatever a corrupt file held past its entries: this is how an index that
@@ -209,6 +215,7 @@ class _MappedIndex(PooledFile):
             except OSError:
                 # The file keeps the entries before these: a sparser index, and a sound one.
                 self._entries -= count
+                self._last_known = False
                 pending.clear()
                 raise
             pending.clear()
@@ -362,11 +369,19 @@ class _MappedIndex(PooledFile):
 
     def _last_read(self) -> tuple[int, int]:
         """The last entry, pending or written, without writing the pending ones."""
+        if not self._last_known:
+            self._learn_last()
+        return self._last_first, self._last_second
+
+    def _learn_last(self) -> None:
         pending = self._pending
+        last: tuple[int, int]
         if pending:
-            last: tuple[int, int] = self._entry.unpack_from(pending, len(pending) - self._entry_size)
-            return last
-        return self._read(self._entries - 1) if self._entries else _BEFORE_FIRST_ENTRY
+            last = self._entry.unpack_from(pending, len(pending) - self._entry_size)
+        else:
+            last = self._read(self._entries - 1) if self._entries else _BEFORE_FIRST_ENTRY
+        self._last_first, self._last_second = last
+        self._last_known = True
 
     def _require_room(self) -> None:
         if self.is_full():
@@ -382,6 +397,9 @@ class _MappedIndex(PooledFile):
         pending = self._pending
         pending += entry
         self._entries += 1
+        self._last_first = first
+        self._last_second = second
+        self._last_known = True
         if len(pending) >= _PENDING_ENTRIES * self._entry_size:
             self.write_pending()
 
@@ -433,6 +451,7 @@ class _MappedIndex(PooledFile):
         else:
             self._entries = count
             self._map(self.size_bytes)
+        self._last_known = False
 
     def _count_entries(self) -> int:
         """Entries before the first all-zero slot (binary search: the zero slots are a suffix).
@@ -587,7 +606,10 @@ class OffsetIndex(_MappedIndex):
         relative_offset = offset - self._base_offset
         if not 0 <= relative_offset <= _INT32_MAX:
             self._relative(offset)
-        last_relative_offset, last_position = self._last_read()
+        if not self._last_known:
+            self._learn_last()
+        last_relative_offset = self._last_first
+        last_position = self._last_second
         if not (relative_offset > last_relative_offset and position >= last_position):
             raise ValueError(
                 f"entry ({offset}, {position}) does not follow the last entry "
@@ -641,7 +663,10 @@ class TimeIndex(_MappedIndex):
         relative_offset = offset - self._base_offset
         if not 0 <= relative_offset <= _INT32_MAX:
             self._relative(offset)
-        last_timestamp, last_relative_offset = self._last_read()
+        if not self._last_known:
+            self._learn_last()
+        last_timestamp = self._last_first
+        last_relative_offset = self._last_second
         if relative_offset < last_relative_offset:
             raise ValueError(
                 f"offset {offset} is below the last entry's {self.last_entry[1]} in {self._path}"

@@ -319,6 +319,20 @@ def test_offset_truncate_to_drops_entries_at_or_above(tmp_path, truncate_at, rem
     assert index.entry(remaining) == (BASE + 21, 1000)
 
 
+def test_appends_after_a_truncation_follow_the_entry_left_last_not_the_one_dropped(tmp_path):
+    offsets, times = offset_index(tmp_path), time_index(tmp_path)
+    for offset, position in [(BASE + 3, 100), (BASE + 8, 250), (BASE + 20, 900)]:
+        offsets.append(offset, position)
+        times.maybe_append(position, offset)
+
+    offsets.truncate_to(BASE + 15)
+    times.truncate_to(BASE + 15)
+
+    offsets.append(BASE + 9, 300)  # below the dropped entry (BASE + 20, 900)
+    times.maybe_append(300, BASE + 9)
+    assert offsets.entry(2) == (BASE + 9, 300) and times.last_entry == (300, BASE + 9)
+
+
 def test_time_truncate_to_drops_every_entry_with_offset_at_or_above(tmp_path):
     index = time_index(tmp_path)
     for timestamp, offset in [(10, BASE + 1), (20, BASE + 4), (30, BASE + 4), (40, BASE + 9)]:
