@@ -273,18 +273,19 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
 
 
 _OFFSET_LENGTH_EPOCH: Final = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
-# The two methods every appended batch is patched with, bound once: compiled code calls a
-# bound method straight, where `S.pack_into(...)` looks the method up at every call.
-_unpack_int32: Final = INT32.unpack_from
+# What every appended batch is patched with, bound once: compiled code calls a bound method
+# straight, where `S.pack_into(...)` looks the method up at every call.
 _pack_offset_length_epoch_into: Final = _OFFSET_LENGTH_EPOCH.pack_into
 
 
-def set_base_offset_and_leader_epoch(buf: bytearray | memoryview, pos: int, offset: int, epoch: int) -> None:
+def set_base_offset_and_leader_epoch(
+    buf: bytearray | memoryview, pos: int, offset: int, epoch: int, batch_length: int
+) -> None:
     """`set_base_offset` and `set_partition_leader_epoch` in one struct call: what the leader
-    patches in every batch it appends."""
+    patches in every batch it appends. `batch_length` is the batch's own (its header read
+    already, as the leader has it): the call writes it back as it is."""
     _check_range(buf, pos, BATCH_HEADER_SIZE, "batch header")
-    (length,) = _unpack_int32(buf, pos + BATCH_LENGTH)
-    _pack_offset_length_epoch_into(buf, pos, offset, length, epoch)
+    _pack_offset_length_epoch_into(buf, pos, offset, batch_length, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:

@@ -430,7 +430,7 @@ class Log:
             header = BatchHeader.from_buffer(records)
         first_offset = self.log_end_offset
         last_offset = first_offset + header.last_offset_delta
-        set_base_offset_and_leader_epoch(records, 0, first_offset, leader_epoch)
+        set_base_offset_and_leader_epoch(records, 0, first_offset, leader_epoch, header.batch_length)
         max_timestamp, log_append_time = header.max_timestamp, -1
         if self._log_append_time:
             set_log_append_time(records, 0, now)

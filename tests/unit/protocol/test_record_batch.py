@@ -256,12 +256,12 @@ def test_set_base_offset_and_leader_epoch_in_place():
 def test_base_offset_and_leader_epoch_set_in_one_call_keep_the_batch_length_and_crc():
     buf = bytearray(b"\xee" * 7 + sample_batch())
     length_before = BatchHeader.from_buffer(buf, 7).batch_length
-    set_base_offset_and_leader_epoch(memoryview(buf), 7, 9_000_000_000, 42)
+    set_base_offset_and_leader_epoch(memoryview(buf), 7, 9_000_000_000, 42, length_before)
     header = BatchHeader.from_buffer(buf, 7)
     assert (header.base_offset, header.batch_length, header.partition_leader_epoch) == (9_000_000_000, length_before, 42)
     assert crc_is_valid(buf[7:])
     with pytest.raises(CorruptRecordError):
-        set_base_offset_and_leader_epoch(bytearray(20), 0, 1, 1)
+        set_base_offset_and_leader_epoch(bytearray(20), 0, 1, 1, 8)
 
 
 def test_setters_work_on_a_writable_memoryview():
