@@ -154,12 +154,12 @@ class FsyncsOf:
 
     def __init__(self, directory: str, monkeypatch, failing: bool = False) -> None:
         self.released = threading.Event()
-        self.called = 0
+        self.began = threading.Event()  # an fsync of the directory was called
         real_fsync = os.fsync
 
         def fsync(descriptor: int) -> None:
             if os.readlink(f"/proc/self/fd/{descriptor}").startswith(directory):
-                self.called += 1
+                self.began.set()
                 if failing:
                     raise OSError(errno.EIO, "Input/output error")
                 self.released.wait(30)
@@ -172,14 +172,6 @@ def plain_batch(*values):
     return build_batch([Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)])
 
 
-async def _until(condition, what: str) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"not within 5 s: {what}")
-
-
 @pytest.mark.parametrize("acks", [1, -1])
 @in_loop
 async def test_an_append_that_reaches_flush_messages_is_answered_once_its_fsync_is_done(tmp_path, monkeypatch, acks):
@@ -190,7 +182,7 @@ async def test_an_append_that_reaches_flush_messages_is_answered_once_its_fsync_
         request = produce_request("t", plain_batch(b"a", b"b"), acks=acks)
         answer = asyncio.ensure_future(Client(broker).call(ApiKey.PRODUCE, 9, request))
         try:
-            await _until(lambda: disk.called, "the append's fsync begun")
+            assert await asyncio.to_thread(disk.began.wait, 5), "the append's fsync never began"
             await asyncio.sleep(0.2)
             assert not answer.done() and partition_log.recovery_point == 0
         finally:
