@@ -18,8 +18,9 @@ A fetcher is one asyncio task looping over:
    partition's log end offset, with the current leader epoch and the last fetched epoch. Records
    are appended as they come (Log.append_as_follower; the appends are plain writes, flushes stay
    where they are; when flush.messages makes an append flush, the next fetch waits for that
-   fsync, so that an acks=all answer counts only fsynced copies, as in Kafka), and the follower's HW becomes min(leader HW, log end): consumers reading
-   from this follower (KIP-392) read up to it. The follower's log start offset follows the
+   fsync, so that an acks=all answer counts only fsynced copies, as in Kafka), and the
+   follower's HW becomes min(leader HW, log end): consumers reading from this follower
+   (KIP-392) read up to it. The follower's log start offset follows the
    leader's (DeleteRecords, retention; up to the HW), and once raised is written to the log
    dir's checkpoint before the next fetch reports it (the leader's low watermark, which a
    DeleteRecords waits for, counts it). A diverging_epoch in the answer truncates there first
