@@ -1134,7 +1134,7 @@ class LogManager:
             await self._run_blocking(log_dir, _write_checkpoints, log_dir, *self._checkpoint_snapshot(log_dir))
             await self._run_blocking(
                 log_dir,
-                OffsetCheckpointFile(os.path.join(log_dir.path, HIGH_WATERMARK_CHECKPOINT)).write,
+                OffsetCheckpointFile(log_dir.high_watermark_path).write,
                 self._high_watermarks(log_dir),
             )
             for partition_log in logs:
