@@ -525,7 +525,9 @@ class ReplicaManager:
         if flush is None:
             return
         try:
-            await flush
+            # Shielded: a cancelled coordinator write must not cancel an fsync that other
+            # appends wait for too (the appends of one fsync's time share one: Log.flush).
+            await asyncio.shield(flush)
         except OSError as exc:
             raise KafkaStorageError(f"{tp}: cannot fsync the appended records: {exc}") from exc
 

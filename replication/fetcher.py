@@ -510,8 +510,9 @@ class ReplicaFetcher:
         if flushing:
             # flush.messages reached: the next fetch reports the new offsets once they are on
             # disk, as Kafka's fetcher fsyncs in the append (a failed fsync has taken its dir
-            # offline, and its partitions out of the fetch).
-            await asyncio.gather(*flushing, return_exceptions=True)
+            # offline, and its partitions out of the fetch). Shielded: a stopped fetcher must
+            # not cancel an fsync that a produce or the next flush waits for too.
+            await asyncio.gather(*map(asyncio.shield, flushing), return_exceptions=True)
 
     async def _save_log_starts(self, partitions: list[TopicPartition]) -> None:
         """Write the checkpoints holding the log start offsets just raised before the next

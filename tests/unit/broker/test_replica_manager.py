@@ -449,6 +449,29 @@ def test_a_coordinators_append_that_reaches_flush_messages_returns_once_fsynced(
     with_manager(tmp_path, scenario)
 
 
+def test_a_cancelled_coordinator_append_leaves_the_fsync_it_shares_to_the_others(tmp_path, monkeypatch):
+    real_fsync = os.fsync
+
+    def slow_fsync(descriptor):  # the partition's disk
+        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(str(tmp_path)):
+            time.sleep(0.1)
+        real_fsync(descriptor)
+
+    async def scenario(manager: ReplicaManager):
+        partition_log = manager.add_partition(TP, LogConfig(flush_messages=1)).log
+        monkeypatch.setattr(os, "fsync", slow_fsync)
+        first = asyncio.ensure_future(manager.append_committed(TP, memoryview(batch(b"a"))))
+        second = asyncio.ensure_future(manager.append_committed(TP, memoryview(batch(b"b"))))
+        third = asyncio.ensure_future(manager.append_committed(TP, memoryview(batch(b"c"))))
+        await asyncio.sleep(0.01)
+        first.cancel()
+        second.cancel()  # the fsync it waits for, asked while the first ran, is the third's too
+        await asyncio.wait_for(third, 5)
+        assert partition_log.recovery_point == 3
+
+    with_manager(tmp_path, scenario)
+
+
 def test_settings_come_from_broker_configs(tmp_path):
     from broker.server import _replication_settings
     from tests.in_process import broker_config

@@ -229,6 +229,29 @@ def test_a_follower_reports_records_that_reach_flush_messages_once_they_are_fsyn
     run(tmp_path, leader, [], scenario, config=LogConfig(flush_messages=1))
 
 
+def test_a_fetcher_stopped_while_it_waits_for_an_fsync_leaves_the_fsync_to_end(tmp_path, monkeypatch):
+    """The fsync a fetcher waits for may be the one a produce to the partition waits for too
+    (appends share the next fsync of their log): stopping the fetcher must not cancel it."""
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c"))]), epoch=0)
+    follower_dir = str(tmp_path / "follower")
+    real_fsync = os.fsync
+
+    def slow_fsync(descriptor):  # a slow disk under the follower's log dir
+        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(follower_dir):
+            time.sleep(0.2)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+
+    async def scenario(manager, partition):
+        await eventually(lambda: partition.log.log_end_offset == 3)
+        assert partition.log.recovery_point == 0  # the fetcher waits for the fsync
+        await manager.fetchers.shutdown()
+        await eventually(lambda: partition.log.recovery_point == 3)
+
+    run(tmp_path, leader, [], scenario, config=LogConfig(flush_messages=1))
+
+
 def test_retriable_errors_back_off_and_fenced_epochs_stop_fetching(tmp_path):
     leader = StandInLeader(leader_log(tmp_path, [(0, (b"a",))]), epoch=0)
     leader.fail_with = ErrorCode.not_leader_or_follower

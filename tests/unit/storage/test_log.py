@@ -1,3 +1,4 @@
+import asyncio
 import os
 import struct
 import time
@@ -200,6 +201,91 @@ def test_a_flush_finds_the_appends_a_connection_deferred_in_the_files_it_fsyncs(
     writes.finish()
 
     assert sizes_at_fsync == [segment.size] and segment.size > 0
+
+
+class _HeldFlushes:  # a LogScheduler
+    """Starts no fsync: records the offsets each flush is asked to cover up to, and gives a
+    future the test ends (as the log manager's ends when its thread's fsync does)."""
+
+    def __init__(self, loop) -> None:
+        self.loop = loop
+        self.asked: list[tuple[int, object]] = []
+        self._inline = InlineScheduler()
+
+    def flush(self, log, up_to_offset):
+        future = self.loop.create_future()
+
+        def done(f):
+            if not f.cancelled() and f.exception() is None:
+                log.mark_flushed(up_to_offset)
+
+        future.add_done_callback(done)  # first, as the log manager's: the log marked flushed
+        self.asked.append((up_to_offset, future))
+        return future
+
+    def end(self, number: int, failure: OSError | None = None) -> None:
+        future = self.asked[number][1]
+        future.set_result(0.0) if failure is None else future.set_exception(failure)
+
+    def __getattr__(self, name: str):
+        return getattr(self._inline, name)
+
+
+def _with_held_flushes(open_log, scenario) -> None:
+    async def run_it():
+        log = open_log(LogConfig(flush_messages=1))
+        log.scheduler = flushes = _HeldFlushes(asyncio.get_running_loop())
+        await scenario(log, flushes)
+
+    asyncio.run(run_it())
+
+
+def _settled():
+    return asyncio.sleep(0)  # one turn of the loop: the futures' callbacks run
+
+
+def test_appends_made_while_a_flush_is_under_way_share_the_next_fsync(open_log):
+    async def scenario(log, flushes):
+        first = append(log, b"a")
+        second, third = append(log, b"b"), append(log, b"c")
+        assert [offset for offset, _ in flushes.asked] == [1]  # one fsync at a time
+        assert first.flush is flushes.asked[0][1]
+        assert second.flush is third.flush and not second.flush.done()
+
+        flushes.end(0)
+        await _settled()
+        assert [offset for offset, _ in flushes.asked] == [1, 3]  # the next covers both
+        assert first.flush.done() and not third.flush.done()
+        fourth = append(log, b"d")  # while the second runs: waits for a third
+        flushes.end(1)
+        await _settled()
+        assert third.flush.done() and third.flush.exception() is None and log.recovery_point == 3
+        assert not fourth.flush.done() and [offset for offset, _ in flushes.asked] == [1, 3, 4]
+
+    _with_held_flushes(open_log, scenario)
+
+
+def test_appends_waiting_for_the_next_fsync_fail_with_the_one_under_way(open_log):
+    async def scenario(log, flushes):
+        append(log, b"a")
+        queued = append(log, b"b")
+        flushes.end(0, OSError(5, "Input/output error"))
+        await _settled()
+        assert isinstance(queued.flush.exception(), OSError)
+        assert len(flushes.asked) == 1 and log.recovery_point == 0  # no fsync after a failed one
+
+    _with_held_flushes(open_log, scenario)
+
+
+def test_an_append_below_flush_messages_does_not_wait_for_the_next_fsync(open_log):
+    async def scenario(log, flushes):
+        log.update_config(LogConfig(flush_messages=2))
+        append(log, b"a", b"b")  # reaches the count: flushed up to 2
+        append(log, b"c", b"d")  # reaches it again: waits for the next flush
+        below = append(log, b"e")
+        assert below.flush is None
+
+    _with_held_flushes(open_log, scenario)
 
 
 def test_appends_deferred_together_stay_in_memory_as_the_roll_checks_need_no_read_of_the_file(open_log):
