@@ -110,9 +110,9 @@ class LogScheduler(Protocol):
     """Where a log sends the work it must not do on the event loop."""
 
     def flush(self, log: "Log", up_to_offset: int) -> "asyncio.Future | None":
-        """fsync `log.files_to_flush(up_to_offset)`, then call `log.mark_flushed(up_to_offset)`:
-        a future done once that is (failed with the OSError of a failed fsync), None when done
-        already."""
+        """fsync `log.files_to_flush(up_to_offset)`, then call `log.mark_flushed(up_to_offset,
+        truncations)` with the log's `truncations` when the files were chosen: a future done once
+        that is (failed with the OSError of a failed fsync), None when done already."""
 
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
         """Delete segments already removed from the log, after file.delete.delay.ms."""
@@ -132,7 +132,7 @@ class InlineScheduler:
     def flush(self, log: "Log", up_to_offset: int) -> "asyncio.Future | None":
         for file in log.files_to_flush(up_to_offset):
             file.flush()
-        log.mark_flushed(up_to_offset)
+        log.mark_flushed(up_to_offset, log.truncations)
         return None
 
     def delete_segments(self, log: "Log", segments: list[LogSegment]) -> None:
@@ -645,6 +645,9 @@ class Log:
         self.log_end_offset = self.active_segment.read_next_offset()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        # The fsync under way may miss what is appended again above the cut: appends there wait
+        # for the next (mark_flushed, likewise, takes nothing from it).
+        self._flushing_to = min(self._flushing_to, self.log_end_offset)
         self.truncations += 1
         if self.leader_epochs.truncate_from_end(self.log_end_offset):
             self._write_leader_epochs()
@@ -959,8 +962,13 @@ class Log:
         segments = [s for s in self.segments[first:] if s.base_offset < up_to_offset]
         return segments + self.producer_state.pop_unflushed(up_to_offset)
 
-    def mark_flushed(self, offset: int) -> None:
-        self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
+    def mark_flushed(self, offset: int, truncations: int) -> None:
+        """The records below `offset` are fsynced, by a flush whose files were chosen when the
+        log had been truncated `truncations` times. After a later truncation the fsync vouches
+        for nothing: records it covered were cut, and those appended again in their place may
+        have missed it (the recovery point stays where the truncation left it)."""
+        if truncations == self.truncations:
+            self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
 
     @property
     def config(self) -> LogConfig:

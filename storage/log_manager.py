@@ -852,6 +852,7 @@ class LogManager:
 
     def flush(self, flushed_log: Log, up_to_offset: int) -> asyncio.Future:
         files = flushed_log.files_to_flush(up_to_offset)
+        truncations = flushed_log.truncations
         future = self._run_blocking(self._dir_holding(flushed_log), _flush_files, files)
 
         def done(f: asyncio.Future) -> None:
@@ -863,7 +864,7 @@ class LogManager:
                 self.handle_io_error(tp, exc)
             elif exc is None:
                 self.on_flush(f.result())
-                flushed_log.mark_flushed(up_to_offset)
+                flushed_log.mark_flushed(up_to_offset, truncations)
 
         future.add_done_callback(done)  # before any other: the log is marked flushed first
         return future
@@ -1124,13 +1125,15 @@ class LogManager:
             for future in futures:  # flushed and closed; a restart goes on copying into them
                 await self._run_blocking(log_dir, _flush_logs_fully, [future], [])
                 future.close()
+            flushed = []
             for partition_log in logs:
                 partition_log.take_producer_snapshot()
                 end = partition_log.log_end_offset
                 snapshots += partition_log.producer_state.pop_unflushed(end)
+                flushed.append((partition_log, end, partition_log.truncations))
             await self._run_blocking(log_dir, _flush_logs_fully, logs, snapshots)
-            for partition_log in logs:
-                partition_log.mark_flushed(partition_log.log_end_offset)
+            for partition_log, end, truncations in flushed:
+                partition_log.mark_flushed(end, truncations)
             await self._run_blocking(log_dir, _write_checkpoints, log_dir, *self._checkpoint_snapshot(log_dir))
             await self._run_blocking(
                 log_dir,

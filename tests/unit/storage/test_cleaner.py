@@ -443,7 +443,7 @@ def test_markers_stay_in_segments_not_flushed_yet(open_log):
     log.recovery_point = marker  # the roll's flush has not happened yet
     clean(log, now_ms=NOW)
     assert markers(log)[0] == (marker, None)
-    log.mark_flushed(log.log_end_offset)
+    log.mark_flushed(log.log_end_offset, log.truncations)
     clean(log, now_ms=NOW)
     assert markers(log)[0] == (marker, NOW + DAY_MS)
 

@@ -214,10 +214,11 @@ class _HeldFlushes:  # a LogScheduler
 
     def flush(self, log, up_to_offset):
         future = self.loop.create_future()
+        truncations = log.truncations
 
         def done(f):
             if not f.cancelled() and f.exception() is None:
-                log.mark_flushed(up_to_offset)
+                log.mark_flushed(up_to_offset, truncations)
 
         future.add_done_callback(done)  # first, as the log manager's: the log marked flushed
         self.asked.append((up_to_offset, future))
@@ -273,6 +274,29 @@ def test_appends_waiting_for_the_next_fsync_fail_with_the_one_under_way(open_log
         await _settled()
         assert isinstance(queued.flush.exception(), OSError)
         assert len(flushes.asked) == 1 and log.recovery_point == 0  # no fsync after a failed one
+
+    _with_held_flushes(open_log, scenario)
+
+
+def test_a_flush_under_way_at_a_truncation_vouches_for_nothing_appended_after_it(open_log):
+    # A follower cuts its log while the fsync of its old suffix runs, and takes new records in
+    # its place: that fsync may have run before they were written.
+    async def scenario(log, flushes):
+        append(log, b"a")
+        append(log, b"b", b"c")  # waits for the next fsync
+        flushes.end(0)
+        await _settled()
+        assert [offset for offset, _ in flushes.asked] == [1, 3] and log.recovery_point == 1
+        log.truncate_to(1)  # b and c go
+        again = append(log, b"z")  # offset 1 again, below the flush under way's 3
+        assert again.flush is not flushes.asked[1][1]
+        flushes.end(1)
+        await _settled()
+        assert log.recovery_point == 1  # not 2: z may be only in the page cache
+        assert [offset for offset, _ in flushes.asked] == [1, 3, 2] and not again.flush.done()
+        flushes.end(2)
+        await _settled()
+        assert again.flush.done() and log.recovery_point == 2
 
     _with_held_flushes(open_log, scenario)
 
