@@ -396,6 +396,32 @@ def test_concurrent_producers_get_distinct_contiguous_offsets(shared_broker):
         assert [by_offset[o] for o in offsets] == [f"w{n}-{i}".encode() for i in range(500)]
 
 
+def test_concurrent_producers_to_a_flush_messages_topic_are_each_answered_once_fsynced(shared_broker):
+    """With flush.messages=1 each answer waits for an fsync, and the appends of several
+    connections made while one runs share the next (storage.log.Log.flush): every record is
+    answered, once, in its producer's order."""
+    topic = unique_topic("flushed")
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"flush.messages": "1"})])[topic].result(timeout=TIMEOUT_S)
+    results: dict[int, list[int]] = {}
+
+    def worker(n: int) -> None:
+        producer = make_producer(shared_broker.bootstrap, acks="1", **{"linger.ms": 0})
+        results[n] = produce(producer, topic, [{"value": f"w{n}-{i}".encode()} for i in range(200)])
+
+    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT_S * 2)
+    assert sorted(results) == list(range(6))
+    assert sorted(offset for offsets in results.values() for offset in offsets) == list(range(1200))
+    messages = read_partition(shared_broker.bootstrap, topic, 0, 1200)
+    by_offset = {m.offset(): m.value() for m in messages}
+    for n, offsets in results.items():
+        assert [by_offset[o] for o in offsets] == [f"w{n}-{i}".encode() for i in range(200)]
+
+
 def test_small_fetch_sizes_cut_batches(shared_broker):
     """Fetch responses that end inside a batch: the client drops the partial batch and asks
     again from there."""
