@@ -194,19 +194,24 @@ def test_a_follower_takes_its_leaders_log_start_and_reports_it_once_checkpointed
     run(tmp_path, leader, [], scenario)
 
 
+def slow_follower_disk(tmp_path, monkeypatch, seconds: float) -> None:
+    """Every fsync of a file under the follower's log dir takes `seconds` longer."""
+    follower_dir = str(tmp_path / "follower")
+    real_fsync = os.fsync
+
+    def slow_fsync(descriptor):
+        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(follower_dir):
+            time.sleep(seconds)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+
+
 def test_a_follower_reports_records_that_reach_flush_messages_once_they_are_fsynced(tmp_path, monkeypatch):
     """With flush.messages, an acks=all answer must count only copies on disk, as Kafka's
     fetcher fsyncs in the append: the fetch after an append that asked for a flush waits for it."""
     leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c"))]), epoch=0)
-    follower_dir = str(tmp_path / "follower")
-    real_fsync = os.fsync
-
-    def slow_fsync(descriptor):  # a slow disk under the follower's log dir
-        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(follower_dir):
-            time.sleep(0.05)
-        real_fsync(descriptor)
-
-    monkeypatch.setattr(os, "fsync", slow_fsync)
+    slow_follower_disk(tmp_path, monkeypatch, 0.05)
     reported = []  # per fetch: (its fetch offset, the follower's recovery point then)
     follower = {}  # "log": the follower's, once the scenario starts
     answer = leader.send
@@ -233,15 +238,7 @@ def test_a_fetcher_stopped_while_it_waits_for_an_fsync_leaves_the_fsync_to_end(t
     """The fsync a fetcher waits for may be the one a produce to the partition waits for too
     (appends share the next fsync of their log): stopping the fetcher must not cancel it."""
     leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c"))]), epoch=0)
-    follower_dir = str(tmp_path / "follower")
-    real_fsync = os.fsync
-
-    def slow_fsync(descriptor):  # a slow disk under the follower's log dir
-        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(follower_dir):
-            time.sleep(0.2)
-        real_fsync(descriptor)
-
-    monkeypatch.setattr(os, "fsync", slow_fsync)
+    slow_follower_disk(tmp_path, monkeypatch, 0.2)
 
     async def scenario(manager, partition):
         await eventually(lambda: partition.log.log_end_offset == 3)
