@@ -1041,3 +1041,26 @@ def test_shutdown_marks_the_other_dirs_clean_while_one_disk_hangs(tmp_path, monk
         assert (tmp_path / "a" / CLEAN_SHUTDOWN_FILE).exists()
 
     run(scenario())
+
+
+def test_a_flush_queued_behind_another_when_its_partition_is_deleted_ends_with_no_dir_offline(tmp_path, monkeypatch):
+    # The appends made while a flush.messages fsync runs share the next (Log.flush), started by
+    # the loop when the first ends: by then the partition may be gone. Its files stay open in
+    # the renamed directory until file.delete.delay.ms, so that fsync goes through.
+    async def scenario():
+        logs = LogManager([str(tmp_path / "a")], lambda topic: LogConfig(flush_messages=1))
+        await logs.startup()
+        tp = TopicPartition("t", 0)
+        partition_log = logs.create(tp, LogConfig(flush_messages=1))
+        disk = HangingDisk(tmp_path / "a", monkeypatch)
+        first = partition_log.append_as_leader(memoryview(batch(b"a")), 0)
+        second = partition_log.append_as_leader(memoryview(batch(b"b")), 0)
+        assert second.flush is not None and second.flush is not first.flush
+        await _until(lambda: disk.hanging >= 1, "the first fsync under way")
+        logs.delete(tp)
+        disk.released.set()
+        await asyncio.wait_for(asyncio.gather(first.flush, second.flush), 5)
+        assert partition_log.recovery_point == 2 and not logs.has_offline_dirs
+        await logs.shutdown()
+
+    run(scenario())
