@@ -207,6 +207,9 @@ _pack_one_partition_head_v12: Final = struct.Struct(">BihqqqBi").pack
 _ONE_PARTITION_TAIL_V12: Final = EMPTY_TAGGED_FIELDS * 3
 # Its head when not throttled, with no error and no fetch session (librdkafka opens none).
 _PLAIN_ONE_TOPIC_HEAD_V12: Final = _pack_one_topic_head_v12(0, 0, 0, 2)
+# Bound once: compiled code looks an enum member up on its class (EnumType's __getattr__ hook,
+# a few hundred instructions) at every `ErrorCode.none`.
+_NO_ERROR: Final = ErrorCode.none
 
 
 def parse_fetch_request(version: int, body: memoryview) -> FetchRequest:
@@ -496,7 +499,7 @@ def _encode_one_partition_v12(
     encoding, the head joined from two struct calls (half the instructions of filling a buffer
     piece by piece)."""
     aborted = partition.aborted_transactions
-    plain = throttle_time_ms == 0 and error_code == ErrorCode.none and session_id == 0
+    plain = throttle_time_ms == 0 and error_code == _NO_ERROR and session_id == 0
     head = b"".join((
         _PLAIN_ONE_TOPIC_HEAD_V12 if plain else _pack_one_topic_head_v12(throttle_time_ms, error_code, session_id, 2),
         encode_string(topic, True),
