@@ -1,8 +1,7 @@
 """The machine's own limits, measured in the same run as the broker: buffered sequential append
 to a file (what a produce path can at best do), the same append of chunks received over loopback
 from a sender process and checked with CRC-32C (what a produce path that receives, checks and
-writes can at best do while its client shares the machine), the same chunks received and dropped
-(what any receiver of a client on the machine can at best do), os.sendfile of a page-cached file over
+writes can at best do while its client shares the machine), os.sendfile of a page-cached file over
 loopback (what a zero-copy fetch path can at best do), and CRC-32C implementations.
 """
 
@@ -110,9 +109,7 @@ print(time.process_time() - started, flush=True)
 """
 
 
-def receive_append_loopback(
-    path: str | None, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0
-) -> Throughput:
+def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0) -> Throughput:
     """A produce path's own work with no broker around it: a sender process sends `chunk_bytes`
     chunks over loopback (as benchmarks.wire's client sends its batches), and this process
     receives each whole into one reused buffer (recv_into), computes its CRC-32C and appends it
@@ -126,10 +123,7 @@ def receive_append_loopback(
     this to append_file (reserving ahead) is the ceiling of such a produce path against the bare
     append, and logway's 1 MiB-batch produce against this is its distance from that ceiling. The
     caller recycles page-cache pages first (recycle_page_cache) to append into the same kind as
-    append_file, and removes the file.
-
-    With `path` None each chunk is received and dropped, with no CRC and no append: the socket's
-    own ceiling, which bounds every produce path on the machine whatever it does with the bytes."""
+    append_file, and removes the file."""
     import crc32c
 
     from storage.records_file import RecordsFile
@@ -140,11 +134,10 @@ def receive_append_loopback(
         stdout=subprocess.PIPE,
         text=True,
     )
-    records = None if path is None else RecordsFile.open(path)
-    if records is not None:
-        if records.size:
-            records.truncate_to(0)
-        records.reserve_ahead = True  # as logway's active segment
+    records = RecordsFile.open(path)
+    if records.size:
+        records.truncate_to(0)
+    records.reserve_ahead = True  # as logway's active segment
     written = 0
     timed_out = False
     sender_cpu = receiver_cpu = None
@@ -167,17 +160,15 @@ def receive_append_loopback(
                     if n == 0:
                         raise ConnectionError(f"the sender stopped after {written + received:,} bytes")
                     received += n
-                if records is not None:
-                    crc32c.crc32c(view)
-                    records.append(view)
+                crc32c.crc32c(view)
+                records.append(view)
                 written += chunk_bytes
             seconds = time.perf_counter() - start
             if not timed_out:
                 receiver_cpu = time.thread_time() - start_cpu
                 conn.sendall(b"k")
     finally:
-        if records is not None:
-            records.close()
+        records.close()
         listener.close()
         try:
             printed, _ = sender.communicate(timeout=10)

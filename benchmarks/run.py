@@ -11,8 +11,7 @@ Parts (all by default):
                 logway's active segment reserves them; the same chunks received from a sender
                 process over loopback, CRC-32C checked and appended into reserved blocks on one
                 thread (a produce path's ceiling while its client has the other core), with
-                the CPU each process spent; the same chunks received and dropped (the socket's
-                own ceiling, which no produce path on the machine can pass); os.sendfile of a page-cached file to a reader
+                the CPU each process spent; os.sendfile of a page-cached file to a reader
                 process over loopback. For the 1 MiB-batch produce (logway's, the mock's and
                 that bare path's) the rate at which every core would be busy at the CPU a
                 byte its two sides spent together, against the plain append: what the
@@ -709,9 +708,6 @@ class Bench:
         report.add("receive_append", "machine", _throughput(
             "machine: the same chunks received from a sender process over loopback, CRC-32C, appended into reserved blocks", received))
         os.unlink(path_d)
-        dropped = machine.receive_append_loopback(None, clients.BATCH_BYTES, total, a.deadline)
-        report.add("receive_only", "machine", _throughput(
-            "machine: the same chunks received from a sender process over loopback and dropped", dropped))
         sendfile = machine.sendfile_loopback(str(self.scratch), min(total, 256 * MiB), 2 * total, deadline_s=a.deadline)
         report.add("sendfile", "machine", _throughput("machine: os.sendfile over loopback, cached file", sendfile))
 
@@ -978,9 +974,6 @@ RATIOS = [
     ("produce 1 MiB batches, wire: mock / raw append (recycled pages)", ("wire_produce", "mock"), ("append", "machine"), "mb", None),
     ("machine: received over loopback, CRC-32C, appended / raw append into reserved blocks (recycled pages)", ("receive_append", "machine"), ("append_reserved", "machine"), "mb", None),
     ("produce 1 MiB batches, wire: logway / received over loopback, CRC-32C, appended", ("wire_produce", "logway"), ("receive_append", "machine"), "mb", None),
-    # What any receiver of a client on this machine can do, whatever it does with the bytes.
-    ("machine: received over loopback and dropped / raw append (recycled pages)", ("receive_only", "machine"), ("append", "machine"), "mb", None),
-    ("produce 1 MiB batches, wire: logway / received over loopback and dropped", ("wire_produce", "logway"), ("receive_only", "machine"), "mb", None),
     # What the goal of 0.8x the append asks of the machine: the rate at which every core would be
     # busy, at the CPU a byte that client and broker (or sender and receiver) together spent.
     ("produce 1 MiB batches, wire: every core busy at logway's CPU a byte (client + broker) / raw append (recycled pages)", ("wire_produce", "logway"), ("append", "machine"), ("mb_all_cores", "mb"), None),

@@ -45,16 +45,6 @@ def test_receive_append_loopback_appends_every_chunk_the_sender_sent(tmp_path):
     assert 0 < received.sender_cpu and 0 < received.receiver_cpu <= received.seconds + 0.01
 
 
-def test_receive_append_loopback_without_a_path_receives_every_chunk_and_writes_nothing(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-
-    received = receive_append_loopback(None, 64 * 1024, 7 * 64 * 1024)
-
-    assert received.bytes == 7 * 64 * 1024 and not received.timed_out
-    assert 0 < received.sender_cpu and 0 < received.receiver_cpu <= received.seconds + 0.01
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_receive_append_loopback_stops_at_its_deadline(tmp_path):
     path = tmp_path / "receive.bench"
 
