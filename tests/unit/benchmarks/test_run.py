@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from benchmarks.clients import Measurement
-from benchmarks.run import ALL_PARTS, ALL_WORKLOADS, Report, compute_ratios, interpreter, parse_args
+from benchmarks.run import ALL_PARTS, ALL_WORKLOADS, Report, _summed, compute_ratios, interpreter, parse_args
 
 
 def test_every_workload_by_default():
@@ -131,3 +131,25 @@ def test_every_core_busy_ratio_is_left_out_without_the_cpu_of_both_sides():
 
     assert "produce 1 MiB batches, wire: logway / raw append (recycled pages)" in labels
     assert not [label for label in labels if "every core busy" in label]
+
+
+def test_summed_adds_up_runs_made_one_after_another():
+    parts = [
+        Measurement("a", 100, 1_000, 0.5, client_cpu=0.2, broker_cpu=0.4),
+        Measurement("b", 300, 3_000, 1.5, client_cpu=0.6, broker_cpu=1.2, timed_out=True),
+    ]
+
+    m = _summed("both", parts)
+
+    assert (m.label, m.records, m.bytes, m.seconds) == ("both", 400, 4_000, 2.0)
+    assert m.client_cpu == pytest.approx(0.8) and m.broker_cpu == pytest.approx(1.6)
+    assert m.timed_out
+    assert m.records_per_s == 200  # the rate over the runs' own time, not the mean of their rates
+
+
+def test_summed_has_no_cpu_figure_when_a_run_lacks_it():
+    parts = [Measurement("a", 1, 1, 1.0, client_cpu=0.1, broker_cpu=None), Measurement("b", 1, 1, 1.0, 0.1, 0.2)]
+
+    m = _summed("both", parts)
+
+    assert m.client_cpu == pytest.approx(0.2) and m.broker_cpu is None
