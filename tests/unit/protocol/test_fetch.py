@@ -84,9 +84,12 @@ def test_aborted_transactions_and_the_preferred_replica_are_read_back_as_written
         assert (read.diverging_epoch.epoch, read.diverging_epoch.end_offset) == (4, 6)
 
 
-@pytest.mark.parametrize("throttle_ms, session_id", [(0, 0), (5, 77)])
+@pytest.mark.parametrize(
+    "throttle_ms, session_id, error_code",
+    [(0, 0, ErrorCode.none), (5, 77, ErrorCode.none), (0, 0, ErrorCode.unknown_server_error)],
+)
 @pytest.mark.parametrize("aborted", [None, []])
-def test_a_one_partition_v12_answer_is_byte_for_byte_what_kio_writes(aborted, throttle_ms, session_id):
+def test_a_one_partition_v12_answer_is_byte_for_byte_what_kio_writes(aborted, throttle_ms, session_id, error_code):
     # A tailing consumer's answer takes a path of its own (_encode_one_partition_v12): the whole
     # answer must be the reference encoder's, not only readable by it.
     partition = PartitionResult(
@@ -94,10 +97,11 @@ def test_a_one_partition_v12_answer_is_byte_for_byte_what_kio_writes(aborted, th
         aborted_transactions=aborted, preferred_read_replica=-1, records=Payload(b"R" * 300),
     )
     chunks = encode_fetch_response(
-        12, [TopicResult("a-topic", [partition])], session_id=session_id, throttle_time_ms=throttle_ms
+        12, [TopicResult("a-topic", [partition])], session_id=session_id, throttle_time_ms=throttle_ms,
+        error_code=error_code,
     )
     expected = v12.FetchResponse(
-        throttle_time=timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none, session_id=session_id,
+        throttle_time=timedelta(milliseconds=throttle_ms), error_code=error_code, session_id=session_id,
         responses=(v12.FetchableTopicResponse(topic="a-topic", partitions=(v12.PartitionData(
             partition_index=3, error_code=ErrorCode.none, high_watermark=1_000_000_007,
             last_stable_offset=1_000_000_006, log_start_offset=2,
