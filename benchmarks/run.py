@@ -672,8 +672,9 @@ class Bench:
         s = a.size
         small, per_small = wire.make_batch(s, 16 * 1024)
         slices: dict[str, list[Measurement]] = {t.name: [] for t in order}
+        topics = {t.name: f"{t.name[0]}-wire16-r{number}" for t in order}
         for t in order:
-            t.create_topic(f"{t.name[0]}-wire16-r{number}")
+            t.create_topic(topics[t.name])
         for index in range(_WIRE_16K_SLICES):
             for t in order:
                 self.recycle_pages(t, a.wire_mb * MiB // 4)
@@ -681,8 +682,7 @@ class Bench:
                 def work(t=t) -> Measurement:
                     meter = t.meter().start()
                     result = wire.raw_produce(
-                        t.address, f"{t.name[0]}-wire16-r{number}", small, per_small, a.wire_mb * MiB // 4,
-                        deadline_s=a.deadline,
+                        t.address, topics[t.name], small, per_small, a.wire_mb * MiB // 4, deadline_s=a.deadline
                     )
                     return _wire_measurement(t.name, result, *meter.stop())
 
