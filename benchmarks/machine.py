@@ -1,16 +1,23 @@
 """The machine's own limits, measured in the same run as the broker: buffered sequential append
 to a file (what a produce path can at best do), the same append of chunks received over loopback
 from a sender process and checked with CRC-32C (what a produce path that receives, checks and
-writes can at best do while its client shares the machine), os.sendfile of a page-cached file over
+writes can at best do while its client shares the machine; on one thread, and with the write on a
+thread of its own overlapping the next receive), os.sendfile of a page-cached file over
 loopback (what a zero-copy fetch path can at best do), and CRC-32C implementations.
 """
 
 import os
+import queue
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from storage.records_file import RecordsFile
 
 _RECV_CHUNK = 1024 * 1024
 _SENDFILE_CHUNK = 4 * 1024 * 1024  # as broker.network sends file regions
@@ -109,19 +116,26 @@ print(time.process_time() - started, flush=True)
 """
 
 
-def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0) -> Throughput:
+def receive_append_loopback(
+    path: str, chunk_bytes: int, total_bytes: int, deadline_s: float = 60.0, writer_thread: bool = False
+) -> Throughput:
     """A produce path's own work with no broker around it: a sender process sends `chunk_bytes`
     chunks over loopback (as benchmarks.wire's client sends its batches), and this process
-    receives each whole into one reused buffer (recv_into), computes its CRC-32C and appends it
+    receives each whole into a reused buffer (recv_into), computes its CRC-32C and appends it
     with one pwrite through logway's records file, into a new file at `path` that reserves its
     blocks ahead as an active segment's does; no fsync. Time runs from the accepted connection to
-    the last append. The result has both processes' CPU seconds: the sender's, and this thread's
-    over the timed span.
+    the last append. The result has both processes' CPU seconds: the sender's, and the
+    receiving side's over the timed span (with `writer_thread`, its two threads' together).
 
-    The three steps run one after another on one thread while the sender has the other core,
-    which is the most a two-core machine gives a broker whose clients run on it: the ratio of
-    this to append_file (reserving ahead) is the ceiling of such a produce path against the bare
-    append, and logway's 1 MiB-batch produce against this is its distance from that ceiling. The
+    By default the three steps run one after another on one thread while the sender has the
+    other core, which is the most a two-core machine gives a broker whose clients run on it: the
+    ratio of this to append_file (reserving ahead) is the ceiling of such a produce path against
+    the bare append, and logway's 1 MiB-batch produce against this is its distance from that
+    ceiling. With `writer_thread` the receive and the CRC overlap the write instead: a second
+    thread appends the chunks in order, the receiving thread going on into the next of
+    `_OVERLAP_BUFFERS` buffers meanwhile (the broker-side shape of the writer threads issue 19
+    suggests; the CRC stays before the handover, as a broker must check a batch before it gives
+    it offsets). The two against each other tell whether overlapping pays on this machine. The
     caller recycles page-cache pages first (recycle_page_cache) to append into the same kind as
     append_file, and removes the file."""
     import crc32c
@@ -138,6 +152,7 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
     if records.size:
         records.truncate_to(0)
     records.reserve_ahead = True  # as logway's active segment
+    writer = _ChunkWriter(records, chunk_bytes) if writer_thread else None
     written = 0
     timed_out = False
     sender_cpu = receiver_cpu = None
@@ -154,6 +169,8 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
                     timed_out = True
                     sender.kill()  # before the connection closes under its sendall
                     break
+                if writer is not None:
+                    view = writer.free_buffer()
                 received = 0
                 while received < chunk_bytes:
                     n = conn.recv_into(view[received:])
@@ -161,13 +178,19 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
                         raise ConnectionError(f"the sender stopped after {written + received:,} bytes")
                     received += n
                 crc32c.crc32c(view)
-                records.append(view)
+                if writer is not None:
+                    writer.append(view)
+                else:
+                    records.append(view)
                 written += chunk_bytes
+            writer_cpu = writer.finish() if writer is not None else 0.0
             seconds = time.perf_counter() - start
             if not timed_out:
-                receiver_cpu = time.thread_time() - start_cpu
+                receiver_cpu = time.thread_time() - start_cpu + writer_cpu
                 conn.sendall(b"k")
     finally:
+        if writer is not None:
+            writer.stop()
         records.close()
         listener.close()
         try:
@@ -178,6 +201,62 @@ def receive_append_loopback(path: str, chunk_bytes: int, total_bytes: int, deadl
     if not timed_out:
         sender_cpu = float(printed)
     return Throughput(written, seconds, timed_out, sender_cpu, receiver_cpu)
+
+
+# Buffers the receiving thread may fill ahead of the writer thread: as many as benchmarks.wire's
+# produce client keeps requests in flight, which is what a broker's connection could hold.
+_OVERLAP_BUFFERS = 5
+
+
+class _ChunkWriter:
+    """receive_append_loopback's writer thread: appends the chunks handed to it in order, and
+    hands each buffer back once written (at most _OVERLAP_BUFFERS out at a time)."""
+
+    def __init__(self, records: "RecordsFile", chunk_bytes: int) -> None:
+        self._records = records
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        self._written: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(_OVERLAP_BUFFERS):
+            self._free.put(memoryview(bytearray(chunk_bytes)))
+        self._cpu = 0.0
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="chunk-writer", daemon=True)
+        self._thread.start()
+
+    def free_buffer(self) -> memoryview:
+        """A buffer to receive the next chunk into, once one is free."""
+        buffer = self._free.get()
+        if buffer is None:  # the writer failed
+            raise RuntimeError("the writer thread failed") from self._failure
+        return buffer
+
+    def append(self, buffer: memoryview) -> None:
+        self._written.put(buffer)
+
+    def finish(self) -> float:
+        """Waits for what was handed over to be written; the writer thread's CPU seconds."""
+        self.stop()
+        if self._failure is not None:
+            raise RuntimeError("the writer thread failed") from self._failure
+        return self._cpu
+
+    def stop(self) -> None:
+        """Ends the thread once what was handed over is written (at once if it failed)."""
+        if self._thread.is_alive():
+            self._written.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        started = time.thread_time()
+        try:
+            while (buffer := self._written.get()) is not None:
+                self._records.append(buffer)
+                self._free.put(buffer)
+        except BaseException as failure:
+            self._failure = failure
+            self._free.put(None)  # wakes a receiving thread waiting for a buffer
+        finally:
+            self._cpu = time.thread_time() - started
 
 
 # The reader process: listens on a free loopback port, prints it, receives everything into a

@@ -10,8 +10,9 @@ Parts (all by default):
                 new file, again into recycled pages, and again into blocks reserved ahead as
                 logway's active segment reserves them; the same chunks received from a sender
                 process over loopback, CRC-32C checked and appended into reserved blocks on one
-                thread (a produce path's ceiling while its client has the other core), with
-                the CPU each process spent; os.sendfile of a page-cached file to a reader
+                thread (a produce path's ceiling while its client has the other core), and
+                again with the append on a writer thread overlapping the next receive (does
+                overlapping pay here?), with the CPU each process spent; os.sendfile of a page-cached file to a reader
                 process over loopback. For the 1 MiB-batch produce (logway's, the mock's and
                 that bare path's) the rate at which every core would be busy at the CPU a
                 byte its two sides spent together, against the plain append: what the
@@ -740,11 +741,19 @@ class Bench:
             "machine: the same again, blocks reserved ahead (as logway's active segment)", append))
         os.unlink(path_c)
         path_d = self.scratch / f"append-{number}-d.bench"
-        machine.recycle_page_cache(str(self.scratch / "recycle.bench"), total + _RECYCLE_SLACK)
-        received = machine.receive_append_loopback(str(path_d), clients.BATCH_BYTES, total, a.deadline)
-        report.add("receive_append", "machine", _throughput(
-            "machine: the same chunks received from a sender process over loopback, CRC-32C, appended into reserved blocks", received))
-        os.unlink(path_d)
+        # One thread, and the write overlapping the next receive on a thread of its own, which
+        # goes first alternating between rounds.
+        for writer_thread in (False, True) if number % 2 else (True, False):
+            machine.recycle_page_cache(str(self.scratch / "recycle.bench"), total + _RECYCLE_SLACK)
+            received = machine.receive_append_loopback(
+                str(path_d), clients.BATCH_BYTES, total, a.deadline, writer_thread=writer_thread)
+            if writer_thread:
+                report.add("receive_append_overlapped", "machine", _throughput(
+                    "machine: the same, appended by a writer thread while the next chunk is received", received))
+            else:
+                report.add("receive_append", "machine", _throughput(
+                    "machine: the same chunks received from a sender process over loopback, CRC-32C, appended into reserved blocks", received))
+            os.unlink(path_d)
         sendfile = machine.sendfile_loopback(str(self.scratch), min(total, 256 * MiB), 2 * total, deadline_s=a.deadline)
         report.add("sendfile", "machine", _throughput("machine: os.sendfile over loopback, cached file", sendfile))
 
@@ -1011,11 +1020,14 @@ RATIOS = [
     ("produce 1 MiB batches, wire: mock / raw append (recycled pages)", ("wire_produce", "mock"), ("append", "machine"), "mb", None),
     ("machine: received over loopback, CRC-32C, appended / raw append into reserved blocks (recycled pages)", ("receive_append", "machine"), ("append_reserved", "machine"), "mb", None),
     ("produce 1 MiB batches, wire: logway / received over loopback, CRC-32C, appended", ("wire_produce", "logway"), ("receive_append", "machine"), "mb", None),
+    # Whether overlapping the write with the next receive pays here (issue 19's writer threads).
+    ("machine: received, CRC-32C, appended by a writer thread / the same on one thread", ("receive_append_overlapped", "machine"), ("receive_append", "machine"), "mb", None),
     # What the goal of 0.8x the append asks of the machine: the rate at which every core would be
     # busy, at the CPU a byte that client and broker (or sender and receiver) together spent.
     ("produce 1 MiB batches, wire: every core busy at logway's CPU a byte (client + broker) / raw append (recycled pages)", ("wire_produce", "logway"), ("append", "machine"), ("mb_all_cores", "mb"), None),
     ("produce 1 MiB batches, wire: every core busy at the mock's CPU a byte (client + broker) / raw append (recycled pages)", ("wire_produce", "mock"), ("append", "machine"), ("mb_all_cores", "mb"), None),
     ("machine: every core busy at the CPU a byte of received over loopback, CRC-32C, appended (sender + receiver) / raw append (recycled pages)", ("receive_append", "machine"), ("append", "machine"), ("mb_all_cores", "mb"), None),
+    ("machine: every core busy at the CPU a byte of received, CRC-32C, appended by a writer thread (sender + receiver) / raw append (recycled pages)", ("receive_append_overlapped", "machine"), ("append", "machine"), ("mb_all_cores", "mb"), None),
     ("produce 100 B acks=1, confluent-kafka: logway / raw append", ("ck_produce_a1", "logway"), ("append", "machine"), "mb", None),
     ("produce 100 B, kafka-python: logway / mock", ("kp_produce", "logway"), ("kp_produce", "mock"), "records", None),
     ("broker CPU, a record a ms tailed (lower is better): logway / mock", ("end_to_end", "logway"), ("end_to_end", "mock"), "broker_cpu", None),
