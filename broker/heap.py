@@ -15,6 +15,11 @@ as one of those it saves, so that cycles among objects that died while frozen (a
 log, say) are freed then: until that refreeze they hold their memory. The interval bounds what
 refreezes cost while partitions keep coming (each scans the frozen objects too).
 
+While the broker starts, the collector is off (`hold`, until `start`): loading 10,000
+partitions' logs brought nine full collections, 1.2 s of a restart's 9-10 s, each finding about
+ten objects to free, as nearly everything made then lives as long as its partition. The freeze
+at start collects once, which frees the few cycles starting left (some 3,200 objects there).
+
 The youngest generation is collected after `YOUNGEST_THRESHOLD` (10,000) net allocations of
 tracked objects instead of CPython's 700. A fetch of a session's thousands of partitions builds
 an answer for each, and a long poll keeps them until it answers: at 700 every such fetch ran
@@ -61,12 +66,21 @@ class LongLivedObjects:
         self._collection_started = 0.0
         self._last_freeze: float | None = None
         self._scheduled = False
+        self._held = False
         self.freezes = 0
+
+    def hold(self) -> None:
+        """Turn the collector off until `start` (or `stop`): the broker is about to start."""
+        if gc.isenabled():
+            gc.disable()
+            self._held = True
 
     def start(self) -> None:
         """Freeze what is alive, on the loop's next turn (what starting scheduled, such as the
         run for controller, goes first), and watch full collections from then on. The
-        youngest generation's threshold is raised at once."""
+        youngest generation's threshold is raised at once, and a collector that `hold` turned
+        off is on again."""
+        self._release()
         self._thresholds_before = thresholds = gc.get_threshold()
         gc.set_threshold(YOUNGEST_THRESHOLD, *thresholds[1:])
         self._scheduled = True
@@ -74,12 +88,18 @@ class LongLivedObjects:
         gc.callbacks.append(self._on_collection)
 
     def stop(self) -> None:
+        self._release()
         if self._on_collection in gc.callbacks:
             gc.callbacks.remove(self._on_collection)
         if self._thresholds_before is not None:
             gc.set_threshold(*self._thresholds_before)
             self._thresholds_before = None
         gc.unfreeze()
+
+    def _release(self) -> None:
+        if self._held:
+            self._held = False
+            gc.enable()
 
     def freeze(self) -> None:
         """Unfreeze, collect everything, and freeze what is left."""

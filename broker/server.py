@@ -547,8 +547,11 @@ async def serve(config: BrokerConfig) -> None:
     in its log dirs, the configured one, or a generated one (broker/cluster.py)."""
     raise_open_files_limit()
     broker_id = await resolve_broker_id(config) if config.get("zookeeper.connect") else None
-    # Once started, its logs loaded: see broker.heap.
-    await Broker(config, broker_id).run_until_signalled(LongLivedObjects(asyncio.get_running_loop()).start)
+    # No collections while it starts, and what is alive frozen once started, its logs loaded:
+    # see broker.heap.
+    heap = LongLivedObjects(asyncio.get_running_loop())
+    heap.hold()
+    await Broker(config, broker_id).run_until_signalled(heap.start)
 
 
 def _make_authorizer(config: BrokerConfig, cluster: ClusterMember | None) -> AclAuthorizer | None:

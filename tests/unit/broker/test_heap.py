@@ -115,3 +115,54 @@ def test_starting_raises_the_youngest_generations_threshold_and_stopping_restore
     finally:
         heap.stop()
     assert gc.get_threshold() == before
+
+
+def test_holding_turns_the_collector_off_until_start(loop):
+    heap = LongLivedObjects(loop)
+    try:
+        heap.hold()
+        assert not gc.isenabled()
+        heap.start()
+        assert gc.isenabled()
+    finally:
+        heap.stop()
+    assert gc.isenabled()
+
+
+def test_stopping_a_held_heap_turns_the_collector_back_on(loop):
+    heap = LongLivedObjects(loop)
+    heap.hold()
+
+    heap.stop()
+
+    assert gc.isenabled()
+
+
+def test_holding_leaves_a_collector_that_was_off_off(loop):
+    heap = LongLivedObjects(loop)
+    gc.disable()
+    try:
+        heap.hold()
+        heap.start()
+        assert not gc.isenabled()
+    finally:
+        heap.stop()
+        gc.enable()
+
+
+def test_a_cycle_that_died_while_held_lives_until_the_freeze_at_start_frees_it(loop):
+    heap = LongLivedObjects(loop)
+    try:
+        heap.hold()
+        node = Node()
+        dead = weakref.ref(node)
+        del node
+        alive = [Node() for _ in range(3 * gc.get_threshold()[0])]  # enough for a collection
+        assert dead() is not None and alive
+
+        heap.start()
+        run_pending(loop)
+
+        assert dead() is None
+    finally:
+        heap.stop()
