@@ -423,9 +423,9 @@ _DEFS: tuple[BrokerConfigDef, ...] = (
     _c("delete.topic.enable", _B, True,
        "Allow DeleteTopics; when false, topic deletion is refused."),
     _c("num.recovery.threads.per.data.dir", _I, 1,
-       "Threads of each data directory for its disk's work: recovering its logs at startup, "
-       "fsyncs, checkpoint writes and file deletions, and the flush at shutdown (at least two "
-       "are used).",
+       "Threads of each data directory that load (and recover) its logs at startup, each its "
+       "share one log after another; the directory's other disk work (fsyncs, checkpoint "
+       "writes, file deletions, the flush at shutdown) has that many threads, at least two.",
        minimum=1, dynamic=True),
     _c("message.max.bytes", _I, 1048588,
        "Largest record batch, after compression, the broker accepts; default of the topic's "

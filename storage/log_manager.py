@@ -60,7 +60,8 @@ are recorded against it.
 Thread-safety: the event loop owns the manager and its logs. fsync, loading, checkpoint writes and
 file deletion run on threads of the log dir whose disk they touch (max(2,
 num.recovery.threads.per.data.dir) a dir), and come back with call_soon_threadsafe (via asyncio
-futures): a disk that hangs or fails holds up only its own dir's work. Shutdown flushes the dirs
+futures): a disk that hangs or fails holds up only its own dir's work. At start a dir's logs load
+in num.recovery.threads.per.data.dir shares, each on one thread, one log after another. Shutdown flushes the dirs
 at once, each on its threads. The cleaner has threads of its own.
 """
 
@@ -354,10 +355,15 @@ class LogManager:
         except (OSError, CorruptCheckpointError) as exc:
             self._take_offline(log_dir, exc)
             return
-        logs = await asyncio.gather(
-            *(
-                self._run_blocking(
-                    log_dir,
+        # num.recovery.threads.per.data.dir jobs, each loading its share one log after another
+        # (Kafka's recovery threads): two threads loading at once ran a restart of 10,000
+        # partitions a quarter slower than one, their Python taking turns at the interpreter
+        # lock, and a job a log woke the loop for each (benchmarks/RESULTS.md).
+        jobs = max(1, self._settings.recovery_threads_per_dir)
+        loads = [
+            (
+                tp,
+                functools.partial(
                     Log.load,
                     os.path.join(log_dir.path, tp.dir_name),
                     tp,
@@ -368,18 +374,24 @@ class LogManager:
                     high_watermark=high_watermarks.get(tp, 0),
                     scheduler=self,
                     producer_id_expiration_ms=self._settings.producer_id_expiration_ms,
-                )
-                for tp in partition_dirs
-            ),
+                ),
+            )
+            for tp in partition_dirs
+        ]
+        shares = await asyncio.gather(
+            *(self._run_blocking(log_dir, _load_one_by_one, loads[job::jobs]) for job in range(jobs)),
             return_exceptions=True,
         )
-        for tp, loaded in zip(partition_dirs, logs):
-            if isinstance(loaded, OSError):
-                self._take_offline(log_dir, loaded)
+        loaded_logs: dict[TopicPartition, Log] = {}
+        for share in shares:
+            if isinstance(share, OSError):
+                self._take_offline(log_dir, share)
                 return
-            if isinstance(loaded, BaseException):
-                raise loaded
-            self._register(tp, loaded, log_dir)
+            if isinstance(share, BaseException):
+                raise share
+            loaded_logs.update(share)
+        for tp in partition_dirs:
+            self._register(tp, loaded_logs[tp], log_dir)
         for tp, name, _ in futures:
             try:
                 future = await self._run_blocking(
@@ -1207,6 +1219,11 @@ def _prepare_dir(log_dir: LogDir) -> None:
         f.write("ok")
     os.unlink(probe)
     log_dir.had_clean_shutdown = os.path.exists(os.path.join(log_dir.path, CLEAN_SHUTDOWN_FILE))
+
+
+def _load_one_by_one(loads: list[tuple[TopicPartition, Callable[[], Log]]]) -> list[tuple[TopicPartition, Log]]:
+    """On a dir's thread: the logs, loaded in turn; the first failure ends the share (raised)."""
+    return [(tp, load()) for tp, load in loads]
 
 
 def _read_checkpoints(log_dir: LogDir) -> tuple[dict, dict, dict, dict]:

@@ -85,6 +85,52 @@ def test_clean_shutdown_writes_checkpoints_and_marker_then_startup_removes_it(tm
     run(second())
 
 
+@pytest.mark.parametrize("recovery_threads", [1, 3])
+def test_a_dirs_logs_load_in_recovery_threads_shares_each_one_log_after_another(tmp_path, monkeypatch, recovery_threads):
+    partitions = [TopicPartition("t", p) for p in range(7)]
+
+    async def create():
+        logs = manager(tmp_path)
+        await logs.startup()
+        for tp in partitions:
+            logs.create(tp, LogConfig())
+        await logs.shutdown()
+
+    run(create())
+    real_log = log_manager_module.Log
+    lock = threading.Lock()
+    loading, most, threads = [0], [0], set()
+
+    def load(*args, **kwargs):
+        with lock:
+            loading[0] += 1
+            most[0] = max(most[0], loading[0])
+            threads.add(threading.get_ident())
+        time.sleep(0.02)  # long enough for loads begun together to overlap
+        try:
+            return real_log.load(*args, **kwargs)
+        finally:
+            with lock:
+                loading[0] -= 1
+
+    class CountingLog:  # what the manager calls of Log while it starts
+        pass
+
+    CountingLog.load = staticmethod(load)
+    monkeypatch.setattr(log_manager_module, "Log", CountingLog)
+
+    async def restart():
+        settings = LogManagerSettings(recovery_threads_per_dir=recovery_threads)
+        logs = LogManager([str(tmp_path)], lambda topic: LogConfig(), settings)
+        await logs.startup()
+        loaded = sorted(logs.logs)
+        await logs.shutdown()
+        return loaded
+
+    assert run(restart()) == partitions
+    assert most[0] == recovery_threads and len(threads) == recovery_threads
+
+
 def test_without_the_marker_startup_recovers_a_torn_tail(tmp_path):
     tp = TopicPartition("t", 0)
 
