@@ -107,13 +107,15 @@ class LongLivedObjects:
         started = time.perf_counter()
         try:
             gc.unfreeze()
-            gc.collect()
+            freed = gc.collect()
             gc.freeze()
         finally:
             self._scheduled = False
         self._last_freeze = self._clock()
         self.freezes += 1
-        log.info("froze %d long-lived objects in %.0f ms", gc.get_freeze_count(), (time.perf_counter() - started) * 1000)
+        # Not gc.get_freeze_count(): it walks every frozen object, 60 ms more of the loop held
+        # with 10,000 partitions (a restart's profile).
+        log.info("froze the long-lived objects in %.0f ms (%d freed)", (time.perf_counter() - started) * 1000, freed)
 
     def _on_collection(self, phase: str, info: dict[str, Any]) -> None:
         if info["generation"] != 2:
