@@ -134,9 +134,10 @@ def receive_append_loopback(
     ceiling. With `writer_thread` the receive and the CRC overlap the write instead: a second
     thread appends the chunks in order, the receiving thread going on into the next buffer
     meanwhile (the broker-side shape of the writer threads issue 19 suggests; the CRC stays
-    before the handover, as a broker must check a batch before it gives it offsets). The two against each other tell whether overlapping pays on this machine. The
-    caller recycles page-cache pages first (recycle_page_cache) to append into the same kind as
-    append_file, and removes the file."""
+    before the handover, as a broker must check a batch before it gives it offsets). The two
+    against each other tell whether overlapping pays on this machine. The caller recycles
+    page-cache pages first (recycle_page_cache) to append into the same kind as append_file, and
+    removes the file."""
     import crc32c
 
     from storage.records_file import RecordsFile

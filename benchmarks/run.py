@@ -12,11 +12,12 @@ Parts (all by default):
                 process over loopback, CRC-32C checked and appended into reserved blocks on one
                 thread (a produce path's ceiling while its client has the other core), and
                 again with the append on a writer thread overlapping the next receive (does
-                overlapping pay here?), with the CPU each process spent; os.sendfile of a page-cached file to a reader
-                process over loopback. For the 1 MiB-batch produce (logway's, the mock's and
-                that bare path's) the rate at which every core would be busy at the CPU a
-                byte its two sides spent together, against the plain append: what the
-                machine allows at that cost, beside the 0.8x issue 19 asks.
+                overlapping pay here?), with the CPU each process spent; os.sendfile of a
+                page-cached file to a reader process over loopback. For the 1 MiB-batch
+                produce (logway's, the mock's and that bare path's) the rate at which every
+                core would be busy at the CPU a byte its two sides spent together, against the
+                plain append: what the machine allows at that cost, beside the 0.8x issue 19
+                asks.
   mock          the C peer: librdkafka's in-memory mock cluster (test.mock.num.brokers=1),
                 under the same client workloads. It keeps only the last ~5 MiB (or 100k
                 batches) of a partition, so the consume comparison reads that retained window

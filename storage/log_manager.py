@@ -61,8 +61,8 @@ Thread-safety: the event loop owns the manager and its logs. fsync, loading, che
 file deletion run on threads of the log dir whose disk they touch (max(2,
 num.recovery.threads.per.data.dir) a dir), and come back with call_soon_threadsafe (via asyncio
 futures): a disk that hangs or fails holds up only its own dir's work. At start a dir's logs load
-in num.recovery.threads.per.data.dir shares, each on one thread, one log after another. Shutdown flushes the dirs
-at once, each on its threads. The cleaner has threads of its own.
+in num.recovery.threads.per.data.dir shares, each on one thread, one log after another. Shutdown
+flushes the dirs at once, each on its threads. The cleaner has threads of its own.
 """
 
 import asyncio
@@ -356,9 +356,9 @@ class LogManager:
             self._take_offline(log_dir, exc)
             return
         # num.recovery.threads.per.data.dir jobs, each loading its share one log after another
-        # (Kafka's recovery threads): two threads loading at once ran a restart of 10,000
-        # partitions a quarter slower than one, their Python taking turns at the interpreter
-        # lock, and a job a log woke the loop for each (benchmarks/RESULTS.md).
+        # (Kafka's recovery threads). Before, each log was a job of its own on the dir's two
+        # threads: the two took turns at the interpreter lock, every job woke the loop, and a
+        # restart of 10,000 partitions took twice as long (benchmarks/RESULTS.md).
         jobs = max(1, self._settings.recovery_threads_per_dir)
         loads = [
             (
