@@ -533,7 +533,7 @@ def _described(cluster, transactional_id: str) -> str:
         if state.error_code != ErrorCode.none:
             described.append(f"broker {broker_id}: {ErrorCode(state.error_code).name}")
         else:
-            partitions = sorted(f"{t.topic}-{p}" for t in state.topics for p in t.partitions)
+            partitions = sorted(f"{topic}-{p}" for topic, in_topic in state.topics for p in in_topic)
             described.append(f"broker {broker_id}: {state.transaction_state} producer {state.producer_id} "
                              f"epoch {state.producer_epoch} partitions {partitions}")
     return ", ".join(described)

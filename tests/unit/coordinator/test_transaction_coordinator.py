@@ -36,12 +36,12 @@ from coordinator.transaction_log import TxnState
 from protocol import schemas
 from protocol.api_keys import ApiKey
 from protocol.errors import ErrorCode, KafkaError
-from protocol.primitives import Reader
 from protocol.record_batch import iter_batches
 from protocol.records import ControlRecordType, Record, build_batch, control_record_type, iter_records
 from replication.partition_state import LeaderEndpoint, PartitionState
 from storage.topic_partition import TopicPartition
 from tests.in_process import Client, running_broker
+from tests.kafka_wire import decode_describe_transactions
 
 FAST = {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"}
 TOPIC = "t"
@@ -478,29 +478,9 @@ async def test_describe_and_list_transactions_and_producers(tmp_path):
 
 
 async def describe_transactions(client, *transactional_ids):
-    """DescribeTransactions v0, its answer read field by field: kio refuses the start time -1 of
-    an id in the Empty state. Per id: (error, id, state, timeout ms, start ms, producer id,
-    epoch, [(topic, [partitions])])."""
+    """DescribeTransactions v0's entries, read field by field (the start time may be -1)."""
     request = DescribeTransactionsRequest(transactional_ids=transactional_ids)
-    frame = await client.call_for_frame(ApiKey.DESCRIBE_TRANSACTIONS, 0, request)
-    reader = Reader(memoryview(frame), 4)
-    reader.int32()  # correlation id
-    reader.skip_tagged_fields()
-    reader.int32()  # throttle time
-    states = []
-    for _ in range(reader.array_length(True)):
-        fields = (
-            ErrorCode(reader.int16()), reader.string(True), reader.string(True), reader.int32(),
-            reader.int64(), reader.int64(), reader.int16(),
-        )
-        topics = []
-        for _ in range(reader.array_length(True)):
-            topic = reader.string(True)
-            topics.append((topic, [reader.int32() for _ in range(reader.array_length(True))]))
-            reader.skip_tagged_fields()
-        reader.skip_tagged_fields()
-        states.append((*fields, topics))
-    return states
+    return decode_describe_transactions(await client.call_for_frame(ApiKey.DESCRIBE_TRANSACTIONS, 0, request))
 
 
 @in_loop
