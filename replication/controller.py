@@ -772,12 +772,25 @@ class Controller:
         if dead:
             log.info("controller: brokers %s left", sorted(dead))
             await self._on_brokers_failed(dead)
+        if bounced:
+            # Registered again before the controller saw them go (a restart within the
+            # ZooKeeper session): they fail, then start, as in Kafka's processBrokerChange. A
+            # restarted broker may have lost its log (a replaced disk, or its unflushed tail),
+            # so it must not keep the leaderships or the ISR places it had: followers would
+            # truncate to its log.
+            log.info("controller: brokers %s restarted", sorted(bounced))
+            returning = {broker_id: ctx.brokers.pop(broker_id) for broker_id in bounced}
+            try:
+                await self._on_brokers_failed(bounced)
+            finally:
+                ctx.brokers.update(returning)
         if new:
             log.info("controller: brokers %s joined", sorted(new))
             await self._on_brokers_started(new)
 
     async def _on_brokers_failed(self, dead: set[int]) -> None:
         ctx = self._ctx
+        ctx.shutting_down -= dead  # a restarted broker's controlled shutdown is over
         for broker_id in dead:
             ctx.offline_replicas.pop(broker_id, None)
         affected = [tp for tp in ctx.partitions() if any(r in dead for r in ctx.replicas(tp))]

@@ -304,6 +304,40 @@ def test_a_log_dir_failure_moves_leaderships_and_isr_places_off_the_failed_repli
     asyncio.run(asyncio.wait_for(scenario(), 120))
 
 
+def test_a_broker_registered_again_within_its_session_loses_its_leaderships_and_isr_places(chroot):
+    """A broker restarted before the controller saw it go (its /brokers/ids znode replaced, a
+    new epoch) may have come back without its log: it fails, then starts, as in Kafka. Kept as
+    leader with its old epoch, it had led with an empty log and its followers truncated to it
+    (tiered storage's metadata topic lost that way, its remote segments then deleted)."""
+    connect, client = chroot
+
+    async def scenario():
+        controller, zk = await _start_controller(connect, 2)
+        try:
+            recorder = Recorder(await _channel_of(controller))
+            await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+            states = controller._ctx.states
+            led = {tp: states[tp].leader_epoch for tp in states if states[tp].leader == 1}
+            assert led and all(states[tp].isr == BROKERS for tp in led)  # the first replica leads
+
+            recorder.start()
+            replaced = client.transaction()  # one watch event: the id stays, its epoch changes
+            replaced.delete(znodes.broker_path(1))
+            replaced.create(znodes.broker_path(1), _registration(1))
+            replaced.commit()
+            counts = await recorder.settle(controller, lambda sent: any(b == 1 and api == ApiKey.LEADER_AND_ISR for b, api, _ in sent))
+            assert all(s.leader in (2, 3) and 1 not in s.isr for s in states.values())
+            assert all(states[tp].leader_epoch > epoch for tp, epoch in led.items())
+            assert counts[(1, "LEADER_AND_ISR")] == 1
+            [to_1] = [r for b, api, r in recorder.since() if b == 1 and api == ApiKey.LEADER_AND_ISR]
+            assert {s.leader for t in to_1.topic_states for s in t.partition_states} <= {2, 3}
+        finally:
+            await controller.stop()
+            await zk.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
 def test_a_controller_whose_epoch_moved_on_steps_down_at_its_first_fenced_write(chroot):
     """A newer controller's epoch fences every write of this one: retrying each partition's
     state ten times kept a deposed controller acting for seconds, and active on its old epoch
