@@ -9,8 +9,8 @@ fetches them (Fetch v12 as a consumer, read_uncommitted, long polls of FETCH_WAI
 partition's leader, as this broker's metadata cache names it, over the inter-broker clients
 (replication.broker_client.BrokerClients: the leader may be this broker), from offset 0, and
 replays every record into the metadata cache in log order. A partition newly assigned starts over
-from offset 0 with its partitions' entries dropped from the cache; one no longer needed is
-forgotten. A metadata partition is loaded once the consumer has reached its high watermark; until
+from offset 0 with its partitions' entries dropped from the cache, as does one whose leader
+answers OFFSET_OUT_OF_RANGE (it lost records read from it); one no longer needed is forgotten. A metadata partition is loaded once the consumer has reached its high watermark; until
 then its tiered partitions are left alone by the remote log manager and their remote reads answer
 REPLICA_NOT_AVAILABLE (broker.remote_log).
 
@@ -133,11 +133,16 @@ class SharedMetadataTopic:
             self.loaded.discard(partition)
             log.info("%s-%d: no longer consumed", self.topic, partition)
         for partition in sorted(wanted - set(self.positions)):
-            # Replayed from the start: what the cache had of it may be stale.
-            for tip in [t for t in self.cache.partitions if self._partition_of(t) == partition]:
-                del self.cache.partitions[tip]
-            self.positions[partition] = 0
+            self._replay_from_start(partition)
             log.info("%s-%d: consuming", self.topic, partition)
+
+    def _replay_from_start(self, partition: int) -> None:
+        """Read the partition again from offset 0, its tiered partitions' entries dropped from
+        the cache first: what the cache had of them may be stale."""
+        for tip in [t for t in self.cache.partitions if self._partition_of(t) == partition]:
+            del self.cache.partitions[tip]
+        self.positions[partition] = 0
+        self.loaded.discard(partition)
 
     async def consume_once(self) -> bool:
         """One fetch from each leader of the assigned partitions; False when there was none
@@ -177,6 +182,14 @@ class SharedMetadataTopic:
                 partition = result.partition_index
                 if partition not in asked or self.positions.get(partition) != asked[partition]:
                     continue  # unassigned meanwhile
+                if result.error_code == ErrorCode.offset_out_of_range:
+                    # The partition lost records this broker had read (an unclean election):
+                    # replayed whole, as a consumer with auto.offset.reset=earliest would, so
+                    # that the cache holds what the topic holds.
+                    log.warning("%s-%d: broker %d answered offset_out_of_range at offset %d; replaying it from the start",
+                                self.topic, partition, leader, asked[partition])
+                    self._replay_from_start(partition)
+                    continue
                 if result.error_code != ErrorCode.none:
                     log.info("%s-%d: broker %d answered %s", self.topic, partition, leader, ErrorCode(result.error_code).name)
                     failed = True

@@ -60,6 +60,9 @@ class StandInLeaders:
         results = []
         for wanted in request.topics[0].partitions:
             self.fetched.append((broker_id, wanted.partition, wanted.fetch_offset))
+            if wanted.fetch_offset > self.end(wanted.partition):
+                results.append(PartitionResult(wanted.partition, ErrorCode.offset_out_of_range, -1, records=None))
+                continue
             data = b"".join(b for b in self.logs[wanted.partition] if _last_offset(b) >= wanted.fetch_offset)
             results.append(PartitionResult(wanted.partition, ErrorCode.none, self.end(wanted.partition), records=memoryview(data)))
         return FetchResponse(0, ErrorCode.none, 0, [TopicResult(TOPIC, results)])
@@ -197,3 +200,28 @@ def test_a_partition_consumed_again_is_replayed_from_its_start_without_its_stale
     assert [offset for _broker, _partition, offset in leaders.fetched] == [0, 0]
     assert topic.is_loaded(0)
     assert not cache.state(tip).segments
+
+
+def test_a_partition_that_lost_records_read_from_it_is_replayed_from_its_start():
+    """Its leader's log ends below the consumer's position (an unclean election): the entries
+    read from the lost records leave the cache, and the records the partition now holds,
+    written after the loss, are read."""
+    leaders = StandInLeaders({0: 1})
+    lost = segment(0, SegmentState.COPY_SEGMENT_STARTED, segment_id=1)
+    leaders.append(0, [encode(lost), encode(lost.with_state(SegmentState.COPY_SEGMENT_FINISHED, 1, 1001))])
+    topic, cache = shared(leaders, {0})
+    kept = segment(0, SegmentState.COPY_SEGMENT_STARTED, segment_id=2)
+
+    async def main():
+        await topic.consume_once()
+        assert lost.segment_id in cache.state(lost.partition).segments
+        leaders.logs[0] = []
+        leaders.append(0, [encode(kept)])
+        await topic.consume_once()  # out of range: replayed from the start
+        assert not topic.is_loaded(0)
+        await topic.consume_once()
+
+    asyncio.run(main())
+    assert [offset for _broker, _partition, offset in leaders.fetched] == [0, 2, 0]
+    assert topic.is_loaded(0)
+    assert list(cache.state(lost.partition).segments) == [kept.segment_id]
