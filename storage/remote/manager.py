@@ -203,6 +203,13 @@ class RemoteLogManager:
             segment, next_base = found
             if not await self._copy(tip, replica, partition_log, epoch, segment, next_base):
                 break
+            if self.cache.state(tip).highest_copied_offset < next_base - 1:
+                # The metadata lacks the finished copy (its topic lost records it had read back):
+                # copying on would copy the segment again, and local retention must not count
+                # on a copy the metadata does not name. The next round starts from what it holds.
+                log.warning("%s: the remote log metadata does not hold the copy of segment %d-%d; copying stops this round",
+                            tip, segment.base_offset, next_base - 1)
+                break
             copied += 1
             partition_log.highest_remote_offset = max(partition_log.highest_remote_offset, next_base - 1)
         return copied

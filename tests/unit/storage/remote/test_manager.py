@@ -151,6 +151,33 @@ def test_rolled_segments_below_the_high_watermark_are_copied_once(open_log, tmp_
     assert len(topic.values) == 2 * len(rolled)  # nothing copied twice
 
 
+class LosingTopic(MemoryTopic):
+    """A cluster's metadata topic that lost what it said was read back: every record is taken
+    and reported as in the cache, and the cache never gets it."""
+
+    async def publish(self, metadata) -> bool:
+        await super().publish(metadata)
+        return True
+
+
+def test_a_copy_the_metadata_lost_is_not_made_again_nor_counted_copied(open_log, tmp_path):
+    log = open_log(TIERED)
+    fill(log, 8)
+    assert len(log.segments) >= 3
+    topic = LosingTopic()
+    manager = manager_over(topic, tmp_path / "store")
+
+    async def maintain() -> None:
+        try:  # bounded: before this was fixed the leader copied the first segment for good
+            await asyncio.wait_for(manager.maintain(TIP, Replica(log)), 10)
+        finally:
+            manager.shutdown()
+
+    asyncio.run(maintain())
+    assert [decode(value).state for value in topic.values] == [SegmentState.COPY_SEGMENT_STARTED, SegmentState.COPY_SEGMENT_FINISHED]
+    assert log.highest_remote_offset < log.segments[0].base_offset
+
+
 def test_segments_above_the_high_watermark_wait(open_log, tmp_path):
     log = open_log(TIERED)
     fill(log, 8)
