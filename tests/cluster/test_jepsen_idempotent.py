@@ -191,6 +191,10 @@ class _Nemesis:
         self.cluster, self.topic, self.rng = cluster, topic, rng
         self.kinds = ["kill", "pause"] + (["isolate", "cut zookeeper", "cut peers"] if cluster.network else [])
         self.active: list[_Fault] = []
+        # Killed brokers launched again, by the czxid of the registration they had: faulty
+        # until registered anew. A broker cut from ZooKeeper while it starts gives up and exits,
+        # as Kafka's does (a CI run lost broker 3 so: "cannot connect to ZooKeeper within 6.0s").
+        self.starting: dict[int, int | None] = {}
         self.log: list[str] = []
         self.start = time.monotonic()
         # The nemesis's own ZooKeeper session can drop for a moment on this loaded two-core
@@ -227,7 +231,11 @@ class _Nemesis:
         pick, hold = self.rng.random(), self.rng.uniform(*CUT_FOR_S)
         path = f"/brokers/topics/{self.topic}/partitions/{partition}/state"
         state = json.loads(self._zookeeper_retry(zk.get, path)[0])
-        faulty = {fault.broker for fault in self.active}
+        for broker_id, old_czxid in list(self.starting.items()):
+            registered = self._zookeeper_retry(zk.exists, f"/brokers/ids/{broker_id}")
+            if registered is not None and registered.czxid != old_czxid:
+                del self.starting[broker_id]
+        faulty = {fault.broker for fault in self.active} | set(self.starting)
         if leader_role:
             role, candidates = "leader", [state["leader"]]
         else:
@@ -240,8 +248,14 @@ class _Nemesis:
         broker = self.cluster.broker(victim)
         what = f"{kind} broker {victim} ({role} of p{partition})"
         if kind == "kill":
+            registered = self._zookeeper_retry(zk.exists, f"/brokers/ids/{victim}")
             broker.kill()
-            fault = _Fault(what, victim, now + KILL_FOR_S, broker.launch)
+
+            def launch(victim=victim, broker=broker, czxid=registered.czxid if registered else None) -> None:
+                broker.launch()
+                self.starting[victim] = czxid
+
+            fault = _Fault(what, victim, now + KILL_FOR_S, launch)
         elif kind == "pause":
             broker.pause()
             fault = _Fault(what, victim, now + PAUSE_FOR_S, broker.resume)
