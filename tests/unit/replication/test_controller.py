@@ -2,6 +2,7 @@
 event sends one request per broker and kind, covering every partition, never one per partition."""
 
 import asyncio
+import contextlib
 import uuid
 from collections import Counter
 
@@ -234,6 +235,20 @@ async def _channel_of(controller: Controller) -> RecordingChannel:
     raise AssertionError("the controller did not become active")
 
 
+@contextlib.asynccontextmanager
+async def _active_controller(connect: str, broker_id: int):
+    """Broker `broker_id`'s controller, active and done sending its first requests: it, its
+    ZooKeeper client and a Recorder of its channel; stopped on the way out."""
+    controller, zk = await _start_controller(connect, broker_id)
+    try:
+        recorder = Recorder(await _channel_of(controller))
+        await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+        yield controller, zk, recorder
+    finally:
+        await controller.stop()
+        await zk.close()
+
+
 class FailedDirChannel(RecordingChannel):
     """Broker 1's LeaderAndIsr answers KAFKA_STORAGE_ERROR for the partitions in `failed` (its
     failed log dir) and NONE for the others; every other request is answered with None."""
@@ -267,10 +282,7 @@ def test_a_log_dir_failure_moves_leaderships_and_isr_places_off_the_failed_repli
     failed = {TopicPartition("t0", p) for p in range(PER_TOPIC)}
 
     async def scenario():
-        controller, zk = await _start_controller(connect, 2)
-        try:
-            recorder = Recorder(await _channel_of(controller))
-            await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+        async with _active_controller(connect, 2) as (controller, _zk, recorder):
             states = controller._ctx.states
             assert all(states[tp].leader == 1 for tp in failed)  # the first replica leads
             FailedDirChannel.failed = failed
@@ -297,9 +309,6 @@ def test_a_log_dir_failure_moves_leaderships_and_isr_places_off_the_failed_repli
             await recorder.settle(controller, lambda sent: any(b == 1 and api == ApiKey.LEADER_AND_ISR for b, api, _ in sent))
             assert controller._ctx.offline_replicas == {}
             assert 1 in controller._ctx.live_for(next(iter(failed)))
-        finally:
-            await controller.stop()
-            await zk.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
 
@@ -312,10 +321,7 @@ def test_a_broker_registered_again_within_its_session_loses_its_leaderships_and_
     connect, client = chroot
 
     async def scenario():
-        controller, zk = await _start_controller(connect, 2)
-        try:
-            recorder = Recorder(await _channel_of(controller))
-            await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+        async with _active_controller(connect, 2) as (controller, _zk, recorder):
             states = controller._ctx.states
             led = {tp: states[tp].leader_epoch for tp in states if states[tp].leader == 1}
             assert led and all(states[tp].isr == BROKERS for tp in led)  # the first replica leads
@@ -331,9 +337,6 @@ def test_a_broker_registered_again_within_its_session_loses_its_leaderships_and_
             assert counts[(1, "LEADER_AND_ISR")] == 1
             [to_1] = [r for b, api, r in recorder.since() if b == 1 and api == ApiKey.LEADER_AND_ISR]
             assert {s.leader for t in to_1.topic_states for s in t.partition_states} <= {2, 3}
-        finally:
-            await controller.stop()
-            await zk.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
 
@@ -346,10 +349,7 @@ def test_a_controller_whose_epoch_moved_on_steps_down_at_its_first_fenced_write(
     connect, client = chroot
 
     async def scenario():
-        controller, zk = await _start_controller(connect, 1)
-        try:
-            recorder = Recorder(await _channel_of(controller))
-            await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+        async with _active_controller(connect, 1) as (controller, zk, recorder):
             epoch = znodes.decode_controller_epoch(client.get(znodes.CONTROLLER_EPOCH)[0])
             client.set(znodes.CONTROLLER_EPOCH, znodes.encode_controller_epoch(epoch + 1))
             writes = []
@@ -368,9 +368,6 @@ def test_a_controller_whose_epoch_moved_on_steps_down_at_its_first_fenced_write(
             assert controller.epoch == epoch + 2
             fenced = [ops for ops in writes if ops[0].version != controller._ctx.epoch_zk_version]
             assert len(fenced) <= TOPICS * PER_TOPIC  # each transaction once, not ten tries a partition
-        finally:
-            await controller.stop()
-            await zk.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
 
