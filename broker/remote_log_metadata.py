@@ -10,8 +10,9 @@ partition's leader, as this broker's metadata cache names it, over the inter-bro
 (replication.broker_client.BrokerClients: the leader may be this broker), from offset 0, and
 replays every record into the metadata cache in log order. A partition newly assigned starts over
 from offset 0 with its partitions' entries dropped from the cache, as does one whose leader
-answers OFFSET_OUT_OF_RANGE (it lost records read from it); one no longer needed is forgotten. A metadata partition is loaded once the consumer has reached its high watermark; until
-then its tiered partitions are left alone by the remote log manager and their remote reads answer
+answers OFFSET_OUT_OF_RANGE (it lost records read from it); one no longer needed is forgotten. A
+metadata partition is loaded once the consumer has reached its high watermark; until then its
+tiered partitions are left alone by the remote log manager and their remote reads answer
 REPLICA_NOT_AVAILABLE (broker.remote_log).
 
 Writes (`publish`) go to the metadata partition's leader as a Produce (v9, acks=all) over the same
@@ -189,6 +190,7 @@ class SharedMetadataTopic:
                     log.warning("%s-%d: broker %d answered offset_out_of_range at offset %d; replaying it from the start",
                                 self.topic, partition, leader, asked[partition])
                     self._replay_from_start(partition)
+                    failed = True
                     continue
                 if result.error_code != ErrorCode.none:
                     log.info("%s-%d: broker %d answered %s", self.topic, partition, leader, ErrorCode(result.error_code).name)
