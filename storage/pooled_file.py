@@ -55,3 +55,7 @@ class PooledFile:
 
     def _let_go(self) -> None:
         descriptor_pool.let_go(self._slot)
+
+    def is_closed(self) -> bool:
+        """Whether the file was closed (`_let_go`): no use opens it again."""
+        return self._slot.let_go

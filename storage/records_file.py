@@ -333,7 +333,16 @@ class RecordsFile(PooledFile):
         (see the class)."""
         # A descriptor opened again after the pool dropped one still fsyncs every dirty page of
         # the file: on Linux fsync writes back the inode, whichever descriptor wrote it.
-        os.fsync(self._fd_holder().fd)
+        try:
+            descriptor = self._fd_holder()
+        except OSError:
+            if self.is_closed():
+                # Closed after this flush was scheduled: its segment was deleted (retention, or
+                # cleaned segments swapped in, fsynced first) or its log closed, which wrote
+                # everything first. Nothing is left to make durable, as for a deleted index.
+                return
+            raise
+        os.fsync(descriptor.fd)
 
     def rename(self, path: str) -> None:
         with descriptor_pool.lock():  # a reopen by the old path would race with the rename

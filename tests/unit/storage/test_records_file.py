@@ -82,10 +82,23 @@ def test_a_closed_file_refuses_reads_and_writes(tmp_path):
     records.append(b"abc")
     records.close()
 
-    for use in (lambda: records.read(0, 3), lambda: records.append(b"d"), records.flush):
+    for use in (lambda: records.read(0, 3), lambda: records.append(b"d")):
         with pytest.raises(OSError) as raised:
             use()
         assert raised.value.errno == errno.EBADF
+
+
+def test_a_flush_of_a_file_closed_meanwhile_does_nothing(tmp_path):
+    """A log's flush runs on its dir's thread with the segments it chose on the loop; a segment
+    deleted meanwhile (file.delete.delay.ms 0, the cleaner's swap) had its fsync raise EBADF,
+    which took the whole log dir offline (a CI run of tests/spark/test_source.py)."""
+    records = RecordsFile.open(str(tmp_path / "0.log"))
+    records.append(b"abc")
+    records.close()
+    os.unlink(records.path)
+
+    records.flush()
+    assert records.is_closed()
 
 
 def test_a_read_only_file_is_not_created_and_reopens_read_only(tmp_path, at_most):
