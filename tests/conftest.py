@@ -18,10 +18,15 @@ from tests.harness import BrokerProcess  # noqa: E402 (after the rewrite is regi
 
 def pytest_configure(config):
     """Each pytest-xdist worker chooses test ports from its own part of the range: a CI run once
-    gave brokers in both workers the same port, drawn in each before either bound it."""
+    gave brokers in both workers the same port, drawn in each before either bound it.
+
+    A worker that died is replaced by one numbered from the worker count on (gw4 after gw0-gw3):
+    the replacements share one more part, so that the run goes on and reports its other tests
+    (a replacement once refused to start, and the whole run ended three minutes in)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
     if worker:
-        local_cluster.draw_ports_from_slice(int(worker.removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+        workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+        local_cluster.draw_ports_from_slice(min(int(worker.removeprefix("gw")), workers), workers + 1)
 
 
 @pytest.hookimpl(trylast=True)
