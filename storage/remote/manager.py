@@ -20,7 +20,9 @@ does in turn:
 3. Cleanup: a copy or deletion that a crash or a leader change left unfinished (a segment in
    COPY_SEGMENT_STARTED or DELETE_SEGMENT_STARTED that no copy of this manager is making) is
    deleted, and files in the store of segment ids the metadata does not know (a crash between
-   writing them and the metadata, or a lost metadata record) are removed.
+   writing them and the metadata, or a lost metadata record) are removed, unless their records
+   are kept nowhere else (`_may_be_the_only_copy`: the metadata lost finished segments), which
+   are kept and warned of.
 
 A crash anywhere in this sequence therefore leaves either a finished segment or an orphan that
 the next leader's cleanup removes, never a readable segment with missing files: a segment is read
@@ -107,6 +109,27 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _may_be_the_only_copy(start_offset: int, copied: list[RemoteSegmentMetadata], partition_log: Log) -> bool:
+    """Whether store files that no metadata names, of a segment from `start_offset`, may hold
+    records kept nowhere else: below the local log, and in no copied segment the metadata knows.
+
+    Files left by a crash or a lost metadata record between a copy and its FINISHED record are
+    not: the local log keeps a segment until a copy of it is finished, and the cleanup of that
+    round finds the copy. Such files mean that the metadata lost finished segments (a truncated
+    metadata partition); the log start has then already moved up to the local log, as Kafka's
+    leader moves it when its remote log is empty, but deleting the files would destroy the only
+    copy of the records. They are kept and warned of, as Kafka, which never lists its store,
+    keeps every orphan. (A crash's files whose finished copy expired in the very round that found
+    it are kept too, the one case where unneeded files stay.)"""
+    if start_offset >= partition_log.local_log_start_offset:
+        return False
+    return not any(s.start_offset <= start_offset <= s.end_offset for s in copied)
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(p.rsplit("/", 1)[-1] for p in paths)
+
+
 class RemoteLogManager:
     def __init__(
         self,
@@ -127,6 +150,7 @@ class RemoteLogManager:
         self._copier = concurrent.futures.ThreadPoolExecutor(copier_threads, "logway-remote-copier")
         self._readers = concurrent.futures.ThreadPoolExecutor(reader_threads, "logway-remote-reader")
         self._in_progress: set[uuid.UUID] = set()  # segments this manager is copying or deleting
+        self._kept_orphans: set[uuid.UUID] = set()  # unnamed files kept and warned of (clean_up)
         # One piece of work at a time per partition: a round's and a topic deletion's would
         # otherwise both delete a segment.
         self._locks: dict[TopicIdPartition, asyncio.Lock] = {}
@@ -175,7 +199,7 @@ class RemoteLogManager:
         if still_leading():
             await self.expire(tip, replica)
         if still_leading():
-            await self.clean_up(tip)
+            await self.clean_up(tip, replica.log)
         self.follow(tip, replica.log)
 
     # ------------------------------------------------------------------------------ copying
@@ -303,7 +327,7 @@ class RemoteLogManager:
 
     # ------------------------------------------------------------------------------ cleanup
 
-    async def clean_up(self, tip: TopicIdPartition) -> int:
+    async def clean_up(self, tip: TopicIdPartition, partition_log: Log) -> int:
         """Delete unfinished copies and deletions and the store's files of unknown segments;
         how many segments went."""
         state = self.cache.state(tip)
@@ -318,15 +342,26 @@ class RemoteLogManager:
         listed = await self._in_thread(self._copier, self.store.list_segments, tip)
         # Read after the listing: a copy that began meanwhile is known by now (its STARTED record
         # is applied before its first file is written).
-        orphans = [
-            paths
-            for segment_id, paths in listed.items()
-            if segment_id not in self.cache.state(tip).segments and segment_id not in self._in_progress
-        ]
-        for paths in orphans:
-            log.info("%s: removing orphan files %s from the remote store", tip, ", ".join(p.rsplit("/", 1)[-1] for p in paths))
-            await self._in_thread(self._copier, self.store.delete_files, paths)
-        return len(unfinished) + len(orphans)
+        state = self.cache.state(tip)
+        orphans = 0
+        for segment_id, stored in listed.items():
+            if segment_id in state.segments or segment_id in self._in_progress:
+                continue
+            if _may_be_the_only_copy(stored.start_offset, state.copied, partition_log):
+                if segment_id not in self._kept_orphans:
+                    self._kept_orphans.add(segment_id)
+                    log.warning(
+                        "%s: keeping files %s in the remote store that no remote log metadata names: "
+                        "their records from offset %d are neither in the local log (from %d) nor in a "
+                        "remote segment the metadata knows, so the metadata may have lost their "
+                        "segment's records",
+                        tip, _names(stored.paths), stored.start_offset, partition_log.local_log_start_offset,
+                    )
+                continue
+            log.info("%s: removing orphan files %s from the remote store", tip, _names(stored.paths))
+            await self._in_thread(self._copier, self.store.delete_files, stored.paths)
+            orphans += 1
+        return len(unfinished) + orphans
 
     # --------------------------------------------------------------------- partition deletion
 

@@ -53,6 +53,14 @@ LOG_SUFFIX = ".log"
 _SUFFIXES = (LOG_SUFFIX, *(index.value for index in IndexType))
 
 
+@dataclass(frozen=True)
+class StoredSegment:
+    """What the store holds of one segment id: its start offset (from the names) and its files."""
+
+    start_offset: int
+    paths: list[str]
+
+
 class RemoteStorageError(KafkaError):
     """The store failed (Kafka's RemoteStorageException); the operation may be tried again. A
     fetch it fails answers UNKNOWN_SERVER_ERROR for the partition, as Kafka's does."""
@@ -242,20 +250,21 @@ class FsspecRemoteStorageManager:
     def fetch_index(self, metadata: RemoteSegmentMetadata, index: IndexType) -> bytes:
         return self._wrapped(self.fs.cat_file, self._path(metadata, index.value))
 
-    def list_segments(self, tip: TopicIdPartition) -> dict[uuid.UUID, list[str]]:
-        """The files in the store of each segment id of the partition (to find orphans)."""
+    def list_segments(self, tip: TopicIdPartition) -> dict[uuid.UUID, StoredSegment]:
+        """The files in the store of each segment id of the partition, with the segment's start
+        offset (to find orphans)."""
 
-        def listing() -> dict[uuid.UUID, list[str]]:
+        def listing() -> dict[uuid.UUID, StoredSegment]:
             directory = self.partition_dir(tip)
             self.fs.invalidate_cache(directory)  # object stores' listings are cached
             if not self.fs.exists(directory):
                 return {}
-            found: dict[uuid.UUID, list[str]] = {}
+            found: dict[uuid.UUID, StoredSegment] = {}
             for path in self.fs.ls(directory, detail=False):
-                name = path.rsplit("/", 1)[-1]
-                segment_id = _segment_id_of(name)
-                if segment_id is not None:
-                    found.setdefault(segment_id, []).append(path)
+                named = _parse_name(path.rsplit("/", 1)[-1])
+                if named is not None:
+                    start_offset, segment_id = named
+                    found.setdefault(segment_id, StoredSegment(start_offset, [])).paths.append(path)
             return found
 
         return self._wrapped(listing)
@@ -269,13 +278,12 @@ class FsspecRemoteStorageManager:
             raise RemoteStorageError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _segment_id_of(name: str) -> uuid.UUID | None:
-    """The segment id in a store file name (`<20 digits>-<uuid><suffix>`)."""
-    stem = name[21:57]
+def _parse_name(name: str) -> tuple[int, uuid.UUID] | None:
+    """The start offset and segment id in a store file name (`<20 digits>-<uuid><suffix>`)."""
     if len(name) < 57 or name[20:21] != "-" or not name[:20].isdigit():
         return None
     try:
-        return uuid.UUID(stem)
+        return int(name[:20]), uuid.UUID(name[21:57])
     except ValueError:
         return None
 

@@ -4,6 +4,7 @@ manager is built from the metadata records written so far (what a restarted or n
 from __remote_log_metadata) over the same store directory."""
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -254,6 +255,21 @@ def test_files_in_the_store_no_metadata_knows_are_removed(open_log, tmp_path):
     run(manager_over(topic, tmp_path / "store"), Replica(log))
     assert lost.segment_id not in store_segment_ids(tmp_path / "store")
     assert_consistent(topic, tmp_path / "store", log)
+
+
+def test_files_of_records_kept_nowhere_else_are_kept_though_no_metadata_knows_them(open_log, tmp_path, caplog):
+    # The metadata partition was truncated (a wiped broker led it): it lost finished copies whose
+    # local segments local retention had deleted. Their files hold the only copy of the records.
+    log, topic = copied_and_deleted_locally(open_log, tmp_path)
+    stored = store_segment_ids(tmp_path / "store")
+    assert stored
+    topic.values.clear()
+    with caplog.at_level(logging.WARNING, logger="storage.remote.manager"):
+        run(manager_over(topic, tmp_path / "store"), Replica(log))
+    assert store_segment_ids(tmp_path / "store") == stored
+    assert topic.values == []  # nothing copied again: the local log no longer has those segments
+    warned = [r.getMessage() for r in caplog.records if "keeping files" in r.getMessage()]
+    assert len(warned) == len(stored), warned
 
 
 def test_local_segments_go_once_copied_and_past_local_retention_and_are_read_from_the_store(open_log, tmp_path):
