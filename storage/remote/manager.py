@@ -343,11 +343,12 @@ class RemoteLogManager:
         # Read after the listing: a copy that began meanwhile is known by now (its STARTED record
         # is applied before its first file is written).
         state = self.cache.state(tip)
+        copied = state.copied
         orphans = 0
         for segment_id, stored in listed.items():
             if segment_id in state.segments or segment_id in self._in_progress:
                 continue
-            if _may_be_the_only_copy(stored.start_offset, state.copied, partition_log):
+            if _may_be_the_only_copy(stored.start_offset, copied, partition_log):
                 if segment_id not in self._kept_orphans:
                     self._kept_orphans.add(segment_id)
                     log.warning(

@@ -3,7 +3,6 @@ replaced, and the run goes on and reports the rest."""
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from tests.harness import REPO
@@ -37,7 +36,7 @@ def test_3():
 
 
 def test_a_worker_that_dies_is_replaced_and_the_run_reports_the_rest(tmp_path: Path):
-    (tmp_path / "test_dying.py").write_text(textwrap.dedent(_TESTS))
+    (tmp_path / "test_dying.py").write_text(_TESTS)
     run = subprocess.run(
         [
             sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-n", "2",
