@@ -98,6 +98,36 @@ _ZK_IN_FLIGHT = 100
 # on the 2-core VM of benchmarks/RESULTS.md), so writes of many partitions go in batches.
 _STATES_PER_TRANSACTION = 50
 
+# Kafka's ControllerState of each event this controller queues: the ControllerStats timer
+# (`<state>RateAndTimeMs`) its processing time goes to, as Kafka's ControllerEventManager times
+# each event under its state. `sync` and `stop` are the tests' and the shutdown's own markers.
+KAFKA_STATE_OF_EVENT = {
+    "elect": "ControllerChange",
+    "controller change": "ControllerChange",
+    "session expired": "ControllerChange",
+    "broker change": "BrokerChange",
+    "topic change": "TopicChange",
+    "delete topics": "TopicDeletion",
+    "topic deletion answer": "TopicDeletion",
+    "legacy reassignment": "PartitionReassignment",
+    "reassignment": "PartitionReassignment",
+    "preferred leader check": "AutoLeaderBalance",
+    "elect leaders": "ManualLeaderBalance",
+    "controlled shutdown": "ControlledShutdown",
+    "isr change": "IsrChange",
+    "LeaderAndIsr answer": "LeaderAndIsrResponseReceived",
+    "log dir event": "LogDirChange",
+}
+_PARTITION_CHANGE = "partition change "  # + the topic: Kafka's PartitionModifications, a TopicChange
+
+
+def kafka_state_of_event(name: str) -> str | None:
+    """The ControllerState Kafka would process the event named `name` in; None for events Kafka
+    has no timer of."""
+    if name.startswith(_PARTITION_CHANGE):
+        return "TopicChange"
+    return KAFKA_STATE_OF_EVENT.get(name)
+
 
 class ControllerMovedError(ZkError):
     """Another broker's controller epoch is in /controller_epoch: this one is deposed (Kafka's
@@ -177,7 +207,13 @@ class Controller:
         self.epoch = 0
         self._ctx = _Context()
         self._channel: ControllerChannel | None = None
-        self._events: asyncio.Queue[tuple[str, Callable[[], Awaitable[Any]], asyncio.Future | None]] = asyncio.Queue()
+        # (name, handler, the answer awaited, when it was queued)
+        self._events: asyncio.Queue[tuple[str, Callable[[], Awaitable[Any]], asyncio.Future | None, float]] = asyncio.Queue()
+        # Kafka's ControllerStats and ControllerEventManager metrics: unclean elections written
+        # since start (UncleanLeaderElectionsPerSec), and `on_event(name, queued_s, processed_s)`
+        # called after each event (EventQueueTimeMs, the <state>RateAndTimeMs timers).
+        self.unclean_leader_elections = 0
+        self.on_event: Callable[[str, float, float], None] | None = None
         self._worker: asyncio.Task | None = None
         self._rebalance_timer: asyncio.Task | None = None
         self._watched_topics: set[str] = set()
@@ -195,7 +231,7 @@ class Controller:
         if self._worker is not None:
             self._worker.cancel()
             # Python 3.11's wait_for can lose a cancellation: an event ends the loop anyway.
-            self._events.put_nowait(("stop", _nothing, None))
+            self._events.put_nowait(("stop", _nothing, None, time.monotonic()))
             await asyncio.wait({self._worker}, timeout=_STOP_WAIT_S)
         await self._resign()
 
@@ -216,7 +252,7 @@ class Controller:
         only try writes that the next controller's epoch fences; a request handler waiting on
         one is answered as when ZooKeeper failed."""
         while not self._events.empty():
-            _name, _handler, answer = self._events.get_nowait()
+            _name, _handler, answer, _queued = self._events.get_nowait()
             if answer is not None and not answer.done():
                 answer.set_exception(SessionExpiredError("the controller's ZooKeeper session expired"))
         self.enqueue("session expired", self._resign)
@@ -226,12 +262,17 @@ class Controller:
 
     def enqueue(self, name: str, handler: Callable[[], Awaitable[Any]], with_result: bool = False) -> asyncio.Future | None:
         answer = asyncio.get_running_loop().create_future() if with_result else None
-        self._events.put_nowait((name, handler, answer))
+        self._events.put_nowait((name, handler, answer, time.monotonic()))
         return answer
+
+    def queued_events(self) -> int:
+        """Events waiting (Kafka's EventQueueSize)."""
+        return self._events.qsize()
 
     async def _process_events(self) -> None:
         while not self._stopped:
-            name, handler, answer = await self._events.get()
+            name, handler, answer, queued = await self._events.get()
+            started = time.monotonic()
             try:
                 result = await handler()
             except ZkError as exc:
@@ -247,6 +288,8 @@ class Controller:
             else:
                 if answer is not None and not answer.done():
                     answer.set_result(result)
+            if self.on_event is not None:
+                self.on_event(name, started - queued, time.monotonic() - started)
 
     async def run(self, name: str, handler: Callable[[], Awaitable[Any]], if_failed: Any) -> Any:
         """Queue an event and wait for its result (for the request handlers); `if_failed` when
@@ -576,6 +619,7 @@ class Controller:
         ctx = self._ctx
         decisions = {}
         unclean_by_topic: dict[str, bool] = {}
+        elected_unclean: dict[TopicPartition, bool] = {}
         for tp in partitions:
             state = ctx.states.get(tp)
             if state is None or state.leader in ctx.live_for(tp):
@@ -595,10 +639,12 @@ class Controller:
                 election = assignment.elect_leader(ctx.replicas(tp), current.isr, live, unclean)
                 if election.leader == current.leader and election.isr == current.isr:
                     return None
+                elected_unclean[tp] = _is_unclean(election, current.isr)  # the last decision is the one written
                 return LeaderIsr(election.leader, current.leader_epoch + 1, election.isr, ctx.epoch)
 
             decisions[tp] = decide
         changed = await self._write_states(decisions)
+        self.unclean_leader_elections += sum(1 for tp in changed if elected_unclean.get(tp))
         offline = [tp for tp in changed if ctx.states[tp].leader == assignment.NO_LEADER]
         if offline:
             log.warning("%d partition(s) offline, no in-sync replica alive: %s", len(offline), _some(offline))
@@ -1124,6 +1170,8 @@ class Controller:
 
         if not await self._write_state(tp, decide):
             return ErrorCode.unknown_server_error, "The partition state changed meanwhile."
+        if _is_unclean(election, state.isr):
+            self.unclean_leader_elections += 1
         return ErrorCode.none, None
 
     async def _rebalance_periodically(self) -> None:
@@ -1286,6 +1334,11 @@ async def _pipelined(operation: Callable[[Any], Awaitable[Any]], items: Iterable
 
 def _batches(items: list[Any]) -> list[list[Any]]:
     return [items[i:i + _STATES_PER_TRANSACTION] for i in range(0, len(items), _STATES_PER_TRANSACTION)]
+
+
+def _is_unclean(election: assignment.Election, isr: Collection[int]) -> bool:
+    """A leader elected from outside the ISR: what Kafka counts in UncleanLeaderElectionsPerSec."""
+    return election.leader != assignment.NO_LEADER and election.leader not in isr
 
 
 def _some(partitions: list[TopicPartition], shown: int = 10) -> str:

@@ -219,6 +219,9 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self.partitions: dict[TopicPartition, ReplicaFetcher] = {}
         self._stopping: set[asyncio.Task] = set()  # fetchers told to stop, until their loop ends
+        # Bytes of record batches appended from leaders since start (Kafka's
+        # ReplicationBytesInPerSec).
+        self.bytes_appended = 0
 
     def max_lag(self) -> int:
         """The largest lag (leader high watermark minus log end) over the followed partitions."""
@@ -559,6 +562,7 @@ class ReplicaFetcher:
             if quota.is_throttled(tp):
                 quota.record(len(records))
             self._replicas.append_as_follower(partition, memoryview(records), result.high_watermark)
+            self.manager.bytes_appended += len(records)
         else:
             self._replicas.follow_high_watermark(partition, result.high_watermark)
         state.lag = max(result.high_watermark - partition.log.log_end_offset, 0)

@@ -465,9 +465,11 @@ def _answer(
     partition (BrokerTopicMetrics: bytes out, fetch requests and failures), a follower's bytes
     of throttled partitions against the leader replication quota. An incremental fetch answers
     only the partitions its client must see (broker.fetch_sessions); every partition read
-    counts, as in Kafka."""
+    counts, as in Kafka. The records answered to a follower count in the replication bytes out
+    (as Kafka counts the partitions of its answer: an idle follower's incremental fetch answers
+    none)."""
+    stats = ctx.services.topic_stats
     if request.replica_id < 0:
-        stats = ctx.services.topic_stats
         for topic in topics:
             for result in topic.partitions:
                 stats.fetched(topic.topic, _size(result.records), result.error_code != _NO_ERROR)
@@ -482,9 +484,11 @@ def _answer(
             )
             if throttled:
                 quota.record(throttled)
-    if context is None:
-        return _response(ctx, topics)
-    error_code, session_id, topics = context.answer(topics)
+    error_code, session_id = ErrorCode.none, 0
+    if context is not None:
+        error_code, session_id, topics = context.answer(topics)
+    if request.replica_id >= 0:
+        stats.replication_bytes_out += sum(_size(result.records) for topic in topics for result in topic.partitions)
     return _response(ctx, topics, error_code, session_id)
 
 

@@ -29,6 +29,7 @@ from broker.metrics.collectors import BrokerCollector, families
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.graphite import GraphitePusher
 from broker.metrics.stats import BrokerTopicStats, Histogram, LoopIdle, RequestStats, ZkSessionStats
+from replication.controller import KAFKA_STATE_OF_EVENT, kafka_state_of_event
 from replication.zk import SessionEvent
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ class BrokerMetrics:
         self.flush_times = Histogram()
         self.zk_latency = Histogram()
         self.zk_session = ZkSessionStats()
+        # Kafka's ControllerEventManager EventQueueTimeMs, and ControllerStats' timer of each
+        # ControllerState (by its name) events are processed in, every one there from the start
+        # as Kafka registers them (cluster mode).
+        self.controller_queue_times = Histogram()
+        self.controller_event_times = {state: Histogram() for state in sorted(set(KAFKA_STATE_OF_EVENT.values()))}
         self.loop_idle = LoopIdle()
         self.connections_accepted: dict[str, int] = {}
         self.registry = CollectorRegistry(auto_describe=False)
@@ -63,6 +69,7 @@ class BrokerMetrics:
         if broker.cluster is not None:
             broker.cluster.zk.on_request_latency = lambda seconds: self.zk_latency.observe(seconds * 1000)
             broker.cluster.zk.add_session_listener(self._on_zk_session)
+            broker.cluster.controller.on_event = self._on_controller_event
         self._endpoint: MetricsEndpoint | None = None
         self._graphite: GraphitePusher | None = None
         self._idle_sampler: asyncio.TimerHandle | None = None
@@ -112,6 +119,12 @@ class BrokerMetrics:
     def _sample_idle(self) -> None:
         self.loop_idle.sample()
         self._idle_sampler = asyncio.get_running_loop().call_later(_IDLE_SAMPLE_S, self._sample_idle)
+
+    def _on_controller_event(self, name: str, queued_s: float, processed_s: float) -> None:
+        self.controller_queue_times.observe(queued_s * 1000)
+        state = kafka_state_of_event(name)
+        if state is not None:
+            self.controller_event_times[state].observe(processed_s * 1000)
 
     def _on_zk_session(self, event: SessionEvent) -> None:
         session = self.zk_session

@@ -65,12 +65,13 @@ class BrokerCollector:
     def _parts(self) -> Iterator[Part]:
         broker, metrics = self._broker, self._metrics
         metrics.topics.retain(broker.topics.topics)
-        yield broker_topic_part(metrics.topics)
+        yield broker_topic_part(metrics.topics, broker.replica_manager.fetchers.bytes_appended)
         yield request_part(metrics.requests)
         yield broker_state_family(broker)
         yield from replica_manager_families(broker)
         yield from fetch_session_families(broker)
         yield from controller_families(broker)
+        yield from controller_event_families(broker, metrics)
         yield from log_families(broker)
         yield histogram_family(
             "kafka_log_logflushstats_logflushrateandtimems",
@@ -142,16 +143,20 @@ _TOPIC_METERS = (
 )
 
 
-def broker_topic_part(stats: BrokerTopicStats) -> Part:
+def broker_topic_part(stats: BrokerTopicStats, replication_bytes_in: int) -> Part:
     """Kafka's BrokerTopicMetrics meters, per topic and for the broker (no topic label, as the
-    exporter gives the MBean without a topic)."""
+    exporter gives the MBean without a topic); the replication bytes for the broker only, as
+    Kafka counts them. `replication_bytes_in`: what this broker's replica fetchers appended."""
     attributes = [attribute for _, attribute, _ in _TOPIC_METERS]
     retired = [getattr(stats.retired, attribute) for attribute in attributes]
     rows = [(topic, [getattr(topic_stats, a) for a in attributes]) for topic, topic_stats in stats.topics.items()]
-    return functools.partial(_broker_topic_families, retired, rows)
+    replication = (replication_bytes_in, stats.replication_bytes_out)
+    return functools.partial(_broker_topic_families, retired, rows, replication)
 
 
-def _broker_topic_families(retired: list[int], rows: list[tuple[str, list[int]]]) -> Iterator[Metric]:
+def _broker_topic_families(
+    retired: list[int], rows: list[tuple[str, list[int]]], replication: tuple[int, int]
+) -> Iterator[Metric]:
     for index, (metric, _, documentation) in enumerate(_TOPIC_METERS):
         family = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{metric}", documentation, labels=["topic"])
         total = retired[index]
@@ -160,6 +165,17 @@ def _broker_topic_families(retired: list[int], rows: list[tuple[str, list[int]]]
             family.add_metric([topic], values[index])
         family.samples.append(Sample(f"kafka_server_brokertopicmetrics_{metric}_total", {}, total))
         yield family
+    bytes_in, bytes_out = replication
+    yield counter(
+        "kafka_server_brokertopicmetrics_replicationbytesin",
+        "Bytes of record batches this broker's replica fetchers appended from leaders.",
+        bytes_in,
+    )
+    yield counter(
+        "kafka_server_brokertopicmetrics_replicationbytesout",
+        "Bytes of records this broker sent to followers fetching from it.",
+        bytes_out,
+    )
 
 
 # ------------------------------------------------------------------------ RequestMetrics
@@ -368,6 +384,41 @@ def controller_families(broker: "Broker") -> Iterator[Metric]:
     )
     yield gauge(prefix + "globaltopiccount", "Topics in the cluster (active controller).", topics)
     yield gauge(prefix + "globalpartitioncount", "Partitions in the cluster (active controller).", partitions)
+
+
+def rate_and_time_name(state: str) -> str:
+    """The ControllerStats timer of a ControllerState (Kafka's rateAndTimeMetricName):
+    BrokerChange's keeps the name it had before Kafka had states."""
+    return "LeaderElectionRateAndTimeMs" if state == "BrokerChange" else f"{state}RateAndTimeMs"
+
+
+def controller_event_families(broker: "Broker", metrics: "BrokerMetrics") -> Iterator[Metric]:
+    """Kafka's ControllerStats and ControllerEventManager (cluster mode only: standalone, the
+    broker runs no controller events and elects no leaders)."""
+    if broker.cluster is None:
+        return
+    controller = broker.cluster.controller
+    yield counter(
+        "kafka_controller_controllerstats_uncleanleaderelections",
+        "Leaders this broker's controller elected from outside the ISR (records may be lost).",
+        controller.unclean_leader_elections,
+    )
+    for state, times in metrics.controller_event_times.items():
+        yield histogram_family(
+            f"kafka_controller_controllerstats_{rate_and_time_name(state).lower()}",
+            f"Time this broker's controller took to process its {state} events, in ms.",
+            times,
+        )
+    yield gauge(
+        "kafka_controller_controllereventmanager_eventqueuesize",
+        "Events waiting in this broker's controller queue.",
+        controller.queued_events(),
+    )
+    yield histogram_family(
+        "kafka_controller_controllereventmanager_eventqueuetimems",
+        "Time an event waited in the controller's queue before it was processed, in ms.",
+        metrics.controller_queue_times,
+    )
 
 
 # ----------------------------------------------------------------------------- Logs

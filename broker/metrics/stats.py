@@ -115,6 +115,9 @@ class BrokerTopicStats:
     def __init__(self) -> None:
         self.topics: dict[str, TopicStats] = {}
         self.retired = TopicStats()  # the counts of forgotten topics, kept in the broker's totals
+        # Bytes of records sent to followers (Kafka's ReplicationBytesOutPerSec, a broker total
+        # with no topic, as Kafka's)
+        self.replication_bytes_out = 0
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)

@@ -132,6 +132,14 @@ def test_a_paused_follower_shrinks_isrs_and_a_killed_broker_leaves_partitions_un
     create_topic(cluster, single, 3, 1)
     wait_until(lambda: full_isrs(cluster, replicated, 3), TIMEOUT_S, "full ISRs")
     produce(cluster.bootstrap, replicated, 30)
+    # What the leaders sent their followers, the followers appended: once they caught up, the
+    # cluster's replication bytes out and in are the same.
+    wait_until(
+        lambda: 0 < (total(cluster, "kafka_server_brokertopicmetrics_replicationbytesout_total", everyone) or 0)
+        == total(cluster, "kafka_server_brokertopicmetrics_replicationbytesin_total", everyone),
+        TIMEOUT_S,
+        "replication bytes out and in",
+    )
     controller, _ = zk_controller(cluster)
     victim = next(b for b in everyone if b != controller)
     others = tuple(b for b in everyone if b != victim)
@@ -162,6 +170,8 @@ def test_a_paused_follower_shrinks_isrs_and_a_killed_broker_leaves_partitions_un
     )
 
     # Killed: its single-replica partition has no leader left; the others are under-replicated.
+    elections = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+    before = total(cluster, elections, others)
     cluster.broker(victim).kill()
     wait_until(
         lambda: total(cluster, "kafka_controller_kafkacontroller_offlinepartitionscount", others) == 1
@@ -169,6 +179,10 @@ def test_a_paused_follower_shrinks_isrs_and_a_killed_broker_leaves_partitions_un
         TIMEOUT_S,
         "an offline partition and three under-replicated ones",
     )
+    # The controller timed the broker change it handled (Kafka's LeaderElectionRateAndTimeMs);
+    # every leader it elected came from an ISR.
+    assert total(cluster, elections, others) > before
+    assert total(cluster, "kafka_controller_controllerstats_uncleanleaderelections_total", others) == 0
     cluster.broker(victim).start()
     wait_until(
         lambda: total(cluster, "kafka_controller_kafkacontroller_offlinepartitionscount", everyone) == 0

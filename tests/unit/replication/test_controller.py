@@ -1,8 +1,10 @@
 """replication.controller against a real ZooKeeper, its requests recorded instead of sent: each
 event sends one request per broker and kind, covering every partition, never one per partition."""
 
+import ast
 import asyncio
 import contextlib
+import inspect
 import uuid
 from collections import Counter
 
@@ -14,7 +16,8 @@ from protocol.errors import ErrorCode
 from protocol.legacy import LeaderAndIsrPartitionError, LeaderAndIsrResponse
 from replication import controller as controller_module
 from replication import znodes
-from replication.controller import Controller, ControllerSettings
+from replication.controller import Controller, ControllerSettings, kafka_state_of_event
+from replication.znodes import LeaderIsr
 from replication.zk import ZkClient
 from storage.topic_partition import TopicPartition
 
@@ -398,6 +401,66 @@ def test_a_session_expiry_resigns_before_the_events_queued_meanwhile(chroot):
             assert await asyncio.wait_for(waiting, _WAIT_S) == "failed"
             await controller.run("sync", _nothing, None)
             assert ran == [] and not controller.active
+        finally:
+            await controller.stop()
+            await zk.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_every_event_the_controller_queues_is_timed_under_a_kafka_controller_state():
+    """The names given to enqueue, run and _watch in the controller's source: each has the
+    ControllerState whose <state>RateAndTimeMs timer its processing time goes to."""
+    names = []
+    for node in ast.walk(ast.parse(inspect.getsource(controller_module))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr in ("enqueue", "run", "_watch"):
+                name = node.args[0]
+                if isinstance(name, ast.JoinedStr):  # an f-string: its constant start
+                    name = name.values[0]
+                if isinstance(name, ast.Constant):  # not the helpers passing a name on
+                    names.append(name.value)
+    assert len(names) > 15
+    assert [name for name in names if kafka_state_of_event(name) is None] == []
+    assert kafka_state_of_event("broker change") == "BrokerChange"  # LeaderElectionRateAndTimeMs
+    assert kafka_state_of_event("partition change orders") == "TopicChange"
+    assert kafka_state_of_event("sync") is None
+
+
+def test_leaders_elected_from_outside_the_isr_are_counted_and_each_event_reports_its_times(chroot):
+    """Kafka's UncleanLeaderElectionsPerSec and the times of ControllerStats and
+    ControllerEventManager: topic t0's ISR is broker 1 alone when it dies, and unclean
+    elections are allowed, so t0's partitions get leaders from outside their ISR; the other
+    topics' leaders come from their ISRs and are not counted."""
+    connect, client = chroot
+    t0 = [TopicPartition("t0", p) for p in range(PER_TOPIC)]
+    for tp in t0:
+        client.create(znodes.partition_state_path(tp), znodes.encode_partition_state(LeaderIsr(1, 0, (1,), 1)),
+                      makepath=True)
+
+    async def scenario():
+        zk = ZkClient(connect, 6000)
+        await zk.start()
+        controller = Controller(zk, ControllerSettings(broker_id=2, inter_broker_listener="PLAINTEXT",
+                                                       auto_leader_rebalance=False, unclean_leader_election=True))
+        events = []
+        controller.on_event = lambda name, queued_s, processed_s: events.append((name, queued_s, processed_s))
+        controller.start()
+        try:
+            recorder = Recorder(await _channel_of(controller))
+            await recorder.settle(controller, lambda sent: len(sent) >= 2 * len(BROKERS))
+            assert controller.unclean_leader_elections == 0
+            recorder.start()
+            client.delete(znodes.broker_path(1))
+            await recorder.settle(controller, lambda sent: any(api == ApiKey.LEADER_AND_ISR for _, api, _ in sent))
+            states = controller._ctx.states
+            assert all(states[tp].leader == 2 and states[tp].isr == (2,) for tp in t0)
+            assert sum(1 for tp, state in states.items() if tp.topic != "t0" and state.leader != 1) == (TOPICS - 1) * PER_TOPIC
+            assert controller.unclean_leader_elections == PER_TOPIC
+            names = [name for name, _, _ in events]
+            assert names[0] == "elect" and "broker change" in names and names[-1] == "sync"
+            assert all(queued_s >= 0 and processed_s >= 0 for _, queued_s, processed_s in events)
+            assert controller.queued_events() == 0
         finally:
             await controller.stop()
             await zk.close()

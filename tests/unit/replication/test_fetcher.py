@@ -320,6 +320,16 @@ def test_the_largest_lag_behind_a_leaders_high_watermark_is_kept_for_the_metrics
     run(tmp_path, leader, [], scenario)
 
 
+def test_the_bytes_appended_from_leaders_are_counted_for_the_metrics(tmp_path):
+    leader = StandInLeader(leader_log(tmp_path, [(0, (b"a", b"b", b"c"))]), epoch=0)
+
+    async def scenario(manager, partition):
+        await eventually(lambda: partition.log.log_end_offset == 3)
+        assert manager.fetchers.bytes_appended == partition.log.size_in_bytes > 0
+
+    run(tmp_path, leader, [], scenario)
+
+
 class SwitchedQuota:
     """A follower quota throttling every partition, exceeded while the test says so."""
 

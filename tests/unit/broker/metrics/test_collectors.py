@@ -12,7 +12,7 @@ from kio.schema.offset_commit.v8.request import (
 )
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from broker.metrics.collectors import request_part, zookeeper_families
+from broker.metrics.collectors import controller_event_families, rate_and_time_name, request_part, zookeeper_families
 from broker.metrics.stats import RequestStats, SendTimer
 from broker.security.quotas import PRODUCER_BYTE_RATE, QuotaEntity
 from protocol.api_keys import ApiKey
@@ -248,6 +248,36 @@ def test_isr_shrinks_and_expands_stored_by_the_leader_are_counted(tmp_path):
     assert run(tmp_path, scenario) == ((ME,), (ME, FOLLOWER), 1, 1)
 
 
+def test_records_sent_to_a_follower_count_as_replication_bytes_out_and_not_as_the_topics_bytes_out(tmp_path):
+    five = batch(5)
+
+    async def scenario(broker, client):
+        tp = TopicPartition(TOPIC, 0)
+        broker.replica_manager.set_isr_writer(_IsrWriter())
+        broker.replica_manager.become_leader_or_follower(
+            1, [PartitionState(tp, 1, ME, 1, (ME, FOLLOWER), 0, (ME, FOLLOWER))], {}, ME
+        )
+        await produce(client, TOPIC, 0, five)
+        request = FetchRequest(
+            replica_id=FOLLOWER,
+            max_wait=0 * MS,
+            min_bytes=1,
+            topics=(
+                FetchTopic(topic=TOPIC, partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),
+            ),
+            forgotten_topics_data=(),
+        )
+        fetched = await client.call(ApiKey.FETCH, 12, request)
+        assert fetched.responses[0].partitions[0].error_code == ErrorCode.none
+        return (
+            value(broker, "kafka_server_brokertopicmetrics_replicationbytesout_total"),
+            value(broker, "kafka_server_brokertopicmetrics_bytesout_total", topic=TOPIC),
+            value(broker, "kafka_server_brokertopicmetrics_replicationbytesin_total"),  # it follows nothing
+        )
+
+    assert run(tmp_path, scenario) == (len(five), 0, 0)
+
+
 def test_controller_gauges_of_a_standalone_broker_count_it_active_and_its_offline_partitions(tmp_path):
     async def scenario(broker, client):
         before = value(broker, "kafka_controller_kafkacontroller_offlinepartitionscount")
@@ -306,11 +336,16 @@ def test_connections_per_listener_come_from_the_broker(tmp_path):
     assert run(tmp_path, scenario) == 0
 
 
-def test_zookeeper_families_appear_in_cluster_mode_only(tmp_path):
-    async def scenario(broker, client):
-        return list(zookeeper_families(broker, broker.metrics))
+def test_controller_event_timers_are_named_as_kafkas_controller_stats():
+    assert rate_and_time_name("BrokerChange") == "LeaderElectionRateAndTimeMs"
+    assert rate_and_time_name("IsrChange") == "IsrChangeRateAndTimeMs"
 
-    assert run(tmp_path, scenario) == []
+
+def test_zookeeper_and_controller_event_families_appear_in_cluster_mode_only(tmp_path):
+    async def scenario(broker, client):
+        return list(zookeeper_families(broker, broker.metrics)), list(controller_event_families(broker, broker.metrics))
+
+    assert run(tmp_path, scenario) == ([], [])
 
 
 def test_a_waiting_long_poll_is_in_the_fetch_purgatory_and_the_broker_state_is_running(tmp_path):

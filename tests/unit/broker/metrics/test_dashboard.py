@@ -6,7 +6,7 @@ import re
 import types
 from pathlib import Path
 
-from broker.metrics.collectors import zookeeper_families
+from broker.metrics.collectors import controller_event_families, zookeeper_families
 from tests.in_process import running_broker
 
 DASHBOARD = Path(__file__).resolve().parents[4] / "docs" / "grafana" / "logway-dashboard.json"
@@ -34,14 +34,19 @@ def dashboard_expressions() -> list[str]:
 
 
 def exported_names(tmp_path) -> set[str]:
-    """Every name a broker exports: a standalone one's families, and the ZooKeeper ones only a
-    cluster member has."""
+    """Every name a broker exports: a standalone one's families, and the ZooKeeper and
+    controller event ones only a cluster member has."""
 
     async def main():
         async with running_broker(tmp_path) as broker:
             standalone = names(broker.metrics.registry.collect())
-            member = types.SimpleNamespace(cluster=object())
-            return standalone | names(zookeeper_families(member, broker.metrics))
+            controller = types.SimpleNamespace(unclean_leader_elections=0, queued_events=lambda: 0)
+            member = types.SimpleNamespace(cluster=types.SimpleNamespace(controller=controller))
+            return (
+                standalone
+                | names(zookeeper_families(member, broker.metrics))
+                | names(controller_event_families(member, broker.metrics))
+            )
 
     return asyncio.run(main())
 
