@@ -484,12 +484,18 @@ def _answer(
             )
             if throttled:
                 quota.record(throttled)
-    error_code, session_id = ErrorCode.none, 0
-    if context is not None:
-        error_code, session_id, topics = context.answer(topics)
+    if context is None:
+        if request.replica_id >= 0:
+            stats.replication_bytes_out += _records_bytes(topics)
+        return _response(ctx, topics)
+    error_code, session_id, topics = context.answer(topics)
     if request.replica_id >= 0:
-        stats.replication_bytes_out += sum(_size(result.records) for topic in topics for result in topic.partitions)
+        stats.replication_bytes_out += _records_bytes(topics)
     return _response(ctx, topics, error_code, session_id)
+
+
+def _records_bytes(topics: list[TopicResult]) -> int:
+    return sum(_size(result.records) for topic in topics for result in topic.partitions)
 
 
 def _size(records: Sized | None) -> int:
